@@ -1,0 +1,271 @@
+"""Training-time verifier of PAC (privileged attribution for coordination).
+
+After a turn completes, two independent checks each compare one role's output with a training-time
+reference (never with the other role's output): a^t = V(q, y^t, e^t)  [paper §3.3, Eq. 11; App. F.6].
+The outcome is rendered as a three-line factual description c^t that only the teacher reads, starting
+at the next turn. c^t restates values the agents produced and says which side agrees with the
+reference; it never contains a reference value (answer, reference-solution output, golden test).
+"""
+import math
+import multiprocessing
+import re
+from dataclasses import dataclass
+
+import math_verify
+
+from sandbox import outputs_match, run_case, run_cases
+
+HEADER = "Verification result for the previous turn:"
+SHOW_CHARS = 200  # longest value rendered in the observation line; the rest is elided
+SYMBOLIC_TIMEOUT = 5.0  # seconds allowed for one symbolic equivalence check
+
+
+@dataclass
+class Attribution:
+    outcome: str                      # one of the outcome names of App. F.6 (see the tables below)
+    description: str                  # c^t: header, observation line, conclusion line
+    checks: dict[str, bool | None]    # the two Boolean checks; None = could not be decided
+    first_failing_test: int | None = None  # code: index of the first golden test the program fails.
+                                           # Verifier-side bookkeeping only, never rendered into c^t.
+
+
+# ----------------------------------------------------------------------------- math equivalence
+
+def _clean(text: str) -> str:
+    """Drop decoration that does not change the value: a trailing full stop, enclosing $...$ or
+    \\boxed{...}, and a trailing percent sign."""
+    s = text.strip().rstrip(".").strip()
+    if len(s) > 1 and s.startswith("$") and s.endswith("$"):
+        s = s.strip("$").strip()
+    if boxed := re.fullmatch(r"\\boxed\{(.*)\}", s):
+        s = boxed.group(1).strip()
+    # Percent: "50%" counts as 50, not 0.5. Reference answers to "what percent" questions are written
+    # as the bare number while agents often add the sign; dividing by 100 would split the two.
+    return re.sub(r"\\?%$", "", s).strip()
+
+
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def _number(text: str) -> float | None:
+    """A plain number, thousands-comma number ("1,000"), a/b or \\frac{a}{b}; else None."""
+    s = _clean(text)
+    if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", s):  # only well-grouped commas: "1,2" is no number
+        s = s.replace(",", "")
+    if frac := re.fullmatch(r"([-+]?)\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}", s):
+        s = f"{frac.group(1)}{frac.group(2)}/{frac.group(3)}"
+    parts = [p.strip() for p in s.split("/")]
+    if len(parts) > 2 or not all(_NUMBER.fullmatch(p) for p in parts):
+        return None
+    value = float(parts[0])
+    if len(parts) == 2:
+        if float(parts[1]) == 0:
+            return None
+        value /= float(parts[1])
+    return value if math.isfinite(value) else None
+
+
+# Words math-verify reads as functions; any other run of 3+ letters marks the answer as prose.
+_FUNCTION_WORDS = {"sqrt", "sin", "cos", "tan", "log", "exp"}
+
+
+def _parse(text: str) -> list:
+    """math-verify parse of an answer; [] when unparseable. Bare math is wrapped in $...$ so it is read
+    as one expression (raw "2*sqrt(3)" would be read as 2, "3, 5" as 5). Prose is passed raw: math-verify
+    then extracts the answer from the text, while wrapped it would read every word as a product of
+    symbols (so "garbage" would equal itself). Signal-based timeouts are off (see answers_equivalent)."""
+    s = _clean(text)
+    words = set(re.findall(r"(?<!\\)\b[A-Za-z]{3,}", s)) - _FUNCTION_WORDS
+    source = s if words else "$" + s.replace("**", "^") + "$"  # "**": Python-printed powers
+    return math_verify.parse(source, parsing_timeout=None)
+
+
+# math-verify builds its parsers lazily; build them once here so every forked check (answers_equivalent)
+# inherits them and starts in ~15 ms instead of ~300 ms.
+math_verify.verify(_parse("x^2"), _parse("y"), timeout_seconds=None)
+
+
+def answers_equivalent(a: str | None, b: str | None, eps: float = 1e-6) -> bool:
+    """a (candidate) equals b (reference): numeric tolerance first, then symbolic [App. D.6.3].
+    NUMEQ(a, b) = |a - b| <= eps or |a - b| / max(1, |b|) <= eps  [Eq. 16].
+    A missing or unparseable answer is never equivalent [Eq. 18]."""
+    if not a or not b or not a.strip() or not b.strip():
+        return False
+    x, y = _number(a), _number(b)
+    if x is not None and y is not None:  # both plain numbers: NUMEQ decides alone
+        return abs(x - y) <= eps or abs(x - y) / max(1.0, abs(y)) <= eps
+    # sympy can run for ever on some inputs (5 vs 10^{10^{10^{10}}}), and math-verify's own timeouts are
+    # signal-based, which fail outside the main thread. So the symbolic check runs in a forked child that
+    # is killed after SYMBOLIC_TIMEOUT s; no reply in time counts as not equivalent.
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_symbolic_equal, args=(a, b, send), daemon=True)
+    child.start()
+    send.close()  # the parent keeps only the read end, so a child that dies reads as EOF
+    try:
+        return receive.poll(SYMBOLIC_TIMEOUT) and receive.recv()
+    except EOFError:  # the child died without answering
+        return False
+    finally:
+        child.kill()
+        child.join()
+        receive.close()
+
+
+def _symbolic_equal(a: str, b: str, send) -> None:
+    """Child side of answers_equivalent: sends True iff math-verify shows a equivalent to b."""
+    try:
+        gold, target = _parse(b), _parse(a)
+        send.send(bool(gold and target and math_verify.verify(gold, target, timeout_seconds=None)))
+    except Exception:  # any failure inside sympy/math-verify = not shown equivalent
+        send.send(False)
+
+
+# ----------------------------------------------------------------------------- rendering
+
+def _show(value: str) -> str:
+    """One-line rendering of an agent value: repr() shows newlines as \\n; long values are elided."""
+    if len(value) <= SHOW_CHARS:
+        return repr(value)
+    return repr(value[:SHOW_CHARS]) + f"... ({len(value) - SHOW_CHARS} more characters)"
+
+
+def _describe(observation: str, conclusion: str) -> str:
+    """c^t: exactly three lines [App. F.6]."""
+    return f"{HEADER}\n- {observation}\n- {conclusion}"
+
+
+# ----------------------------------------------------------------------------- code  [App. F.6]
+
+# (program_correct, test_correct) -> (outcome, conclusion). Conclusions state facts and address no role.
+CODE_OUTCOMES = {
+    (False, True): ("PROGRAM_INCONSISTENT",
+                    "The declared expected output agrees with the reference behaviour on that input, but "
+                    "the program does not pass the reference tests; the inconsistency originates in the "
+                    "program."),
+    (True, False): ("TEST_INCONSISTENT",
+                    "The program passes the reference tests, but the declared expected output does not "
+                    "agree with the reference behaviour on that input; the inconsistency originates in "
+                    "the test case."),
+    (False, False): ("BOTH_INCONSISTENT",
+                     "The program does not pass the reference tests and the declared expected output does "
+                     "not agree with the reference behaviour on that input; the inconsistency originates "
+                     "in both."),
+    (True, True): ("BOTH_CONSISTENT",
+                   "The program passes the reference tests and the declared expected output agrees with "
+                   "the reference behaviour on that input; any remaining difference lies in output format "
+                   "or interface, not in the logic of either."),
+    # No oracle for the declared output (see attribute_code); arises only when the program failed.
+    (False, None): ("PROGRAM_INCONSISTENT",
+                    "The program does not pass the reference tests, so the inconsistency originates at "
+                    "least in the program; whether the declared expected output is correct could not be "
+                    "checked."),
+}
+
+
+def attribute_code(problem: dict, program: str | None, test_case: tuple[str, str] | None, *,
+                   program_output: str | None = None, timeout: float = 30.0) -> Attribution:
+    """Coder/Tester attribution. program_correct: the program passes every golden test.
+    test_correct: a reference run on the declared input reproduces the declared expected output;
+    the test's layout is not judged on its own [App. F.6]. program_output: what the program printed
+    (or its "error: ..." string) on the declared input, if the environment already ran it."""
+    fmt, tests = problem["format"], problem["tests"]
+    program_correct, first_failing = False, None
+    if program is not None:
+        results = run_cases(problem, program, [t["input"] for t in tests], timeout=timeout)
+        failing = [i for i, (r, t) in enumerate(zip(results, tests))
+                   if not (r.ok and outputs_match(fmt, r.stdout, t["output"]))]
+        program_correct, first_failing = not failing, (failing[0] if failing else None)
+
+    if program is not None and test_case is not None and program_output is None:
+        run = run_case(problem, program, test_case[0], timeout=timeout)
+        program_output = run.stdout if run.ok else run.error
+
+    test_correct: bool | None = False
+    if test_case is not None:
+        declared_input, declared_output = test_case
+        # Oracle for the declared output, best first. Without a reference solution (the paper leaves
+        # this open, notes §10.6): (a) a golden test on the same input; (b) the Coder's program when it
+        # passes every golden test, i.e. is itself a verified solution (its output on the declared
+        # input is already at hand); (c) nothing: undecided (None), and metrics skip it.
+        if problem.get("solution"):
+            ref = run_case(problem, problem["solution"], declared_input, timeout=timeout)
+            test_correct = ref.ok and outputs_match(fmt, ref.stdout, declared_output)  # crash = not ok
+        elif (golden := next((t for t in tests if t["input"].strip() == declared_input.strip()),
+                             None)) is not None:
+            test_correct = outputs_match(fmt, golden["output"], declared_output)
+        elif program_correct:  # a crash of the verified program on that input = not ok, as above
+            test_correct = (not program_output.startswith("error: ")
+                            and outputs_match(fmt, program_output, declared_output))
+        else:
+            test_correct = None
+
+    if test_case is None:
+        shown_input = shown_declared = "[none: no test case was declared]"
+    else:
+        shown_input, shown_declared = _show(test_case[0]), _show(test_case[1])
+    if program is None:
+        shown_output = "[none: no program was produced]"
+    elif test_case is None:
+        shown_output = "[nothing: the program was not run, as there was no test input]"
+    else:
+        shown_output = _show(program_output)
+    observation = (f"On the test input {shown_input} the program printed {shown_output}, while the "
+                   f"declared expected output was {shown_declared}.")
+    outcome, conclusion = CODE_OUTCOMES[(program_correct, test_correct)]
+    return Attribution(outcome, _describe(observation, conclusion),
+                       {"program_correct": program_correct, "test_correct": test_correct}, first_failing)
+
+
+# ----------------------------------------------------------------------------- math  [App. F.6]
+
+# (derivation_correct, program_correct) -> (outcome, conclusion)
+MATH_OUTCOMES = {
+    (False, True): ("DERIVATION_INCONSISTENT",
+                    "The printed result agrees with the reference answer and the derived answer does not; "
+                    "the inconsistency originates in the derivation."),
+    (True, False): ("COMPUTATION_INCONSISTENT",
+                    "The derived answer agrees with the reference answer and the printed result does not; "
+                    "the inconsistency originates in the program's computation."),
+    (False, False): ("BOTH_INCONSISTENT",
+                     "Neither the derived answer nor the printed result agrees with the reference answer; "
+                     "the inconsistency originates in both."),
+    (True, True): ("BOTH_CONSISTENT",
+                   "Both the derived answer and the printed result agree with the reference answer; any "
+                   "difference between them lies only in how the answer is written."),
+}
+
+
+def attribute_math(problem: dict, derivation_answer: str | None, program_answer: str | None) -> Attribution:
+    """Reasoner/Tool-User attribution: each answer is checked for equivalence with the reference.
+    program_answer may be the program's "error: ..." string; an error never counts as an answer (its
+    text could contain a number, e.g. a timeout in seconds)."""
+    reference = problem["answer"]
+    derivation_correct = answers_equivalent(derivation_answer, reference)
+    crashed = program_answer is not None and program_answer.startswith("error: ")
+    program_correct = not crashed and answers_equivalent(program_answer, reference)
+    shown_derived = "[none: no answer after '####']" if derivation_answer is None else _show(derivation_answer)
+    shown_printed = "[none: no printed result]" if program_answer is None else _show(program_answer)
+    observation = f"The derivation reported {shown_derived} and the program printed {shown_printed}."
+    outcome, conclusion = MATH_OUTCOMES[(derivation_correct, program_correct)]
+    return Attribution(outcome, _describe(observation, conclusion),
+                       {"derivation_correct": derivation_correct, "program_correct": program_correct})
+
+
+# ----------------------------------------------------------------------------- c^{<t}
+
+def verdicts_before(attributions: list[Attribution], t: int) -> list[str]:
+    """c^{<t} = (c^0, ..., c^{t-1}): verdicts of completed turns only, empty at t = 0 [§3.3, Eq. 12].
+    A verdict on turn t' becomes usable at turn t' + 1, so t may not exceed the number attributed."""
+    if not 0 <= t <= len(attributions):
+        raise ValueError(f"turn {t}: only {len(attributions)} completed turns are attributed")
+    return [a.description for a in attributions[:t]]
+
+
+def attribute_turn(problem: dict, artefacts: dict, *, timeout: float = 30.0) -> Attribution:
+    """a^t for one completed turn of rollout.py, read from what its environment recorded [Eq. 11]."""
+    a = artefacts
+    if problem["domain"] == "math":
+        return attribute_math(problem, a["derivation_answer"], a["program_answer"])
+    case = None if a["test_input"] is None else (a["test_input"], a["test_output"])
+    return attribute_code(problem, a["program"], case, program_output=a["program_output"], timeout=timeout)

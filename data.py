@@ -1,0 +1,83 @@
+"""The one problem schema every workflow, verifier and loader shares, and its strict loader.
+
+A problem file is JSON Lines, one problem per line:
+
+    {"id": "add", "domain": "math", "question": "What is 2 + 3?", "answer": "5"}
+    {"id": "sum", "domain": "code", "format": "stdio", "question": "Read two integers, print their sum.",
+     "tests": [{"input": "1 2\\n", "output": "3\\n"}], "solution": "print(sum(map(int, input().split())))"}
+    {"id": "rev", "domain": "code", "format": "function", "entry_point": "rev", "question": "def rev(s): ...",
+     "tests": [{"input": "['ab']", "output": "'ba'"}], "solution": "def rev(s):\\n    return s[::-1]"}
+
+math: `answer` is the reference answer. code: `format` is "stdio" (a program reads stdin, prints stdout: the
+paper's CodeContests/APPS/LiveCodeBench) or "function" (the program defines `entry_point`: HumanEval/MBPP);
+`tests` are the golden tests: for stdio the stdin text and expected stdout, for function the Python literal of
+the argument list and of the expected return value; `solution` (optional, may be null) is a reference
+program. Reference answers, golden tests and solutions are read by the verifier only (App. D.6.1, App. F.6):
+no agent context is ever built from them.
+"""
+import ast
+import json
+
+REQUIRED = {"math": {"id": str, "domain": str, "question": str, "answer": str},
+            "code": {"id": str, "domain": str, "question": str, "format": str, "tests": list}}
+
+
+class ProblemError(ValueError):
+    """A malformed problem file or record; the message names the file and line."""
+
+
+def check_problem(p, where="problem"):
+    """Validate one problem dict in place of a schema library; raises ProblemError naming `where`."""
+    if not isinstance(p, dict):
+        raise ProblemError(f"{where}: expected a JSON object, got {type(p).__name__}")
+    if p.get("domain") not in REQUIRED:
+        raise ProblemError(f"{where}: field 'domain' must be 'code' or 'math', got {p.get('domain')!r}")
+    for field, typ in REQUIRED[p["domain"]].items():
+        if not isinstance(p.get(field), typ):
+            raise ProblemError(f"{where}: field {field!r} must be a {typ.__name__}, got {p.get(field)!r:.60}")
+    if p["domain"] == "math":
+        return
+    if p["format"] not in ("stdio", "function"):
+        raise ProblemError(f"{where}: field 'format' must be 'stdio' or 'function', got {p['format']!r}")
+    if p["format"] == "function" and not (isinstance(p.get("entry_point"), str) and p["entry_point"].isidentifier()):
+        raise ProblemError(f"{where}: function problems need 'entry_point', a Python identifier")
+    if not p["tests"]:
+        raise ProblemError(f"{where}: field 'tests' must hold at least one golden test")
+    for i, t in enumerate(p["tests"]):
+        if not (isinstance(t, dict) and isinstance(t.get("input"), str) and isinstance(t.get("output"), str)):
+            raise ProblemError(f"{where}: tests[{i}] must be an object with string 'input' and 'output'")
+        if p["format"] == "function":
+            try:
+                args = ast.literal_eval(t["input"])
+                ast.literal_eval(t["output"])
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                raise ProblemError(f"{where}: tests[{i}] of a function problem must hold Python literals") from None
+            if not isinstance(args, (list, tuple)):
+                raise ProblemError(f"{where}: tests[{i}].input must be the literal of an argument list")
+    if p.get("solution") is not None and not isinstance(p["solution"], str):
+        raise ProblemError(f"{where}: field 'solution' must be a string or null")
+
+
+def load_problems(path):
+    """Read and validate a JSONL problem file; returns a list of dicts. Raises ProblemError('file:line: ...')."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ProblemError(f"{path}: cannot read problem file ({e})") from None
+    problems, seen = [], set()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            p = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ProblemError(f"{path}:{n}: invalid JSON ({e.msg})") from None
+        check_problem(p, f"{path}:{n}")
+        if p["id"] in seen:
+            raise ProblemError(f"{path}:{n}: duplicate id {p['id']!r}")
+        seen.add(p["id"])
+        problems.append(p)
+    if not problems:
+        raise ProblemError(f"{path}: no problems in file")
+    return problems

@@ -1,0 +1,575 @@
+"""Phase 1 of Algorithm 1 (App. C): the students' joint rollout.
+
+Two parts, top to bottom:
+  1. `generate`: a hand-written KV-cached sampler over a transformers model's weights. It returns, per
+     sampled token, the student log-prob log pi_theta(y_k | x, y_<k) that Eq. 8 subtracts.
+  2. The two parallel, multi-turn workflows of App. D.6.1 (code: Coder + Tester; math: Reasoner + Tool-User).
+"""
+import argparse
+import json
+import os
+import re
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from attribution import answers_equivalent, attribute_turn
+from data import ProblemError, load_problems
+from sandbox import outputs_match, run_case, run_program
+from toy import make_tokenizer, tiny_model
+
+# ----------------------------------------------------------------------------------------------------------
+# 1. The sampler
+
+
+@dataclass
+class Generation:
+    tokens: list[list[int]]     # per prompt: the new token ids (a produced stop token is included)
+    logprobs: list[list[float]]  # same lengths: log-prob of each token under the unmodified model
+
+
+def _rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def _check_supported(model):
+    """Our forward re-implements the Llama/Qwen3 block; refuse anything we would silently get wrong."""
+    body = getattr(model, "model", None)
+    if body is None or not hasattr(body, "layers") or not hasattr(body, "rotary_emb"):
+        raise ValueError(f"generate: unsupported model {type(model).__name__} (need a Llama- or Qwen3-style CausalLM)")
+    if getattr(model.config, "use_sliding_window", False):
+        raise ValueError("generate: sliding-window attention is not implemented; set config.use_sliding_window=False")
+
+
+def _forward(model, ids, pos, mask, cache_k, cache_v, start):
+    """One forward over new tokens, writing their K/V into our cache.
+
+    ids, pos: (B, S) token ids and their RoPE positions; mask: (B, 1, S, start + S) bool, True = may attend;
+    cache_k/v: per layer (B, Hkv, Tmax, D); the new tokens occupy cache slots [start, start + S).
+    Returns the final hidden states (B, S, C).
+    """
+    body = model.model
+    B, S = ids.shape
+    x = body.embed_tokens(ids)                              # (B, S, C)
+    cos, sin = body.rotary_emb(x, pos)                      # (B, S, D) each; handles the model's rope scaling
+    cos, sin = cos[:, None], sin[:, None]                   # (B, 1, S, D)
+    end = start + S
+    for i, layer in enumerate(body.layers):
+        attn = layer.self_attn
+        h = layer.input_layernorm(x)
+        q = attn.q_proj(h).view(B, S, -1, attn.head_dim)    # (B, S, H, D)
+        k = attn.k_proj(h).view(B, S, -1, attn.head_dim)    # (B, S, Hkv, D)
+        v = attn.v_proj(h).view(B, S, -1, attn.head_dim)
+        if hasattr(attn, "q_norm"):                         # Qwen3: RMSNorm per head, before RoPE
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, D)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        cache_k[i][:, :, start:end] = k
+        cache_v[i][:, :, start:end] = v
+        o = F.scaled_dot_product_attention(q, cache_k[i][:, :, :end], cache_v[i][:, :, :end], attn_mask=mask,
+                                           scale=attn.scaling, enable_gqa=True)  # (B, H, S, D)
+        x = x + attn.o_proj(o.transpose(1, 2).reshape(B, S, -1))
+        x = x + layer.mlp(layer.post_attention_layernorm(x))
+    return body.norm(x)
+
+
+def _sample(logits, temperature, top_p, top_k, generator):
+    """logits: (B, V) float32 -> (B,) token ids. temperature 0 = greedy."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = logits / temperature
+    if top_k > 0:
+        kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        probs = sorted_logits.softmax(dim=-1)
+        # keep a token while the mass strictly before it is < top_p, so the top token always survives
+        drop = (probs.cumsum(dim=-1) - probs) >= top_p
+        logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
+    probs = logits.softmax(dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+
+
+@torch.inference_mode()
+def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_k=0, stop_ids=(), generator=None):
+    """Sample continuations of a batch of token-id prompts with our own KV cache.
+
+    model: a transformers Llama- or Qwen3-style CausalLM (its weights are used; its forward and cache are not).
+    prompts: list of B non-empty lists of token ids, any lengths (left-padded internally).
+    Sampling: temperature (0 = greedy), then top-k (0 = off), then top-p (1.0 = off), with `generator`.
+    A row stops after producing any id in `stop_ids` (that token is kept and scored) or after max_new_tokens.
+
+    Returns Generation(tokens, logprobs): per row the new ids and, for each, log_softmax of the model's raw
+    logits (temperature 1, no top-k/top-p) at that position. These are the student log-probs of Eq. 8 and the
+    ones training differentiates; when temperature != 1 or top-k/top-p are active they are NOT the
+    probabilities of the distribution the token was drawn from.
+    """
+    _check_supported(model)
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("generate: prompts must be a non-empty list of non-empty token-id lists")
+    B, T = len(prompts), max(len(p) for p in prompts)
+    tokens, logprobs = [[] for _ in range(B)], [[] for _ in range(B)]
+    if max_new_tokens <= 0:
+        return Generation(tokens, logprobs)
+    param = next(model.parameters())
+    device, dtype = param.device, param.dtype
+    cfg = model.config
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    t_max = T + max_new_tokens
+    cache_k = [torch.zeros(B, cfg.num_key_value_heads, t_max, head_dim, device=device, dtype=dtype)
+               for _ in range(cfg.num_hidden_layers)]
+    cache_v = [torch.zeros_like(c) for c in cache_k]
+
+    # Left-pad so every row's next token lands in the same cache slot; pad slots are never attended to.
+    pad = torch.tensor([T - len(p) for p in prompts], device=device)                  # (B,)
+    ids = torch.tensor([[0] * (T - len(p)) + list(p) for p in prompts], device=device)  # (B, T)
+    slot = torch.arange(t_max, device=device)                                          # (Tmax,)
+    valid = slot[None, :] >= pad[:, None]                                              # (B, Tmax) real tokens
+    pos = (slot[None, :T] - pad[:, None]).clamp(min=0)                                 # (B, T)
+    causal = slot[:T, None] >= slot[None, :T]                                          # (T, T)
+    # A pad query may see itself so that no row of the softmax is empty (an empty row gives NaN, and a NaN
+    # in a pad slot's K/V would leak into real rows through 0 * NaN).
+    mask = causal & (valid[:, None, :T] | torch.eye(T, dtype=torch.bool, device=device))  # (B, T, T)
+    h = _forward(model, ids, pos, mask[:, None], cache_k, cache_v, 0)
+
+    stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    new_ids, new_lps = [], []
+    for step in range(max_new_tokens):
+        logits = model.lm_head(h[:, -1]).float()                                       # (B, V)
+        nxt = _sample(logits, temperature, top_p, top_k, generator)                    # (B,)
+        lp = logits.log_softmax(dim=-1).gather(1, nxt[:, None]).squeeze(1)             # (B,)
+        new_ids.append(torch.where(done, -1, nxt))
+        new_lps.append(lp)
+        done = done | torch.isin(nxt, stop)
+        if step == max_new_tokens - 1 or bool(done.all()):
+            break
+        cur = T + step                                                                 # this token's slot
+        h = _forward(model, nxt[:, None], (cur - pad)[:, None], valid[:, None, None, :cur + 1],
+                     cache_k, cache_v, cur)
+
+    # One device->host copy at the end instead of one per step.
+    ids_cpu, lps_cpu = torch.stack(new_ids, 1).tolist(), torch.stack(new_lps, 1).tolist()
+    for b in range(B):
+        for tok, lp in zip(ids_cpu[b], lps_cpu[b]):
+            if tok < 0:
+                break
+            tokens[b].append(tok)
+            logprobs[b].append(lp)
+    return Generation(tokens, logprobs)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 2. The two parallel workflows (§2.1, App. D.6.1, App. F.1-F.2)
+#
+# Each turn both agents answer the same state independently (neither sees the other's same-turn output); the
+# environment compares their artefacts; agreement ends the episode, otherwise both see the mismatch history and
+# are asked, in the same terms, to locate the fault and revise or keep their own artefact; at most T turns.
+# A student prompt is one user message (our choice, §10.2) built from separately tokenized segments so that the
+# teacher can swap the generic opening line for a role condition (Eq. 6) and put verdicts after the history
+# entry of the turn they judge (Eq. 12) while every other token stays identical.
+
+ROLES = {"code": ("coder", "tester"), "math": ("reasoner", "tool_user")}
+ROLE_NAMES = {"coder": "Coder", "tester": "Tester", "reasoner": "Reasoner", "tool_user": "Tool-User"}
+
+# The generic one-line persona each template opens with (App. F.1): turn 0, then later turns.
+OPENING = {
+    "coder": ("You are a helpful assistant that writes Python programs.",
+              "You are a helpful assistant that corrects and refines Python programs."),
+    "tester": ("You are a helpful assistant that writes unit tests for Python programs.",
+               "You are a helpful assistant that corrects and refines unit tests for Python programs."),
+    "reasoner": ("You are a helpful assistant that solves math problems by reasoning.",
+                 "You are a helpful assistant that corrects and refines math solutions by reasoning."),
+    "tool_user": ("You are a helpful assistant that solves math problems by writing Python programs.",
+                  "You are a helpful assistant that corrects and refines Python programs that compute answers."),
+}
+
+IO_RULES = {
+    "stdio": "Read all input with input() and write results with print(); never hard-code input values. "
+             "First decide how many inputs there are and of which types, then implement the solution.",
+    "function": "Define the function `{entry_point}` exactly as the problem describes it. The program must not "
+                "read input or print; it is called with arguments and its return value is checked.",
+}
+TEST_RULES = {
+    "stdio": "The test input must follow the problem's input format exactly, and the expected output must be "
+             "exactly what a correct program prints for it.",
+    "function": "The test input is the argument list of `{entry_point}` written as a Python list literal, e.g. "
+                "[3, 'ab'], and the expected output is the correct return value written as a Python literal.",
+}
+FMT_CODE = 'Answer format: write "Code:" and then the complete program in one ```python fenced block.'
+FMT_TEST = ('Answer format: after your reasoning, write "Test Input:" followed by a ``` fenced block holding '
+            'the input, then "Test Output:" followed by a ``` fenced block holding the expected output.')
+FMT_MATH = 'Answer format: write "Reasoning Steps:" and your derivation, then a last line "#### <answer>" with only the final answer.'
+FMT_TOOL = ('Answer format: write "Code:" and then one ```python fenced block; the program must print only the '
+            'final answer.')
+
+GUIDANCE = {  # what the role does at turn 0
+    "coder": "Think through the problem step by step, then write a program that solves it. {io}",
+    "tester": "Think through the problem step by step, then write one test case for it. {test}",
+    "reasoner": "Solve the problem step by step in words, without writing code.",
+    "tool_user": "Write a short Python program that computes the answer to the problem.",
+}
+REVISE = {  # later turns: each role is asked in the same terms to locate the fault, then revise or keep (App. F.1)
+    "coder": "Your program's output and the declared expected output disagreed. If your program crashed, fix the "
+             "bug. Otherwise decide where the inconsistency comes from: if your program is wrong, refine it; if the "
+             "test case is wrong, keep your program and briefly explain why it meets the specification.",
+    "tester": "The program's output and your declared expected output disagreed. Decide where the inconsistency "
+              "comes from: if your test case is wrong, fix it; if the program is wrong, keep your test case and "
+              "briefly explain why its expected output follows from the specification.",
+    "reasoner": "The answer of your derivation and the result printed by the program disagreed. Decide where the "
+                "disagreement comes from: if your derivation is at fault, fix the faulty step and give the "
+                "corrected answer; if it is sound, keep your answer and briefly explain why.",
+    "tool_user": "The result printed by your program and the answer of the derivation disagreed. If your program "
+                 "crashed, fix the bug. Otherwise decide where the disagreement comes from: if your program is at "
+                 "fault, fix it; if it is sound, keep it and briefly explain why.",
+}
+ANSWER_FMT = {"coder": FMT_CODE, "tester": FMT_TEST, "reasoner": FMT_MATH, "tool_user": FMT_TOOL}
+
+
+@dataclass
+class RolloutConfig:
+    max_turns: int = 4              # T (App. D.6.1)
+    max_new_tokens: int = 4096      # student response limit (App. D.6.3)
+    max_prompt_tokens: int = 8192   # student prompt limit (App. D.6.3)
+    temperature: float = 1.0        # training sampling (App. D.6.1); eval uses 0.6 / 0.95 / 20
+    top_p: float = 1.0
+    top_k: int = 0
+    code_timeout: float = 30.0      # sandbox wall clock (App. D.6.1)
+    math_timeout: float = 20.0
+    # Which answer a math episode submits when the roles never agree: the paper is silent (§10.8). Default: the
+    # Reasoner's, since it exists whenever the format is followed while a crashing program prints nothing; each
+    # choice falls back to the other answer when its own is missing.
+    math_final: str = "reasoner"
+    workers: int = 4                # episodes whose programs run at once
+
+
+@dataclass
+class Segment:
+    kind: str        # "head" | "opening" | "task" | "history" | "instruction" | "tail"
+    ids: list[int]
+    turn: int = -1   # for "history": the earlier turn this entry records
+
+
+@dataclass
+class Response:
+    role: str
+    context: list[Segment]  # the student's input x_i^t, exactly as the student saw it
+    tokens: list[int]       # y_i^t, as sampled (never re-tokenized)
+    logprobs: list[float]   # log pi_theta_i(y_k | x, y_<k) per token, from the sampler (Eq. 8)
+    text: str
+
+    @property
+    def context_ids(self):
+        return [i for s in self.context for i in s.ids]
+
+
+@dataclass
+class Turn:
+    t: int
+    responses: dict         # role -> Response
+    artefacts: dict         # what the environment read and observed (see code_env / math_env)
+    agree: bool
+
+
+@dataclass
+class Episode:
+    problem: dict
+    turns: list
+    final: str | None = None     # the submitted program (code) or answer (math)
+    stopped: str = ""            # "agreed", "max_turns" or "prompt_too_long"
+
+
+NO_PROGRAM = "(no program found in the response)"
+NO_TEST = "(no test case found in the response)"
+NO_ANSWER = '(no "####" answer found in the response)'
+
+
+def _fence(text, lang=""):
+    return f"```{lang}\n" + text.rstrip("\n") + "\n```"
+
+
+def history_entry(role, t, a):
+    """The mismatch-history entry of earlier turn t as `role` sees it: its own artefact in full and what the
+    environment observed of its partner (App. F.1: the Coder sees its programs, the test inputs, expected and
+    actual outputs; the Tester its test cases and the differing program output). Every past turn is shown."""
+    program, answer = a.get("program") or NO_PROGRAM, a.get("derivation_answer") or NO_ANSWER
+    if role in ("coder", "tester"):
+        test_in, test_out = a["test_input"], a["test_output"]
+        shown = {"test input": _fence(NO_TEST if test_in is None else test_in),
+                 "expected output": _fence(NO_TEST if test_out is None else test_out),
+                 "program output": _fence(a["program_output"] or "(not run: there was no test case)")}
+        if role == "coder":
+            lines = ["Your program:", _fence(program, "python"), "Test input:", shown["test input"], "Expected output:",
+                     shown["expected output"], "Your program's output:", shown["program output"]]
+        else:
+            lines = ["Your test input:", shown["test input"], "Your expected output:", shown["expected output"],
+                     "The program's output:", shown["program output"]]
+    elif role == "reasoner":
+        lines = ["Your derivation:", a["derivation"].strip(), f"Your answer: {answer}",
+                 f"The program printed: {a['program_answer']}"]
+    else:
+        lines = ["Your program:", _fence(program, "python"), f"It printed: {a['program_answer']}",
+                 f"The derivation's answer: {answer}"]
+    return f"Turn {t + 1}:\n" + "\n".join(lines) + "\n\n"
+
+
+def build_context(tokenizer, problem, role, turns):
+    """x_i^t as segments: chat head | opening line | guidance + problem | one entry per earlier turn | revise
+    instruction + answer format | chat tail with Qwen3's empty think block (no-thinking mode, App. D.5)."""
+    t = len(turns)
+    fill = {"entry_point": problem.get("entry_point", ""), "io": "", "test": ""}
+    if problem["domain"] == "code":
+        fill["io"] = IO_RULES[problem["format"]].format(**fill)
+        fill["test"] = TEST_RULES[problem["format"]].format(**fill)
+    sentinel = "\x00"
+    chat = tokenizer.apply_chat_template([{"role": "user", "content": sentinel}], tokenize=False,
+                                         add_generation_prompt=True, enable_thinking=False)
+    head, tail = chat.split(sentinel)
+    task = "\n\n" + GUIDANCE[role].format(**fill) + "\n\nProblem:\n" + problem["question"].strip() + "\n\n"
+    pieces = [("head", head, -1), ("opening", OPENING[role][min(t, 1)], -1), ("task", task, -1)]
+    if t:
+        pieces.append(("history", "History of the earlier turns:\n\n", -1))
+        pieces += [("history", history_entry(role, i, turn.artefacts), i) for i, turn in enumerate(turns)]
+        pieces.append(("instruction", REVISE[role] + "\n\n" + ANSWER_FMT[role], -1))
+    else:
+        pieces.append(("instruction", ANSWER_FMT[role], -1))
+    pieces.append(("tail", tail, -1))
+    return [Segment(k, tokenizer(s, add_special_tokens=False)["input_ids"], i) for k, s, i in pieces]
+
+
+def fit_context(segments, limit):
+    """Enforce the student prompt limit by dropping the oldest history entries (the latest mismatch matters most);
+    returns None when even the history-free prompt is too long (the episode then stops)."""
+    segs = list(segments)
+    while sum(len(s.ids) for s in segs) > limit:
+        entries = [j for j, s in enumerate(segs) if s.kind == "history" and s.turn >= 0]
+        if not entries:
+            return None
+        del segs[entries[0]]
+    return segs
+
+
+# Parsing rules (§10.5, our choices): a program is the last fenced block (any language tag), so a
+# revised program written after an old one wins; an unclosed fence (truncated response) yields no program. A
+# test case is the first fenced block after the last "Test Input:" and the first after the following
+# "Test Output:"; only one test case is read per turn.
+_FENCE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.S)
+
+
+def extract_program(text):
+    blocks = _FENCE.findall(text)
+    return blocks[-1] if blocks and blocks[-1].strip() else None
+
+
+def extract_test_case(text):
+    """-> (input, expected_output) or None."""
+    i = text.rfind("Test Input:")
+    j = text.find("Test Output:", i + 1) if i >= 0 else -1
+    if j < 0:
+        return None
+    inp, out = _FENCE.search(text, i, j), _FENCE.search(text, j)
+    if inp is None or out is None:
+        return None
+    return inp.group(1), out.group(1)
+
+
+def extract_answer(text):
+    """The Reasoner's answer: the rest of the line after the last '####' (App. D.6.1), or None."""
+    i = text.rfind("####")
+    if i < 0:
+        return None
+    return text[i + 4:].strip().split("\n")[0].strip() or None
+
+
+def printed_answer(result):
+    """The Tool-User's answer: the last non-empty line its program printed, or its error string."""
+    if not result.ok:
+        return result.error
+    lines = [ln.strip() for ln in result.stdout.splitlines() if ln.strip()]
+    return lines[-1] if lines else "error: the program printed nothing"
+
+
+def code_env(problem, texts, cfg):
+    """Run the Coder's program on the Tester's case (Table 3, run 1: the only outcome agents see). Golden tests
+    are not run here: they belong to the verifier (attribution.py)."""
+    program, case = extract_program(texts["coder"]), extract_test_case(texts["tester"])
+    a = {"program": program, "test_input": case and case[0], "test_output": case and case[1], "program_output": None}
+    if program is None:
+        a["program_output"] = "error: no ```python code block found in the response"
+    elif case is not None:
+        r = run_case(problem, program, case[0], timeout=cfg.code_timeout)
+        a["program_output"] = r.stdout if r.ok else r.error
+        return a, r.ok and outputs_match(problem["format"], r.stdout, case[1])
+    return a, False
+
+
+def math_env(problem, texts, cfg):
+    """Parse the derivation's answer, run the program, compare the two with the symbolic verifier (App. D.6.1)."""
+    program = extract_program(texts["tool_user"])
+    a = {"derivation": texts["reasoner"], "derivation_answer": extract_answer(texts["reasoner"]), "program": program}
+    if program is None:
+        a["program_answer"] = "error: no ```python code block found in the response"
+    else:
+        a["program_answer"] = printed_answer(run_program(program, timeout=cfg.math_timeout))
+    agree = not a["program_answer"].startswith("error:") and answers_equivalent(a["derivation_answer"],
+                                                                                a["program_answer"])
+    return a, agree
+
+
+def final_answer(episode, cfg):
+    """Eq. 17's submitted answer: the Coder's last program; for math see RolloutConfig.math_final."""
+    a = episode.turns[-1].artefacts if episode.turns else {}
+    if episode.problem["domain"] == "code":
+        return a.get("program")
+    deriv = a.get("derivation_answer")
+    prog = a.get("program_answer")
+    prog = None if prog is None or prog.startswith("error:") else prog
+    if cfg.math_final not in ("reasoner", "tool_user"):
+        raise ValueError(f"RolloutConfig.math_final must be 'reasoner' or 'tool_user', got {cfg.math_final!r}")
+    first, second = (deriv, prog) if cfg.math_final == "reasoner" else (prog, deriv)
+    return first if first is not None else second
+
+
+def stop_ids_of(tokenizer):
+    """Token ids that end a turn: <|im_end|> (Qwen3's end of turn) and the tokenizer's eos."""
+    ids = {tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id}
+    return tuple(sorted(i for i in ids if i is not None and i != tokenizer.unk_token_id))
+
+
+def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, progress=False):
+    """Algorithm 1, Phase 1: joint rollouts of a batch of problems, all episodes advancing turn by turn.
+
+    policies: role -> model, e.g. {"coder": m1, "tester": m2}; one model may sit in both seats. All prompts of a
+    turn that go to the same model are sampled in one `generate` call. A policy may also be any function
+    list[list[int]] -> Generation (scripted agents in tests). Returns one Episode per problem.
+    """
+    cfg = cfg or RolloutConfig()
+    for p in problems:
+        missing = [r for r in ROLES[p["domain"]] if r not in policies]
+        if missing:
+            raise ValueError(f"run_episodes: problem {p['id']!r} needs a policy for {missing}")
+    episodes = [Episode(p, []) for p in problems]
+    stops = stop_ids_of(tokenizer)
+    pool = ThreadPoolExecutor(max(1, cfg.workers))
+    for t in tqdm(range(cfg.max_turns), desc="turns", disable=not progress):
+        active = [e for e in episodes if not e.stopped]
+        jobs = []  # (episode, role, context)
+        for e in active:
+            ctxs = {r: fit_context(build_context(tokenizer, e.problem, r, e.turns), cfg.max_prompt_tokens)
+                    for r in ROLES[e.problem["domain"]]}
+            if any(c is None for c in ctxs.values()):
+                e.stopped = "prompt_too_long"
+                continue
+            jobs += [(e, r, c) for r, c in ctxs.items()]
+        if not jobs:
+            break
+        out = {}
+        for model in {id(policies[r]): policies[r] for _, r, _ in jobs}.values():
+            mine = [j for j in jobs if policies[j[1]] is model]
+            prompts = [[i for s in c for i in s.ids] for _, _, c in mine]
+            if isinstance(model, torch.nn.Module):
+                gen = generate(model, prompts, cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                               top_k=cfg.top_k, stop_ids=stops, generator=generator)
+            else:  # a scripted agent or another sampler: prompts -> Generation
+                gen = model(prompts)
+            for (e, r, c), toks, lps in zip(mine, gen.tokens, gen.logprobs):
+                text = tokenizer.decode(toks, skip_special_tokens=True)
+                out.setdefault(id(e), {})[r] = Response(r, c, toks, lps, text)
+        stepped = [e for e in active if id(e) in out]
+        env = {"code": code_env, "math": math_env}
+        results = pool.map(lambda e: env[e.problem["domain"]](e.problem, {r: x.text for r, x in out[id(e)].items()},
+                                                               cfg), stepped)
+        for e, (artefacts, agree) in zip(stepped, results):
+            e.turns.append(Turn(t, out[id(e)], artefacts, agree))
+            if agree:
+                e.stopped = "agreed"
+    pool.shutdown()
+    for e in episodes:
+        e.stopped = e.stopped or "max_turns"
+        e.final = final_answer(e, cfg)
+    return episodes
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 3. Command line: run episodes and print their transcripts (the demo until the toy lab lands)
+
+
+def load_policy(name):
+    """'tiny-qwen3' / 'tiny-llama' (random weights, the in-code tokenizer) or a local transformers directory."""
+    if name in ("tiny-qwen3", "tiny-llama"):
+        return tiny_model(name.split("-")[1], layers=2, hidden=64), make_tokenizer()
+    if not os.path.isdir(name):
+        raise ValueError(f"--model: {name!r} is neither tiny-qwen3, tiny-llama nor a local model directory")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    return AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(name)
+
+
+def episode_record(e):
+    """A JSON-ready record of one episode: everything the teacher needs later, nothing recomputed."""
+    turns = [{"t": t.t, "agree": t.agree, "artefacts": t.artefacts,
+              "responses": {r: {"context": [[s.kind, s.turn, s.ids] for s in x.context], "tokens": x.tokens,
+                                "logprobs": x.logprobs, "text": x.text} for r, x in t.responses.items()}}
+             for t in e.turns]
+    return {"id": e.problem["id"], "stopped": e.stopped, "final": e.final, "turns": turns}
+
+
+def print_transcript(e, attributions, width=400):
+    cut = lambda s: s if len(s) <= width else s[:width] + f" ...[{len(s) - width} more chars]"
+    print(f"=== {e.problem['id']} ({e.problem['domain']}) -- {len(e.turns)} turn(s), {e.stopped}")
+    for turn, att in zip(e.turns, attributions):
+        for role, resp in turn.responses.items():
+            print(f"--- turn {turn.t + 1} · {ROLE_NAMES[role]} ({len(resp.tokens)} tokens)\n{cut(resp.text)}")
+        shown = {k: v for k, v in turn.artefacts.items() if k != "derivation"}
+        print(f"--- environment: {'AGREE' if turn.agree else 'MISMATCH'} {shown}")
+        print(f"--- verifier, teacher-only ({att.outcome}):\n{att.description}")
+    print(f"=== submitted: {e.final!r}\n")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Run two-agent episodes with the student models and print them.")
+    ap.add_argument("--problems", default="examples/problems.jsonl", help="JSONL problem file (schema: data.py)")
+    ap.add_argument("--model", default="tiny-qwen3", help="tiny-qwen3 | tiny-llama | local model dir (both seats)")
+    ap.add_argument("--max-turns", type=int, default=4)
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--top-k", type=int, default=0)
+    ap.add_argument("--math-final", choices=("reasoner", "tool_user"), default="reasoner")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", help="also write the episodes as JSONL here")
+    args = ap.parse_args(argv)
+    print("config:", vars(args))
+    try:
+        problems = load_problems(args.problems)
+        model, tok = load_policy(args.model)
+    except (ProblemError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    cfg = RolloutConfig(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                        top_p=args.top_p, top_k=args.top_k, math_final=args.math_final)
+    torch.manual_seed(args.seed)
+    gen = torch.Generator(device=next(model.parameters()).device).manual_seed(args.seed)
+    roles = {r for p in problems for r in ROLES[p["domain"]]}
+    episodes = run_episodes(problems, {r: model for r in roles}, tok, cfg, generator=gen, progress=True)
+    records = []
+    for e in episodes:
+        attributions = [attribute_turn(e.problem, t.artefacts, timeout=cfg.code_timeout) for t in e.turns]
+        print_transcript(e, attributions)
+        records.append(episode_record(e))
+    if args.out:  # temp file then rename: a crash never leaves a half-written file
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in records)
+        os.replace(tmp, args.out)
+        print(f"wrote {len(records)} episodes to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

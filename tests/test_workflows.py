@@ -1,0 +1,171 @@
+"""The two parallel workflows, driven by scripted agents (fixed responses) and by tiny real models."""
+import json
+
+import pytest
+import torch
+
+from data import check_problem
+from rollout import (RolloutConfig, build_context, extract_answer, extract_program, extract_test_case, fit_context,
+                     run_episodes)
+
+SUM = {"id": "sum", "domain": "code", "format": "stdio", "question": "Read integers a and b on one line; print a + b.",
+       "tests": [{"input": "40 2\n", "output": "42\n"}, {"input": "7 -7\n", "output": "0\n"}],
+       "solution": "a, b = map(int, input().split())\nprint(a + b)\n"}
+REV = {"id": "rev", "domain": "code", "format": "function", "entry_point": "rev", "question": "def rev(s): reverse s",
+       "tests": [{"input": "['golden-xyz']", "output": "'zyx-nedlog'"}], "solution": "def rev(s):\n    return s[::-1]\n"}
+APPLES = {"id": "apples", "domain": "math", "question": "3 baskets of 12 apples, 7 given away. How many left?",
+          "answer": "29"}
+CFG = RolloutConfig(code_timeout=5, math_timeout=5)
+
+GOOD = "Code:\n```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+BAD = "Code:\n```python\na, b = map(int, input().split())\nprint(a - b)\n```"
+CRASH = "Code:\n```python\nprint(1 // 0)\n```"
+TEST_OK = "Reasoning.\nTest Input:\n```\n2 3\n```\nTest Output:\n```\n5\n```"
+TEST_WRONG = "Test Input:\n```\n2 3\n```\nTest Output:\n```\n6\n```"
+
+
+def test_agreement_at_turn_one_stops(tok, scripted):
+    coder, tester = scripted([GOOD]), scripted([TEST_OK])
+    e = run_episodes([SUM], {"coder": coder, "tester": tester}, tok, CFG)[0]
+    assert (len(e.turns), e.stopped, e.turns[0].agree) == (1, "agreed", True)
+    assert e.final.strip().endswith("print(a + b)")
+    assert e.turns[0].artefacts["program_output"] == "5\n"
+
+
+def test_disagreement_runs_to_the_turn_cap(tok, scripted):
+    coder, tester = scripted([GOOD]), scripted([TEST_WRONG])
+    e = run_episodes([SUM], {"coder": coder, "tester": tester}, tok, CFG)[0]
+    assert [t.agree for t in e.turns] == [False] * 4 and e.stopped == "max_turns"
+    assert len(coder.seen) == len(tester.seen) == 4
+    # every earlier turn is in the history: turn 4 shows entries for turns 1-3
+    assert all(f"Turn {k}:" in coder.seen[3][0] for k in (1, 2, 3)) and "Turn 4:" not in coder.seen[3][0]
+
+
+def test_revision_then_agreement(tok, scripted):
+    coder, tester = scripted([BAD, GOOD]), scripted([TEST_OK])
+    e = run_episodes([SUM], {"coder": coder, "tester": tester}, tok, CFG)[0]
+    assert [t.agree for t in e.turns] == [False, True]
+    assert "print(a - b)" in coder.seen[1][0] and "-1" in tester.seen[1][0]  # the mismatch is shown to both
+    assert "print(a - b)" not in tester.seen[1][0]  # the Tester sees the program's output, not its code
+
+
+def test_crash_is_shown_to_both_next_turn(tok, scripted):
+    coder, tester = scripted([CRASH, GOOD]), scripted([TEST_OK])
+    e = run_episodes([SUM], {"coder": coder, "tester": tester}, tok, CFG)[0]
+    assert e.turns[0].artefacts["program_output"].startswith("error: ZeroDivisionError")
+    assert "ZeroDivisionError" in coder.seen[1][0] and "ZeroDivisionError" in tester.seen[1][0]
+    assert "ZeroDivisionError" not in coder.seen[0][0]
+
+
+def test_missing_program_and_missing_test_case_are_mismatches(tok, scripted):
+    coder, tester = scripted(["I will not write code."]), scripted(["no test here"])
+    e = run_episodes([SUM], {"coder": coder, "tester": tester}, tok, RolloutConfig(max_turns=2, code_timeout=5))[0]
+    assert e.stopped == "max_turns" and e.final is None
+    assert "(no program found in the response)" in coder.seen[1][0]
+    assert "(no test case found in the response)" in tester.seen[1][0]
+
+
+def test_golden_tests_and_solution_never_reach_an_agent(tok, scripted):
+    coder, tester = scripted([BAD]), scripted([TEST_WRONG])
+    run_episodes([SUM, REV], {"coder": coder, "tester": tester}, tok, CFG)
+    seen = " ".join(p for call in coder.seen + tester.seen for p in call)
+    for secret in ("40 2", "42", "7 -7", "golden-xyz", "zyx-nedlog", "return s[::-1]", "print(a + b)"):
+        assert secret not in seen
+
+
+def test_function_format_episode(tok, scripted):
+    coder = scripted(["Code:\n```python\ndef rev(s):\n    print('noise')\n    return s[::-1]\n```"])
+    tester = scripted(["Test Input:\n```\n['abc']\n```\nTest Output:\n```\n'cba'\n```"])
+    e = run_episodes([REV], {"coder": coder, "tester": tester}, tok, CFG)[0]
+    assert e.stopped == "agreed" and e.turns[0].artefacts["program_output"].strip() == "'cba'"
+    assert "`rev`" in coder.seen[0][0] and "Python list literal" in tester.seen[0][0]
+
+
+def test_math_agreement_disagreement_and_final_answer_flag(tok, scripted):
+    tu = scripted(["Code:\n```python\nprint(3*12-7)\n```"])
+    ok = run_episodes([APPLES], {"reasoner": scripted(["Reasoning Steps: 3*12-7.\n#### 29"]), "tool_user": tu},
+                      tok, CFG)[0]
+    assert (ok.stopped, ok.final, len(ok.turns)) == ("agreed", "29", 1)
+    for flag, want in (("reasoner", "29"), ("tool_user", "30")):
+        tu = scripted(["Code:\n```python\nprint(30)\n```"])
+        e = run_episodes([APPLES], {"reasoner": scripted(["#### 29"]), "tool_user": tu}, tok,
+                         RolloutConfig(max_turns=2, math_timeout=5, math_final=flag))[0]
+        assert (e.stopped, e.final) == ("max_turns", want)
+        assert "It printed: 30" in tu.seen[1][0] and "The derivation's answer: 29" in tu.seen[1][0]
+
+
+def test_math_program_crash_falls_back_to_the_derivation(tok, scripted):
+    tu = scripted(["Code:\n```python\nraise ValueError('boom')\n```"])
+    e = run_episodes([APPLES], {"reasoner": scripted(["#### 28"]), "tool_user": tu}, tok,
+                     RolloutConfig(max_turns=2, math_timeout=5, math_final="tool_user"))[0]
+    assert e.turns[0].artefacts["program_answer"] == "error: ValueError: boom"
+    assert e.final == "28" and "error: ValueError: boom" in tu.seen[1][0]
+
+
+def test_context_segments_separate_the_opening_line_and_each_history_entry(tok, scripted):
+    coder, tester = scripted([BAD]), scripted([TEST_WRONG])
+    e = run_episodes([SUM], {"coder": coder, "tester": tester}, tok, RolloutConfig(max_turns=3, code_timeout=5))[0]
+    for turn in e.turns:
+        for role, resp in turn.responses.items():
+            kinds = [s.kind for s in resp.context]
+            assert kinds.count("opening") == 1 and kinds[0] == "head" and kinds[-1] == "tail"
+            assert [s.turn for s in resp.context if s.turn >= 0] == list(range(turn.t))
+            opening = next(s for s in resp.context if s.kind == "opening")
+            assert tok.decode(opening.ids).startswith("You are a helpful assistant")
+            assert tok.decode(resp.context_ids) == (coder if role == "coder" else tester).seen[turn.t][0]
+
+
+def test_fit_context_drops_oldest_history_first(tok, scripted):
+    turns = run_episodes([SUM], {"coder": scripted([BAD]), "tester": scripted([TEST_WRONG])}, tok,
+                         RolloutConfig(max_turns=3, code_timeout=5))[0].turns
+    segs = build_context(tok, SUM, "coder", turns)
+    full = sum(len(s.ids) for s in segs)
+    entry0 = next(len(s.ids) for s in segs if s.turn == 0)
+    fitted = fit_context(segs, full - 1)
+    assert [s.turn for s in fitted if s.turn >= 0] == [1, 2] and sum(len(s.ids) for s in fitted) == full - entry0
+    assert fit_context(segs, 10) is None
+    e = run_episodes([SUM], {"coder": scripted([BAD]), "tester": scripted([TEST_OK])}, tok,
+                     RolloutConfig(max_prompt_tokens=50, code_timeout=5))[0]
+    assert e.stopped == "prompt_too_long" and e.turns == []
+
+
+def test_parsers_on_hostile_text():
+    assert extract_program("Code:\n```python\nold()\n```\nbetter:\n```python\nnew()\n```") == "new()\n"
+    assert extract_program("```python\nprint(1)\n") is None  # truncated: unclosed fence
+    assert extract_program("```python\n   \n```") is None
+    assert extract_program("```\nx = 1\n```") == "x = 1\n"
+    assert extract_test_case("Test Input:\n```\n1\n```") is None
+    assert extract_test_case("Test Output:\n```\n1\n```\nTest Input:\n```\n2\n```") is None
+    assert extract_test_case("Test Input:\n```\n1\n```\nTest Output:\n```\n2\n```\n"
+                             "Test Input:\n```\n3\n```\nTest Output:\n```\n4\n```") == ("3\n", "4\n")
+    assert extract_answer("so #### 12\nmore text") == "12" and extract_answer("#### ") is None
+    assert extract_answer("no marker") is None and extract_answer("#### 1\n#### 2") == "2"
+
+
+def test_one_tiny_model_in_both_seats_logprobs_rescore_exactly(tok, qwen3):
+    cfg = RolloutConfig(max_turns=2, max_new_tokens=12, code_timeout=5, math_timeout=5)
+    eps = run_episodes([SUM, APPLES], {r: qwen3 for r in ("coder", "tester", "reasoner", "tool_user")}, tok, cfg,
+                       generator=torch.Generator().manual_seed(0))
+    assert all(len(e.turns) == 2 for e in eps)  # random weights never agree
+    for e in eps:
+        for turn in e.turns:
+            for resp in turn.responses.values():
+                ctx = resp.context_ids
+                with torch.no_grad():
+                    logits = qwen3(torch.tensor([ctx + resp.tokens])).logits[0, len(ctx) - 1:-1]
+                ref = logits.log_softmax(-1).gather(1, torch.tensor(resp.tokens)[:, None]).squeeze(1)
+                torch.testing.assert_close(torch.tensor(resp.logprobs), ref, atol=1e-4, rtol=0)
+
+
+def test_two_models_and_missing_seat(tok, qwen3, llama):
+    cfg = RolloutConfig(max_turns=1, max_new_tokens=6, code_timeout=5)
+    e = run_episodes([SUM], {"coder": qwen3, "tester": llama}, tok, cfg, generator=torch.Generator().manual_seed(0))[0]
+    assert set(e.turns[0].responses) == {"coder", "tester"}
+    with pytest.raises(ValueError, match="tester"):
+        run_episodes([SUM], {"coder": qwen3}, tok, cfg)
+
+
+def test_examples_file_is_valid():
+    with open("examples/problems.jsonl") as f:
+        for line in f:
+            check_problem(json.loads(line))
