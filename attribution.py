@@ -6,6 +6,7 @@ The outcome is rendered as a three-line factual description c^t that only the te
 at the next turn. c^t restates values the agents produced and says which side agrees with the
 reference; it never contains a reference value (answer, reference-solution output, golden test).
 """
+import logging
 import math
 import multiprocessing
 import re
@@ -14,6 +15,10 @@ from dataclasses import dataclass
 import math_verify
 
 from sandbox import outputs_match, run_case, run_cases
+
+# We disable math-verify's signal-based timeouts on purpose (see answers_equivalent); silence its warning
+# about that, which it would print on every call.
+logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 HEADER = "Verification result for the previous turn:"
 SHOW_CHARS = 200  # longest value rendered in the observation line; the rest is elided
