@@ -99,3 +99,17 @@ def test_hostile_arguments(qwen3):
         generate(qwen3, [], 4)
     with pytest.raises(ValueError, match="unsupported model"):
         generate(torch.nn.Linear(2, 2), [[1]], 4)
+
+
+def test_sampling_frequencies_follow_the_distribution():
+    from rollout import _sample
+    probs = torch.tensor([0.1, 0.2, 0.3, 0.4, 0.0])
+    logits = probs.log().expand(40000, 5).clone()  # the last token has -inf logit
+    draws = _sample(logits, 1.0, 1.0, 0, torch.Generator().manual_seed(0))
+    freq = torch.bincount(draws, minlength=5).float() / len(draws)
+    torch.testing.assert_close(freq, probs, atol=0.01, rtol=0)
+    assert freq[4] == 0
+    # temperature 0.5 squares and renormalises the probabilities
+    draws = _sample(logits[:, :4], 0.5, 1.0, 0, torch.Generator().manual_seed(1))
+    sq = probs[:4] ** 2
+    torch.testing.assert_close(torch.bincount(draws, minlength=4).float() / len(draws), sq / sq.sum(), atol=0.01, rtol=0)
