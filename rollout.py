@@ -510,12 +510,13 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, progre
 # 3. Command line: run episodes and print their transcripts (the demo until the toy lab lands)
 
 
-def load_policy(name):
-    """'tiny-qwen3' / 'tiny-llama' (random weights, the in-code tokenizer) or a local transformers directory."""
+def load_policy(name, seed=0):
+    """-> (model, tokenizer). name: 'tiny-qwen3' / 'tiny-llama' (random weights drawn from `seed`, the in-code
+    tokenizer) or a local transformers directory (loaded in fp32, eval mode)."""
     if name in ("tiny-qwen3", "tiny-llama"):
-        return tiny_model(name.split("-")[1], layers=2, hidden=64), make_tokenizer()
+        return tiny_model(name.split("-")[1], layers=2, hidden=64, seed=seed), make_tokenizer()
     if not os.path.isdir(name):
-        raise ValueError(f"--model: {name!r} is neither tiny-qwen3, tiny-llama nor a local model directory")
+        raise ValueError(f"model {name!r} is neither tiny-qwen3, tiny-llama nor a local model directory")
     from transformers import AutoModelForCausalLM, AutoTokenizer
     return AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(name)
 

@@ -69,7 +69,7 @@ def test_cli_bad_input_one_line_exit_2_nothing_written(tmp_path):
 def test_cli_bad_model_exits_2(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--model", "/no/such/dir"])
-    assert e.value.code == 2 and "--model" in capsys.readouterr().err
+    assert e.value.code == 2 and "/no/such/dir" in capsys.readouterr().err
 
 
 def test_cli_runs_episodes_and_writes_records(tmp_path, capsys):

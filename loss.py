@@ -1,0 +1,70 @@
+"""The MAS-OPD objective: per-token advantages (Eq. 8-10) and the joint loss (Eq. 13). Pure tensor functions.
+
+All per-response quantities are 1-D tensors over that response's tokens, shape (L_i,).
+"""
+import torch
+
+
+def opd_advantage(lp_teacher, lp_student):
+    """Eq. 8: A^OPD_k = l_k^(i)(u~) - log pi_theta_i(y_k | x, y_<k). (L,), (L,) -> (L,)."""
+    return lp_teacher - lp_student
+
+
+def role_advantage(lp_teacher_target, lp_teacher_contrast):
+    """Eq. 9: A^role_k = l_k^(i)(u~) - l_k^(j)(u~), j = kappa(i); the student term cancels. (L,), (L,) -> (L,)."""
+    return lp_teacher_target - lp_teacher_contrast
+
+
+def ras_advantage(lp_teacher_target, lp_teacher_contrast, lp_student, lam):
+    """Eq. 10: A^RAS = A^OPD + lam * A^role, detached (a stop-gradient signal, never a path for gradients).
+
+    lp_teacher_target / lp_teacher_contrast: teacher log-probs of the response tokens under the target and the
+    contrast role condition; lp_student: the sampler's log-probs of the same tokens; all (L,). lam = 0 gives
+    plain role-conditioned OPD (§3.1); the paper uses lam = 0.1 (App. D.6.3). Returns (L,).
+    """
+    a_opd = opd_advantage(lp_teacher_target, lp_student)
+    a_role = role_advantage(lp_teacher_target, lp_teacher_contrast)
+    return (a_opd + lam * a_role).detach()
+
+
+def eq13_weights(roles, episode_ids):
+    """The weight of each response in Eq. 13, so that the loss is sum_i w_i * mean_k(...).
+
+    Averaging order (§3.4): mean over a response's tokens (done by the caller), then over the turns a role
+    played in its episode, then over the roles of that episode, then over the episodes of the batch. So
+    w_i = 1 / (E * N_e * |T_{e,role}|): a role's four turns share what one turn would get alone.
+    roles, episode_ids: one entry per response. Returns a list of floats summing to 1.
+    """
+    if len(roles) != len(episode_ids):
+        raise ValueError("eq13_weights: roles and episode_ids must have one entry per response")
+    turns = {}  # (episode, role) -> number of responses
+    for e, r in zip(episode_ids, roles):
+        turns[(e, r)] = turns.get((e, r), 0) + 1
+    n_roles = {}
+    for e, _ in turns:
+        n_roles[e] = n_roles.get(e, 0) + 1
+    n_episodes = len(n_roles)
+    return [1.0 / (n_episodes * n_roles[e] * turns[(e, r)]) for e, r in zip(episode_ids, roles)]
+
+
+def weighted_loss(logps, advs, weights):
+    """-sum_i w_i * mean_k sg(A_ik) * log pi(y_ik): Eq. 13 for given weights (a slice of a batch may be summed
+    piecewise for gradient accumulation, as long as the weights come from the whole batch)."""
+    terms = [w * (a.detach() * lp).mean() for lp, a, w in zip(logps, advs, weights)]
+    return -torch.stack(terms).sum()
+
+
+def mas_opd_loss(logps, advs, roles, episode_ids):
+    """Eq. 13, the scalar loss of one batch of joint rollouts.
+
+    logps[i]: (L_i,) differentiable log pi_theta(y_k | x, y_<k) of response i under its author's policy;
+    advs[i]: (L_i,) its advantages A^RAS (detached here in any case); roles[i], episode_ids[i]: its author's
+    role and its episode. Each term carries gradient only into the policy that produced logps[i], so each
+    role's parameters learn from that role's responses alone.
+    """
+    if not (len(logps) == len(advs) == len(roles) == len(episode_ids)) or not logps:
+        raise ValueError("mas_opd_loss: need the same, non-zero number of logps, advs, roles and episode_ids")
+    for i, (lp, a) in enumerate(zip(logps, advs)):
+        if lp.shape != a.shape or lp.ndim != 1 or lp.numel() == 0:
+            raise ValueError(f"mas_opd_loss: response {i} has logps {tuple(lp.shape)} vs advs {tuple(a.shape)}")
+    return weighted_loss(logps, advs, eq13_weights(roles, episode_ids))

@@ -1,0 +1,114 @@
+"""train.py end to end on tiny models: metrics, checkpoints, resume exactness, non-finite guards."""
+import json
+import os
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+import train
+from tests.test_workflows import APPLES, SUM
+from toy import make_tokenizer, tiny_model
+
+FAST = ["--max-new-tokens", "6", "--max-turns", "2", "--batch", "2", "--mini-batch", "1", "--micro-batch", "3",
+        "--lr", "1e-3", "--workers", "2"]
+
+
+@pytest.fixture(scope="module")
+def problems(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "p.jsonl"
+    path.write_text(json.dumps(SUM) + "\n" + json.dumps(APPLES) + "\n")
+    return str(path)
+
+
+def _metrics(out):
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def _comparable(m):
+    return {k: v for k, v in m.items() if k not in ("seconds", "peak_memory_mb")}
+
+
+def test_three_steps_write_metrics_and_a_loadable_checkpoint(tmp_path, problems):
+    out = str(tmp_path / "run")
+    train.main(["--problems", problems, "--out", out, "--steps", "3"] + FAST)
+    ms = _metrics(out)
+    assert [m["step"] for m in ms] == [0, 1, 2]
+    for m in ms:
+        assert set(m["seconds"]) == {"rollout", "attribution", "teacher", "update"}
+        assert set(m["roles"]) == {"coder", "tester", "reasoner", "tool_user"}
+        assert m["tokens"]["rollout"] > 0 and m["tokens"]["teacher"] > m["tokens"]["rollout"]
+        assert 0 <= m["conflict_rate"] <= 1 and 1 <= m["turns_per_episode"] <= 2
+        assert m["updates"] == 2 and m["skipped"] == 0 and m["peak_memory_mb"] > 0
+        assert sum(m["outcomes"].values()) == round(m["turns_per_episode"] * 2)
+    assert ms[0]["logprob_gap"] < 1e-4  # the sampler's log-probs are the trainer's (on-policy, before any update)
+    ckpt = os.path.join(out, "checkpoint")
+    assert sorted(os.listdir(ckpt)) == ["coder", "reasoner", "state.pt", "tester", "tool_user"]
+    coder = AutoModelForCausalLM.from_pretrained(os.path.join(ckpt, "coder"))
+    AutoTokenizer.from_pretrained(os.path.join(ckpt, "coder"))
+    start = tiny_model("qwen3", layers=2, hidden=64, seed=0)
+    assert not torch.equal(coder.lm_head.weight, start.lm_head.weight)  # it trained
+    tester = AutoModelForCausalLM.from_pretrained(os.path.join(ckpt, "tester"))
+    assert not torch.equal(coder.lm_head.weight, tester.lm_head.weight)  # separate policies
+
+
+def test_interrupted_and_resumed_run_equals_uninterrupted(tmp_path, problems):
+    full, part = str(tmp_path / "full"), str(tmp_path / "part")
+    train.main(["--problems", problems, "--out", full, "--steps", "3"] + FAST)
+    train.main(["--problems", problems, "--out", part, "--steps", "1"] + FAST)
+    with open(os.path.join(part, "metrics.jsonl"), "a") as f:  # a line written just before a crash
+        f.write(json.dumps({"step": 1, "stale": True}) + "\n")
+    train.main(["--problems", problems, "--out", part, "--steps", "3", "--resume"] + FAST)
+    assert [_comparable(m) for m in _metrics(part)] == [_comparable(m) for m in _metrics(full)]
+    a = AutoModelForCausalLM.from_pretrained(os.path.join(full, "checkpoint", "tester"))
+    b = AutoModelForCausalLM.from_pretrained(os.path.join(part, "checkpoint", "tester"))
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+
+
+def test_shared_policy_no_pac_and_lambda_zero(tmp_path, problems):
+    out = str(tmp_path / "shared")
+    train.main(["--problems", problems, "--out", out, "--steps", "1", "--shared-policy", "--no-pac", "--lam", "0"]
+               + FAST)
+    assert sorted(os.listdir(os.path.join(out, "checkpoint"))) == ["shared", "state.pt"]
+    assert _metrics(out)[0]["updates"] == 2
+
+
+def test_non_finite_teacher_skips_the_step_and_never_checkpoints_bad_weights(tmp_path, problems, capsys):
+    bad = tiny_model("qwen3", layers=2, hidden=64, seed=5)
+    with torch.no_grad():
+        bad.lm_head.weight[0, 0] = float("nan")
+    bad.save_pretrained(tmp_path / "nan-teacher")
+    make_tokenizer().save_pretrained(tmp_path / "nan-teacher")
+    out = str(tmp_path / "run")
+    train.main(["--problems", problems, "--out", out, "--steps", "2", "--teacher", str(tmp_path / "nan-teacher")]
+               + FAST)
+    ms = _metrics(out)
+    assert [m["skipped"] for m in ms] == [1, 1] and ms[-1]["skipped_total"] == 2 and ms[0]["updates"] == 0
+    assert "non-finite advantage" in capsys.readouterr().err
+    coder = AutoModelForCausalLM.from_pretrained(os.path.join(out, "checkpoint", "coder"))
+    start = tiny_model("qwen3", layers=2, hidden=64, seed=0)
+    assert all(torch.equal(x, y) for x, y in zip(coder.parameters(), start.parameters()))  # untouched
+
+
+def test_save_refuses_non_finite_weights(tmp_path):
+    model = tiny_model("qwen3", layers=1, hidden=32)
+    with torch.no_grad():
+        model.lm_head.weight[0, 0] = float("inf")
+    opt = torch.optim.AdamW(model.parameters())
+    args = train.get_args([])
+    with pytest.raises(RuntimeError, match="non-finite"):
+        train.save_checkpoint(str(tmp_path), 0, {"coder": model}, [opt], make_tokenizer(), torch.Generator(), 0, args)
+    assert not os.path.exists(tmp_path / "checkpoint")
+
+
+def test_bad_input_exits_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        train.main(["--problems", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "x")])
+    assert e.value.code == 2 and "missing.jsonl" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "x")
+    with pytest.raises(SystemExit) as e:
+        train.main(["--out", str(tmp_path / "y"), "--resume"])
+    assert e.value.code == 2 and "no checkpoint" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train.get_args(["--steps", "0"])

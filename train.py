@@ -1,0 +1,331 @@
+"""MAS-OPD training: Algorithm 1 (App. C) as one readable loop.
+
+Per step: Phase 1 the students roll out jointly (rollout.py); Phase 2 the verifier attributes every completed
+turn (attribution.py), then the frozen teacher scores every response twice, under the target and the contrast
+role condition (teacher.py); advantages A^RAS (Eq. 10); Phase 3 the loss of Eq. 13 (loss.py) updates each
+role's policy from its own responses, all policies synchronously. Verdicts and teacher scores are then dropped.
+
+    python train.py                                  # 3 steps on tiny random models, CPU, a minute
+    python train.py --steps 150 --batch 128 --mini-batch 64 --max-new-tokens 4096 ...   # the paper's schedule
+"""
+import argparse
+import json
+import math
+import os
+import random
+import resource
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+
+import torch
+from tqdm import tqdm
+from transformers import AutoModelForCausalLM
+from transformers.utils import logging as hf_logging
+
+from attribution import attribute_turn, verdicts_before
+from data import ProblemError, load_problems
+from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
+from rollout import ROLES, RolloutConfig, load_policy, run_episodes
+from teacher import KAPPA, score, sequence_logprobs, teacher_context
+
+
+def get_args(argv=None):
+    ap = argparse.ArgumentParser(description="MAS-OPD training (Algorithm 1). Paper values in brackets.")
+    a = ap.add_argument
+    a("--problems", default="examples/problems.jsonl", help="JSONL problem file (schema: data.py)")
+    a("--student", default="tiny-qwen3", help="tiny-qwen3 | tiny-llama | local model dir [Qwen3-1.7B]")
+    a("--teacher", default="tiny-qwen3", help="same choices; a tiny teacher is drawn from seed+1 [Qwen3-14B]")
+    a("--out", default="runs/default", help="metrics.jsonl and checkpoint/ go here")
+    a("--resume", action="store_true", help="continue from OUT/checkpoint")
+    a("--steps", type=int, default=3, help="[150]")
+    a("--batch", type=int, default=4, help="problems (episodes) per step [128]")
+    a("--mini-batch", type=int, default=4, help="episodes per optimizer update [64]")
+    a("--micro-batch", type=int, default=8, help="responses per forward/backward (gradient accumulation)")
+    a("--lam", type=float, default=0.1, help="lambda of Eq. 10; 0 = w/o RAS [0.1]")
+    a("--no-pac", action="store_true", help="teacher sees only the student-visible context (w/o PAC)")
+    a("--shared-policy", action="store_true", help="one student in every seat")
+    a("--lr", type=float, default=1e-6, help="[1e-6]")
+    a("--weight-decay", type=float, default=0.01, help="[0.01]")
+    a("--grad-clip", type=float, default=1.0, help="[1.0]")
+    a("--max-turns", type=int, default=4, help="[4]")
+    a("--max-new-tokens", type=int, default=48, help="student response limit [4096]")
+    a("--max-prompt-tokens", type=int, default=8192, help="student prompt limit [8192]")
+    a("--teacher-max-prompt-tokens", type=int, default=12288, help="teacher prompt limit [12288]")
+    a("--teacher-batch-tokens", type=int, default=16384, help="padded tokens per teacher forward")
+    a("--temperature", type=float, default=1.0, help="[1.0]")
+    a("--top-p", type=float, default=1.0, help="[1.0]")
+    a("--top-k", type=int, default=0, help="0 = off [off]")
+    a("--precision", choices=("fp32", "bf16"), default=None, help="default: bf16 on GPU, fp32 on CPU")
+    a("--grad-checkpointing", action="store_true")
+    a("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    a("--workers", type=int, default=4, help="sandbox runs at once")
+    a("--save-every", type=int, default=1, help="steps between checkpoints (and always at the end)")
+    a("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    args.precision = args.precision or ("bf16" if args.device.startswith("cuda") else "fp32")
+    for name in ("steps", "batch", "mini_batch", "micro_batch", "max_turns", "max_new_tokens", "save_every"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.lam < 0:
+        ap.error("--lam must be >= 0")
+    return args
+
+
+def batch_for_step(problems, step, batch, seed):
+    """The problems of one step: epoch-wise shuffles derived from the seed alone, so a resumed run draws the
+    same problems as an uninterrupted one without storing a data-loader state."""
+    out = []
+    for k in range(step * batch, (step + 1) * batch):
+        epoch, i = divmod(k, len(problems))
+        out.append(problems[random.Random(f"{seed}-{epoch}").sample(range(len(problems)), len(problems))[i]])
+    return out
+
+
+def peak_memory_mb(device):
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def role_stats(items):
+    """Per role: token means of A^OPD, A^role and the sampled reverse-KL estimate log pi_theta - log pi_T."""
+    out = {}
+    for role in sorted({it["role"] for it in items}):
+        mine = [it for it in items if it["role"] == role]
+        lp_s, lp_t, lp_c = (torch.cat([it[k] for it in mine]) for k in ("lp_s", "lp_t", "lp_c"))
+        out[role] = {"a_opd": opd_advantage(lp_t, lp_s).mean().item(),
+                     "a_role": role_advantage(lp_t, lp_c).mean().item(),
+                     "reverse_kl": (lp_s - lp_t).mean().item(), "responses": len(mine), "tokens": len(lp_s)}
+    return out
+
+
+def train_step(step, problems, policies, optims, teacher, tok, args, gen):
+    """One iteration of Algorithm 1. Returns the step's metrics; the caller decides what to save."""
+    m = {"step": step, "seconds": {}, "tokens": {}}
+    amp = torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16) if args.precision == "bf16" else nullcontext()
+    rcfg = RolloutConfig(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                         max_prompt_tokens=args.max_prompt_tokens, top_p=args.top_p, top_k=args.top_k,
+                         workers=args.workers)
+    clock = time.perf_counter()
+
+    def lap(phase):
+        nonlocal clock
+        m["seconds"][phase] = round(time.perf_counter() - clock, 3)
+        clock = time.perf_counter()
+
+    # Phase 1: joint rollout, students only.
+    with amp:
+        episodes = run_episodes(batch_for_step(problems, step, args.batch, args.seed), policies, tok, rcfg, gen)
+    lap("rollout")
+
+    # Phase 2a: a^t for every completed turn, all before any scoring (the last turn's verdict goes unused).
+    jobs = [(e, turn) for e in episodes for turn in e.turns]
+    with ThreadPoolExecutor(args.workers) as pool:
+        atts = list(pool.map(lambda j: attribute_turn(j[0].problem, j[1].artefacts, timeout=rcfg.code_timeout), jobs))
+    per_episode = {id(e): [a for (e2, _), a in zip(jobs, atts) if e2 is e] for e in episodes}
+    lap("attribution")
+
+    # Phase 2b: two teacher passes per response, on u~ = u (+) r (+) c^{<t} (Eq. 12) with r = r_i and kappa(r_i).
+    items, m["teacher_overlong"] = [], 0
+    for ei, e in enumerate(episodes):
+        for turn in e.turns:
+            verdicts = None if args.no_pac else verdicts_before(per_episode[id(e)], turn.t)
+            for role, resp in turn.responses.items():
+                ctx = [teacher_context(tok, resp.context, r, verdicts, args.teacher_max_prompt_tokens)
+                       for r in (role, KAPPA[role])]
+                if None in ctx:
+                    m["teacher_overlong"] += 1
+                    continue
+                items.append({"episode": ei, "role": role, "resp": resp, "ctx_t": ctx[0], "ctx_c": ctx[1],
+                              "lp_s": torch.tensor(resp.logprobs)})
+    with amp:
+        for key, lp in (("ctx_t", "lp_t"), ("ctx_c", "lp_c")):
+            scores = score(teacher, [it[key] for it in items], [it["resp"].tokens for it in items],
+                           max_batch_tokens=args.teacher_batch_tokens)
+            for it, s in zip(items, scores):
+                it[lp] = s.float()
+    for it in items:  # Eq. 10, with the sampler's student log-probs (App. C)
+        it["adv"] = ras_advantage(it["lp_t"], it["lp_c"], it["lp_s"], args.lam)
+    lap("teacher")
+
+    m["tokens"] = {"rollout": sum(len(it["resp"].tokens) for it in items),
+                   "teacher": sum(len(it["ctx_t"]) + len(it["ctx_c"]) + 2 * len(it["resp"].tokens) for it in items)}
+    m["roles"] = role_stats(items) if items else {}
+    m["turns_per_episode"] = sum(len(e.turns) for e in episodes) / len(episodes)
+    m["conflict_rate"] = sum(not t.agree for e in episodes for t in e.turns) / max(1, len(jobs))
+    m["stopped"] = {k: sum(e.stopped == k for e in episodes) for k in sorted({e.stopped for e in episodes})}
+    m["outcomes"] = {k: sum(a.outcome == k for a in atts) for k in sorted({a.outcome for a in atts})}
+
+    # Phase 3: Eq. 13 over mini-batches of episodes, gradient accumulation over micro-batches of responses.
+    m["skipped"], m["loss"], m["updates"] = 0, [], 0
+    if not items:
+        m["skipped"] = 1
+    elif not all(torch.isfinite(it["adv"]).all() for it in items):
+        print(f"!!! step {step}: non-finite advantage; step skipped, no update", file=sys.stderr)
+        m["skipped"] = 1
+        items = []
+    unique = list({id(p): p for p in policies.values()}.values())
+    for model in unique:
+        model.train()
+    for first in range(0, len(episodes), args.mini_batch):
+        mb = [it for it in items if first <= it["episode"] < first + args.mini_batch]
+        if not mb:
+            continue
+        weights = eq13_weights([it["role"] for it in mb], [it["episode"] for it in mb])
+        loss_sum = 0.0
+        for lo in range(0, len(mb), args.micro_batch):
+            chunk, w = mb[lo:lo + args.micro_batch], weights[lo:lo + args.micro_batch]
+            logps = [None] * len(chunk)
+            with amp:
+                for model in unique:  # each response is re-scored, with grad, by its author's policy only
+                    idx = [k for k, it in enumerate(chunk) if policies[it["role"]] is model]
+                    if idx:
+                        lps = sequence_logprobs(model, [chunk[k]["resp"].context_ids for k in idx],
+                                                [chunk[k]["resp"].tokens for k in idx])
+                        for k, lp in zip(idx, lps):
+                            logps[k] = lp
+            if first == 0 and lo == 0:  # on-policy here: recomputed log-probs must match the sampler's
+                m["logprob_gap"] = max((lp.detach().cpu() - it["lp_s"]).abs().max().item()
+                                       for lp, it in zip(logps, chunk))
+            loss = weighted_loss(logps, [it["adv"].to(lp.device) for it, lp in zip(chunk, logps)], w)
+            loss.backward()
+            loss_sum += loss.item()
+        norms = [torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip).item() for model in unique]
+        if all(math.isfinite(x) for x in norms + [loss_sum]):
+            for opt in optims:
+                opt.step()
+            m["updates"] += 1
+        else:
+            print(f"!!! step {step}: non-finite loss/gradient (loss {loss_sum}, grad norms {norms}); update skipped",
+                  file=sys.stderr)
+            m["skipped"] = 1
+        for opt in optims:
+            opt.zero_grad(set_to_none=True)
+        m["loss"].append(loss_sum)
+        m["grad_norm"] = norms
+    for model in unique:
+        model.eval()
+    lap("update")
+    m["peak_memory_mb"] = round(peak_memory_mb(args.device), 1)
+    return m
+
+
+# ---------------------------------------------------------------------------------------------- checkpoints
+
+def policy_names(policies):
+    """Directory name per distinct policy: its role, or 'shared' when one model sits in every seat."""
+    names = {}
+    for role, model in policies.items():
+        names.setdefault(id(model), "shared" if len(set(map(id, policies.values()))) == 1 else role)
+    return names
+
+
+def save_checkpoint(out, step, policies, optims, tok, gen, skipped, args):
+    """Write OUT/checkpoint atomically: build checkpoint.tmp, then swap it in. Refuses non-finite weights."""
+    unique = list({id(p): p for p in policies.values()}.values())
+    if not all(torch.isfinite(p).all() for model in unique for p in model.parameters()):
+        raise RuntimeError(f"step {step}: non-finite weights; refusing to write a checkpoint")
+    final, tmp, old = (os.path.join(out, n) for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
+    shutil.rmtree(tmp, ignore_errors=True)
+    names = policy_names(policies)
+    for model in unique:
+        model.save_pretrained(os.path.join(tmp, names[id(model)]))
+        tok.save_pretrained(os.path.join(tmp, names[id(model)]))
+    torch.save({"step": step, "optims": [o.state_dict() for o in optims], "skipped": skipped, "args": vars(args),
+                "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "sampler": gen.get_state()}},
+               os.path.join(tmp, "state.pt"))
+    if os.path.isdir(final):
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def build(args):
+    """Problems, policies (one per role, or shared), the frozen teacher, tokenizer, optimizers, sampler RNG."""
+    problems = load_problems(args.problems)
+    roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
+    ckpt = os.path.join(args.out, "checkpoint")
+    if args.resume and not os.path.isdir(ckpt) and os.path.isdir(ckpt + ".old"):
+        ckpt += ".old"  # a crash between the two renames of save_checkpoint
+    if args.resume and not os.path.isfile(os.path.join(ckpt, "state.pt")):
+        raise ValueError(f"--resume: no checkpoint in {args.out}")
+
+    def student():  # every policy starts from the same base checkpoint (§2.1)
+        return load_policy(args.student, seed=args.seed)
+
+    model, tok = student()
+    policies = {r: model for r in roles} if args.shared_policy else {r: student()[0] for r in roles}
+    if args.resume:
+        names = policy_names(policies)
+        loaded = {id(m): AutoModelForCausalLM.from_pretrained(os.path.join(ckpt, names[id(m)]), dtype=torch.float32)
+                  for m in policies.values()}
+        policies = {r: loaded[id(m)].eval() for r, m in policies.items()}
+        for m in loaded.values():  # fresh, aligned storage like a live run's: loaded tensors can sit at odd
+            for p in m.parameters():  # offsets, which changes BLAS summation order and breaks exact resume
+                p.data = p.data.clone()
+    teacher, teacher_tok = load_policy(args.teacher, seed=args.seed + 1)
+    if teacher_tok.get_vocab() != tok.get_vocab():
+        raise ValueError(f"--teacher {args.teacher} and --student {args.student} must share a tokenizer")
+    device = torch.device(args.device)
+    teacher.to(device, dtype=torch.bfloat16 if args.precision == "bf16" else torch.float32).eval().requires_grad_(False)
+    unique = list({id(p): p for p in policies.values()}.values())
+    for m in unique:  # fp32 master weights in every precision: lr 1e-6 updates would vanish in bf16 weights
+        m.to(device)
+        if args.grad_checkpointing:
+            m.gradient_checkpointing_enable()
+    # AdamW, i.e. Adam with decoupled weight decay 0.01 (the paper says Adam with wd; §10.10 leaves the form open)
+    optims = [torch.optim.AdamW(m.parameters(), lr=args.lr, weight_decay=args.weight_decay) for m in unique]
+    gen = torch.Generator(device=device).manual_seed(args.seed)
+    start, skipped = 0, 0
+    if args.resume:
+        state = torch.load(os.path.join(ckpt, "state.pt"), weights_only=False)
+        for opt, s in zip(optims, state["optims"]):
+            opt.load_state_dict(s)
+        torch.set_rng_state(state["rng"]["torch"])
+        random.setstate(state["rng"]["python"])
+        gen.set_state(state["rng"]["sampler"])
+        start, skipped = state["step"] + 1, state["skipped"]
+    return problems, policies, teacher, tok, optims, gen, start, skipped
+
+
+def main(argv=None):
+    args = get_args(argv)
+    hf_logging.disable_progress_bar()  # one bar (ours) per run, not one per saved shard
+    print("config:", json.dumps(vars(args)))
+    torch.manual_seed(args.seed)
+    random.seed(args.seed)
+    try:
+        problems, policies, teacher, tok, optims, gen, start, skipped = build(args)
+    except (ProblemError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    os.makedirs(args.out, exist_ok=True)
+    metrics_path = os.path.join(args.out, "metrics.jsonl")
+    kept = []  # on resume, drop lines of steps after the checkpoint (written before a crash)
+    if args.resume and os.path.exists(metrics_path):
+        with open(metrics_path) as f:
+            kept = [ln for ln in f if json.loads(ln)["step"] < start]
+    with open(metrics_path, "w") as f:
+        f.writelines(kept)
+    bar = tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps)
+    for step in bar:
+        m = train_step(step, problems, policies, optims, teacher, tok, args, gen)
+        skipped += m["skipped"]
+        m["skipped_total"] = skipped
+        with open(metrics_path, "a") as f:
+            f.write(json.dumps(m) + "\n")
+        roles = m["roles"]
+        bar.set_postfix(loss=f"{sum(m['loss']):.4f}", turns=f"{m['turns_per_episode']:.2f}",
+                        conflict=f"{m['conflict_rate']:.2f}", skipped=skipped,
+                        **{f"a_role[{r}]": f"{s['a_role']:+.3f}" for r, s in roles.items()})
+        if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
+            save_checkpoint(args.out, step, policies, optims, tok, gen, skipped, args)
+    print(f"done: {args.steps - start} steps, {skipped} skipped; metrics in {metrics_path}, "
+          f"checkpoint in {os.path.join(args.out, 'checkpoint')}")
+
+
+if __name__ == "__main__":
+    main()
