@@ -47,8 +47,9 @@ def _check_supported(model):
 
 
 def _norm(module, x):
-    """The model's RMSNorm as one fused op (same formula; fewer kernel launches per decode step)."""
-    return F.rms_norm(x, module.weight.shape, module.weight, module.variance_epsilon)
+    """The model's RMSNorm as one fused op (same formula; fewer kernel launches per decode step). The weight
+    follows x's dtype so that under bf16 autocast (fp32 master weights) the fused kernel still applies."""
+    return F.rms_norm(x, module.weight.shape, module.weight.to(x.dtype), module.variance_epsilon)
 
 
 def _forward(model, ids, cos, sin, mask, cache_k, cache_v, start):

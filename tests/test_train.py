@@ -112,3 +112,13 @@ def test_bad_input_exits_2(tmp_path, capsys):
     assert e.value.code == 2 and "no checkpoint" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         train.get_args(["--steps", "0"])
+
+
+def test_bf16_autocast_and_gradient_checkpointing_path_runs(tmp_path, problems):
+    out = str(tmp_path / "bf16")
+    train.main(["--problems", problems, "--out", out, "--steps", "1", "--precision", "bf16", "--grad-checkpointing"]
+               + FAST)
+    m = _metrics(out)[0]
+    assert m["updates"] == 2 and m["skipped"] == 0
+    coder = AutoModelForCausalLM.from_pretrained(os.path.join(out, "checkpoint", "coder"))
+    assert coder.dtype == torch.float32  # master weights stay fp32 (lr 1e-6 steps would vanish in bf16)
