@@ -275,7 +275,7 @@ def build(args):
     for m in unique:  # fp32 master weights in every precision: lr 1e-6 updates would vanish in bf16 weights
         m.to(device)
         if args.grad_checkpointing:
-            m.gradient_checkpointing_enable()
+            m.activation_checkpointing_enable()
     # AdamW, i.e. Adam with decoupled weight decay 0.01 (the paper says Adam with wd; §10.10 leaves the form open)
     optims = [torch.optim.AdamW(m.parameters(), lr=args.lr, weight_decay=args.weight_decay) for m in unique]
     gen = torch.Generator(device=device).manual_seed(args.seed)
