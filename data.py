@@ -14,9 +14,28 @@ paper's CodeContests/APPS/LiveCodeBench) or "function" (the program defines `ent
 the argument list and of the expected return value; `solution` (optional, may be null) is a reference
 program. Reference answers, golden tests and solutions are read by the verifier only (App. D.6.1, App. F.6):
 no agent context is ever built from them.
+
+Converters (below `load_problems`) turn benchmark records into this schema: one pure function per source,
+record -> problem, so each is testable on a hand-written record of that source. `load_dataset_as_problems`
+reads a local file or a hub dataset and dispatches; `python data.py SOURCE --out FILE.jsonl` is its command line.
 """
+import argparse
 import ast
+import base64
+import gzip
+import itertools
 import json
+import os
+import pickle
+import re
+import sys
+import zlib
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+from tqdm import tqdm
+
+from sandbox import run_case
 
 REQUIRED = {"math": {"id": str, "domain": str, "question": str, "answer": str},
             "code": {"id": str, "domain": str, "question": str, "format": str, "tests": list}}
@@ -81,3 +100,531 @@ def load_problems(path):
     if not problems:
         raise ProblemError(f"{path}: no problems in file")
     return problems
+
+
+# ----------------------------------------------------------------------------- benchmark converters
+# Each converter maps one source record to one problem: from_x(rec, where, pid, stats). `where` names the record
+# in errors ("FILE:LINE"), `pid` is the id to use (record_id), `stats` counts what was dropped. A structurally
+# malformed record raises ProblemError; a well-formed record that cannot become a problem (no reference answer,
+# no literal test) raises Skip and is counted. Function-format converters whose golden outputs come from running
+# the reference return (problem without tests, argument lists) for reference_tests.
+
+class Skip(Exception):
+    """A well-formed record that yields no problem; the message is the reason counted in stats."""
+
+
+def _get(rec, where, *names, typ=str):
+    """The first of `names` present and not null in the record, which must be a `typ`; else ProblemError."""
+    if not isinstance(rec, dict):
+        raise ProblemError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+    for k in names:
+        if rec.get(k) is not None:
+            if not isinstance(rec[k], typ):
+                raise ProblemError(f"{where}: field {k!r} has the wrong type ({type(rec[k]).__name__})")
+            return rec[k]
+    raise ProblemError(f"{where}: missing field {' or '.join(map(repr, names))}")
+
+
+def _json_field(rec, where, name):
+    """A field holding JSON text (APPS, LiveCodeBench), decoded; "" counts as empty."""
+    text = _get(rec, where, name)
+    try:
+        return json.loads(text) if text.strip() else None
+    except json.JSONDecodeError as e:
+        raise ProblemError(f"{where}: field {name!r} is not valid JSON ({e.msg})") from None
+
+
+def _is_literal(text):
+    try:
+        ast.literal_eval(text)
+        return True
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+
+
+def record_id(rec, stem, n):
+    """The source's own id when it is a string; a numeric id or none becomes '{stem}-{id or line/index}'."""
+    for k in ("task_id", "question_id", "unique_id", "problem_id", "id", "ID", "problem_idx", "name"):
+        if isinstance(rec, dict) and rec.get(k) is not None:
+            return rec[k] if isinstance(rec[k], str) else f"{stem}-{rec[k]}"
+    return f"{stem}-{n}"
+
+
+def _answer_text(value, where):
+    """Reference answer as a string: AMC's 27.0 -> '27', 0.5 -> '0.5', ' 7 ' -> '7'."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ProblemError(f"{where}: the answer must be a string or a number, got {value!r:.40}")
+    if isinstance(value, float):
+        value = str(int(value)) if value.is_integer() else repr(value)
+    if not str(value).strip():
+        raise Skip("empty reference answer")
+    return str(value).strip()
+
+
+def from_gsm8k(rec, where, pid, stats):
+    """GSM8K: {question, answer: 'worked solution ... #### 1,234'} -> answer '1234' (what follows ####, no commas)."""
+    question, answer = _get(rec, where, "question"), _get(rec, where, "answer")
+    if "####" not in answer:
+        raise ProblemError(f"{where}: GSM8K answer has no '#### <number>' line")
+    return {"id": pid, "domain": "math", "question": question,
+            "answer": _answer_text(answer.rsplit("####", 1)[1].replace(",", ""), where)}
+
+
+def from_math(rec, where, pid, stats):
+    """MATH, MATH-500, AIME 24/25, AMC 23, Polaris (local or hub): {problem | question, answer} -> math problem."""
+    question = _get(rec, where, "problem", "question", "Problem")
+    if isinstance(rec.get("answer", rec.get("Answer")), type(None)):
+        if "answer" in rec or "Answer" in rec:
+            raise Skip("no reference answer")  # 2 records of MATH train carry "answer": null
+        raise ProblemError(f"{where}: missing field 'answer'")
+    return {"id": pid, "domain": "math", "question": question,
+            "answer": _answer_text(_get(rec, where, "answer", "Answer", typ=(str, int, float)), where)}
+
+
+def from_olympiadbench(rec, where, pid, stats):
+    """OlympiadBench (Qwen2.5-Math layout, also Hothan/OlympiadBench): {question, final_answer: [str]}.
+
+    final_answer is a list, in practice always of one string; a multiple-answer problem (is_multiple_answer)
+    holds all its answers in that one string ('$69$,$84$'). So we take the string as it is (several list entries,
+    never seen, are joined with ', ', the same convention) and keep such problems, flagged "multi_answer": true,
+    since math-verify compares such sets/tuples as a whole; drop them downstream if an exact verdict matters."""
+    final = _get(rec, where, "final_answer", typ=list)
+    if not final or not all(isinstance(a, str) for a in final):
+        raise ProblemError(f"{where}: field 'final_answer' must be a non-empty list of strings")
+    p = {"id": pid, "domain": "math", "question": _get(rec, where, "question"),
+         "answer": _answer_text(", ".join(final), where)}
+    if rec.get("is_multiple_answer") or len(final) > 1:
+        p["multi_answer"] = True
+        stats["multi-answer problems kept (flagged)"] += 1
+    return p
+
+
+# Function format: the golden output of an argument list is what the reference solution returns on it.
+
+def _calls_in_asserts(code, name, stats):
+    """Argument lists of every call `name(...)` inside an assert of `code` whose arguments are all literals:
+    HumanEval's `assert candidate([1, 2], 3) == ...`, MBPP's `assert f(...) == ...`, `math.isclose(f(...), x)`.
+    The assert's right-hand side is ignored: outputs come from the reference, so wrappers (set(), isclose) do
+    not matter. A call with a non-literal argument (a loop variable, a Node object) is skipped and counted."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert):
+            for call in ast.walk(node.test):
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == name:
+                    try:
+                        if call.keywords:
+                            raise ValueError("keyword arguments")
+                        found.append([ast.literal_eval(a) for a in call.args])
+                    except (ValueError, TypeError, SyntaxError, RecursionError):
+                        stats["test calls with non-literal arguments"] += 1
+    return found
+
+
+def from_humaneval(rec, where, pid, stats):
+    """HumanEval: question = prompt (signature + docstring), solution = prompt + canonical_solution; the argument
+    lists are the literal `candidate(...)` calls of the `test` code (inputs built in loops are skipped)."""
+    prompt, entry = _get(rec, where, "prompt"), _get(rec, where, "entry_point")
+    p = {"id": pid, "domain": "code", "format": "function", "entry_point": entry, "question": prompt,
+         "tests": [], "solution": prompt + _get(rec, where, "canonical_solution")}
+    return p, _calls_in_asserts(_get(rec, where, "test"), "candidate", stats)
+
+
+def from_mbpp(rec, where, pid, stats):
+    """MBPP: {text, code, test_list: ['assert f(...) == ...'], test_setup_code}. The entry point is the function
+    of `code` the first test calls. The question is written as MBPP+ writes its prompt: the text plus the first
+    test assert, which is how the agent learns the function's name and arguments (as in the MBPP paper; that
+    example is also golden test 0, as HumanEval's docstring examples are). challenge_test_list is not used."""
+    text, code = _get(rec, where, "text", "prompt"), _get(rec, where, "code")
+    tests = _get(rec, where, "test_list", typ=list)
+    if not tests or not all(isinstance(t, str) for t in tests):
+        raise ProblemError(f"{where}: field 'test_list' must be a non-empty list of assert strings")
+    if rec.get("test_setup_code"):
+        raise Skip("tests need test_setup_code (objects built before the asserts)")
+    try:
+        defs = {n.name for n in ast.parse(code).body if isinstance(n, ast.FunctionDef)}
+        called = [c.func.id for c in ast.walk(ast.parse(tests[0])) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)]
+    except SyntaxError:
+        raise Skip("reference or test is not valid Python 3") from None
+    entry = next((f for f in called if f in defs), None)
+    if entry is None:
+        raise Skip("first test calls no function of the reference")
+    p = {"id": pid, "domain": "code", "format": "function", "entry_point": entry,
+         "question": f'"""\n{text.strip()}\n{tests[0].strip()}\n"""\n', "tests": [], "solution": code}
+    return p, _calls_in_asserts("\n".join(tests), entry, stats)
+
+
+def _like(value, template):
+    """`value` with the tuples of `template`. EvalPlus stores inputs as JSON, which has no tuples, so an input
+    the benchmark passes as a tuple arrives as a list; the first literal call of the benchmark's own asserts
+    shows which arguments are tuples. Element i of a list or tuple follows template element i (the last one
+    past its end), dict values follow the template's first value. Our own rule in place of EvalPlus's table of
+    task ids; on the real MBPP+ file it agrees with that table on every listed task without sets/complex."""
+    if isinstance(value, list) and isinstance(template, (list, tuple)) and template:
+        items = [_like(v, template[min(i, len(template) - 1)]) for i, v in enumerate(value)]
+        return tuple(items) if isinstance(template, tuple) else items
+    if isinstance(value, dict) and isinstance(template, dict) and template:
+        return {k: _like(v, next(iter(template.values()))) for k, v in value.items()}
+    return value
+
+
+def from_evalplus(rec, where, pid, stats):
+    """HumanEval+ / MBPP+: argument lists are base_input then plus_input (lists of argument lists, possibly
+    JSON text). HumanEval+: question = prompt, solution = prompt + canonical_solution, asserts in `test` call
+    `candidate`. MBPP+: question = prompt (its text and one example assert), solution = canonical_solution,
+    asserts in `assertion` call the entry point. The `atol` field is not kept: outputs_match's 1e-6 applies."""
+    prompt, entry, canonical = (_get(rec, where, k) for k in ("prompt", "entry_point", "canonical_solution"))
+    inputs = []
+    for k in ("base_input", "plus_input"):
+        v = _get(rec, where, k, typ=(list, str))
+        v = json.loads(v) if isinstance(v, str) else v
+        if not isinstance(v, list) or not all(isinstance(a, list) for a in v):
+            raise ProblemError(f"{where}: field {k!r} must be a list of argument lists")
+        inputs += v
+    plus_humaneval = "assertion" not in rec
+    calls = _calls_in_asserts(rec.get("test" if plus_humaneval else "assertion") or "",
+                              "candidate" if plus_humaneval else entry, Counter())
+    if calls:
+        inputs = [_like(a, calls[0]) for a in inputs]
+    p = {"id": pid, "domain": "code", "format": "function", "entry_point": entry, "question": prompt,
+         "tests": [], "solution": prompt + canonical if plus_humaneval else canonical}
+    return p, inputs
+
+
+def reference_tests(pairs, stats, *, max_tests=None, workers=None, timeout=10.0):
+    """Golden tests of function problems: each distinct argument list (first `max_tests`) with the repr of what
+    the reference solution returns on it, run in the sandbox. pairs: [(problem, [argument list, ...])].
+
+    Skipped and counted: an input whose repr is no Python literal (inf, nan, objects), a reference run that
+    fails or times out, a result whose repr is no literal (set(), objects). A problem left without tests is
+    dropped. All runs share one thread pool (each run is a process) so small problems do not idle it."""
+    jobs = []
+    for k, (p, arg_lists) in enumerate(pairs):
+        literals = []
+        for args in arg_lists:
+            s = repr(list(args))
+            if not _is_literal(s):
+                stats["inputs not a Python literal"] += 1
+            elif s not in literals:
+                literals.append(s)
+        if max_tests is not None and len(literals) > max_tests:
+            stats["inputs beyond max_tests"] += len(literals) - max_tests
+            literals = literals[:max_tests]
+        jobs += [(k, s) for s in literals]
+
+    def run(job):
+        p = pairs[job[0]][0]
+        return run_case(p, p["solution"], job[1], timeout=timeout)
+
+    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+        results = list(tqdm(pool.map(run, jobs), total=len(jobs), desc="reference outputs", unit="run",
+                            file=sys.stderr, disable=not jobs))
+    for (k, s), r in zip(jobs, results):
+        out = r.stdout.strip()
+        if not r.ok:
+            stats["inputs where the reference failed"] += 1
+        elif not _is_literal(out):
+            stats["outputs not a Python literal"] += 1
+        else:
+            pairs[k][0]["tests"].append({"input": s, "output": out})
+    kept = [p for p, _ in pairs if p["tests"]]
+    stats["problems without tests"] += len(pairs) - len(kept)
+    return kept
+
+
+def _function_stub(starter):
+    """LeetCode's `class Solution:\\n    def f(self, a: int) -> int:` as `def f(a: int) -> int:`, since the
+    sandbox calls a top-level function. Returns (name, parameter names, stub text with `from typing import *`)."""
+    src = starter[starter.index("class Solution"):] if "class Solution" in starter else starter
+    try:
+        fn = next(n for n in ast.walk(ast.parse(src.rstrip() + "\n        pass\n")) if isinstance(n, ast.FunctionDef))
+    except (SyntaxError, StopIteration):
+        raise Skip("starter code has no parsable method") from None
+    fn.args.args = [a for a in fn.args.args if a.arg != "self"]
+    head = f"def {fn.name}({ast.unparse(fn.args)})" + (f" -> {ast.unparse(fn.returns)}" if fn.returns else "")
+    return fn.name, [a.arg for a in fn.args.args], f"from typing import *\n\n{head}:\n"
+
+
+def from_leetcode(rec, where, pid, stats):
+    """LeetCode contests (DeepSeek-Coder): {prompt: docstring + class Solution stub, test: `test_input = {...}` /
+    `assert my_solution.f(**test_input) == literal` pairs}; no reference solution. The expected values are
+    literals in the asserts, so they are the golden outputs as written (no reference needed); the keyword
+    dict becomes the argument list in signature order. The stub is rewritten as a top-level function. Problems
+    whose tests build objects (linked lists: `_f1(...)`) have no literal case and are skipped."""
+    prompt, test = _get(rec, where, "prompt"), _get(rec, where, "test")
+    name, params, stub = _function_stub(prompt)
+    try:
+        body = ast.parse(test).body
+    except SyntaxError:
+        raise ProblemError(f"{where}: field 'test' is not valid Python") from None
+    tests, kwargs = [], None
+    for st in body:
+        if isinstance(st, ast.Assign) and getattr(st.targets[0], "id", None) == "test_input":
+            try:
+                kwargs = ast.literal_eval(st.value)
+            except (ValueError, SyntaxError):
+                kwargs = None
+        elif isinstance(st, ast.Assert):
+            t = st.test
+            try:
+                if not (isinstance(t, ast.Compare) and isinstance(t.ops[0], ast.Eq) and isinstance(t.left, ast.Call)
+                        and getattr(t.left.func, "attr", None) == name and isinstance(kwargs, dict)
+                        and sorted(kwargs) == sorted(params)):
+                    raise ValueError
+                tests.append({"input": repr([kwargs[a] for a in params]), "output": repr(ast.literal_eval(t.comparators[0]))})
+            except (ValueError, SyntaxError):
+                stats["test calls with non-literal arguments"] += 1
+    if not tests:
+        raise Skip("no literal test case")
+    return {"id": pid, "domain": "code", "format": "function", "entry_point": name,
+            "question": prompt[:prompt.index("class Solution")] + stub, "tests": tests, "solution": None}
+
+
+# Stdio format: CodeContests, APPS, LiveCodeBench carry inputs and expected outputs.
+
+def _lines(x):
+    return x if isinstance(x, str) else "\n".join(map(str, x)) + "\n"  # a few APPS tests are lists of lines
+
+
+def from_code_contests(rec, where, pid, stats):
+    """CodeContests: golden tests = public + private + generated, in that order (max_tests keeps the first):
+    the generated ones are mutated inputs labelled by running correct solutions, as AlphaCode used them.
+    Reference = the first Python 3 solution (language 3), else none."""
+    tests = []
+    for k in ("public_tests", "private_tests", "generated_tests"):
+        t = rec.get(k) or {"input": [], "output": []}
+        if not (isinstance(t, dict) and isinstance(t.get("input"), list) and isinstance(t.get("output"), list)):
+            raise ProblemError(f"{where}: field {k!r} must be {{'input': [...], 'output': [...]}}")
+        tests += [{"input": i, "output": o} for i, o in zip(t["input"], t["output"])]
+    if not tests:
+        raise Skip("no tests")
+    sols = rec.get("solutions") or {}
+    python3 = [s for lang, s in zip(sols.get("language", []), sols.get("solution", [])) if lang == 3]
+    return {"id": pid, "domain": "code", "format": "stdio", "question": _get(rec, where, "description"),
+            "tests": tests, "solution": python3[0] if python3 else None}
+
+
+def from_apps(rec, where, pid, stats):
+    """APPS: {question, input_output: JSON {inputs, outputs, fn_name?}, solutions: JSON list}. Call-based problems
+    (fn_name) are skipped: their expected outputs are stored wrapped or unwrapped in a list, a guess the APPS
+    harness makes at test time, and LeetCode ones need `class Solution`; the paper uses APPS as stdio."""
+    io = _json_field(rec, where, "input_output") or {}
+    if io.get("fn_name"):
+        raise Skip("APPS call-based problem (fn_name)")
+    tests = [{"input": _lines(i), "output": _lines(o)} for i, o in zip(io.get("inputs", []), io.get("outputs", []))]
+    if not tests:
+        raise Skip("no tests")
+    sols = _json_field(rec, where, "solutions") if rec.get("solutions") else None
+    return {"id": pid, "domain": "code", "format": "stdio", "question": _get(rec, where, "question"),
+            "tests": tests, "solution": sols[0] if sols else None}
+
+
+class _NoObjects(pickle.Unpickler):
+    def find_class(self, module, name):  # LCB pickles plain strings; refuse anything that would import code
+        raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name}")
+
+
+def _lcb_cases(text, where):
+    """LiveCodeBench test cases: JSON text, or (private ones) base64(zlib(pickle(JSON text)))."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    try:
+        import io
+        return json.loads(_NoObjects(io.BytesIO(zlib.decompress(base64.b64decode(text)))).load())
+    except Exception as e:
+        raise ProblemError(f"{where}: test cases are neither JSON nor LiveCodeBench's compressed form ({e})") from None
+
+
+def from_livecodebench(rec, where, pid, stats):
+    """LiveCodeBench (code_generation_lite): public + private test cases, no reference. "stdin" problems
+    (AtCoder, Codeforces) are stdio; "functional" ones (LeetCode) become function problems: each input line is
+    the JSON of one argument and the output is JSON, both rewritten as Python literals; the class Solution
+    starter is rewritten as a top-level function stub appended to the question."""
+    cases = _lcb_cases(_get(rec, where, "public_test_cases"), where)
+    cases += _lcb_cases(rec.get("private_test_cases") or "[]", where)
+    if not cases:
+        raise Skip("no tests")
+    question = _get(rec, where, "question_content")
+    if cases[0].get("testtype") != "functional":
+        return {"id": pid, "domain": "code", "format": "stdio", "question": question,
+                "tests": [{"input": c["input"], "output": c["output"]} for c in cases], "solution": None}
+    name, _, stub = _function_stub(_get(rec, where, "starter_code"))
+    meta = rec.get("metadata") or "{}"
+    name = (json.loads(meta) if isinstance(meta, str) else meta).get("func_name") or name
+    tests = []
+    for c in cases:
+        args, out = [json.loads(x) for x in c["input"].split("\n") if x.strip()], json.loads(c["output"])
+        if _is_literal(repr(args)) and _is_literal(repr(out)):
+            tests.append({"input": repr(args), "output": repr(out)})
+        else:
+            stats["inputs not a Python literal"] += 1
+    return {"id": pid, "domain": "code", "format": "function", "entry_point": name,
+            "question": question.rstrip() + "\n\n" + stub, "tests": tests, "solution": None}
+
+
+# ----------------------------------------------------------------------------- sources and dispatch
+
+# Hub sources: short name -> (hub id, config, default split, converter). Only usable online, with `datasets`.
+HUB = {
+    "code_contests": ("deepmind/code_contests", None, "test", from_code_contests),
+    "apps": ("codeparrot/apps", None, "test", from_apps),
+    "livecodebench": ("livecodebench/code_generation_lite", None, "release_v6", from_livecodebench),
+    "polaris": ("POLARIS-Project/Polaris-Dataset-53K", None, "train", from_math),
+    "aime24": ("HuggingFaceH4/aime_2024", None, "train", from_math),
+    "aime25": ("MathArena/aime_2025", None, "train", from_math),
+    "olympiadbench": ("Hothan/OlympiadBench", "OE_TO_maths_en_COMP", "train", from_olympiadbench),
+}
+NEEDS_REFERENCE = (from_humaneval, from_mbpp, from_evalplus)
+
+
+def detect_converter(rec, where):
+    """The converter for a local file, chosen from the fields of its first record."""
+    keys = set(rec) if isinstance(rec, dict) else set()
+    for needed, conv in ((("base_input",), from_evalplus), (("test_list",), from_mbpp),
+                         (("canonical_solution", "test"), from_humaneval), (("prompt", "test"), from_leetcode),
+                         (("public_tests",), from_code_contests), (("input_output",), from_apps),
+                         (("question_content",), from_livecodebench), (("final_answer",), from_olympiadbench)):
+        if keys.issuperset(needed):
+            return conv
+    if isinstance(rec.get("answer"), str) and "####" in rec["answer"] and "question" in keys:
+        return from_gsm8k
+    if keys & {"problem", "question", "Problem"} and keys & {"answer", "Answer"}:
+        return from_math
+    raise ProblemError(f"{where}: unknown record layout (fields {sorted(keys)[:8]}); see data.py for the sources")
+
+
+def read_records(path):
+    """[(where, n, record)] of a .jsonl, .jsonl.gz or .json (one list) file; n is the line or list index."""
+    try:
+        with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise ProblemError(f"{path}: cannot read ({e})") from None
+    if path.removesuffix(".gz").endswith(".json"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ProblemError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+        if not isinstance(data, list):
+            raise ProblemError(f"{path}: expected one JSON list of records")
+        return [(f"{path}: record {i}", i, r) for i, r in enumerate(data, 1)]
+    records = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                records.append((f"{path}:{n}", n, json.loads(line)))
+            except json.JSONDecodeError as e:
+                raise ProblemError(f"{path}:{n}: invalid JSON ({e.msg})") from None
+    return records
+
+
+def hub_records(name, split=None, limit=None):
+    """[(where, n, record)] of a hub source, streamed. Needs `pip install datasets` and network; imported here
+    so the rest of the project never needs it. APPS and LiveCodeBench publish loading scripts, which current
+    `datasets` no longer runs, so their JSONL files are read directly."""
+    hub, config, default, _ = HUB[name]
+    split = split or default
+    try:
+        import datasets
+    except ImportError:
+        raise ProblemError(f"{name}: hub sources need the `datasets` package (pip install datasets; needs network)") from None
+    if name == "apps":
+        args, kw = ("json",), {"data_files": f"hf://datasets/{hub}/{split}.jsonl", "split": "train"}
+    elif name == "livecodebench":
+        if not re.fullmatch(r"release_v[1-6]", split):
+            raise ProblemError(f"{name}: split must be release_v1 ... release_v6, got {split!r}")
+        files = ["test.jsonl"] + [f"test{i}.jsonl" for i in range(2, int(split[-1]) + 1)]  # releases accumulate
+        args, kw = ("json",), {"data_files": [f"hf://datasets/{hub}/{f}" for f in files], "split": "train"}
+    else:
+        args, kw = (hub, config) if config else (hub,), {"split": split}
+    try:
+        rows = datasets.load_dataset(*args, streaming=True, **kw)
+        return [(f"{hub}[{split}]: row {i}", i, r) for i, r in enumerate(itertools.islice(rows, limit), 1)]
+    except Exception as e:  # offline, unknown split, hub changes: one line, no traceback
+        raise ProblemError(f"{name}: cannot load {hub} [{split}] from the hub (needs network): "
+                           f"{type(e).__name__}: {str(e)[:200]}") from None
+
+
+def load_dataset_as_problems(source, split=None, limit=None, *, max_tests=100, workers=None, timeout=10.0,
+                             stats=None):
+    """Problems (each passing check_problem) from a local benchmark file or a hub source (a HUB name or id).
+
+    split: hub sources only. limit: first N source records. max_tests: golden tests kept per code problem
+    (source order: public/base first). workers, timeout: reference runs of HumanEval(+)/MBPP(+). stats: a
+    Counter that receives what was skipped and why."""
+    stats = Counter() if stats is None else stats
+    hub_ids = {v[0]: k for k, v in HUB.items()}
+    name = hub_ids.get(source, source)
+    if name in HUB and not os.path.exists(source):
+        records, conv, stem = hub_records(name, split, limit), HUB[name][3], name
+    else:
+        if split is not None:
+            raise ProblemError(f"{source}: split applies to hub sources only ({', '.join(HUB)})")
+        records = read_records(source)[:limit]
+        if not records:
+            raise ProblemError(f"{source}: no records in file")
+        conv = detect_converter(records[0][2], records[0][0])
+        stem = re.sub(r"\.(jsonl|json)(\.gz)?$", "", os.path.basename(source))
+    converted = []
+    for where, n, rec in records:
+        try:
+            converted.append((where, conv(rec, where, record_id(rec, stem, n), stats)))
+        except Skip as e:
+            stats[f"records skipped: {e}"] += 1
+    if conv in NEEDS_REFERENCE:
+        kept = {id(p) for p in reference_tests([c for _, c in converted], stats, max_tests=max_tests,
+                                               workers=workers, timeout=timeout)}
+        converted = [(w, c[0]) for w, c in converted if id(c[0]) in kept]
+    problems, seen = [], set()
+    for where, p in converted:
+        if p["domain"] == "code" and max_tests is not None and len(p["tests"]) > max_tests:
+            stats["tests beyond max_tests"] += len(p["tests"]) - max_tests
+            p["tests"] = p["tests"][:max_tests]
+        if p["domain"] == "code" and not p["tests"]:
+            stats["problems without tests"] += 1
+            continue
+        check_problem(p, where)
+        if p["id"] in seen:
+            raise ProblemError(f"{where}: duplicate id {p['id']!r}")
+        seen.add(p["id"])
+        problems.append(p)
+    if not problems:
+        raise ProblemError(f"{source}: no record could be converted ({dict(stats)})")
+    return problems
+
+
+def main(argv=None):
+    """python data.py SOURCE --out FILE.jsonl [--limit N]: convert and write a problem file atomically."""
+    ap = argparse.ArgumentParser(description="Convert a benchmark file (.jsonl, .jsonl.gz, .json) or a hub source "
+                                             f"({', '.join(HUB)}) into a problem file.")
+    ap.add_argument("source")
+    ap.add_argument("--out", required=True, help="problem file to write (JSONL)")
+    ap.add_argument("--split", help="hub split (default per source; LiveCodeBench: release_v6)")
+    ap.add_argument("--limit", type=int, help="convert the first N records only")
+    ap.add_argument("--max-tests", type=int, default=100, help="golden tests kept per code problem (default 100)")
+    ap.add_argument("--workers", type=int, help="parallel reference runs (default: CPU count)")
+    ap.add_argument("--timeout", type=float, default=10.0, help="seconds per reference run (default 10)")
+    args = ap.parse_args(argv)
+    stats, tmp = Counter(), args.out + ".tmp"
+    try:
+        problems = load_dataset_as_problems(args.source, args.split, args.limit, max_tests=args.max_tests,
+                                            workers=args.workers, timeout=args.timeout, stats=stats)
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in problems)
+        os.replace(tmp, args.out)  # a crash never leaves a half-written problem file
+    except (ProblemError, OSError) as e:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        sys.exit(f"error: {e}".splitlines()[0] if isinstance(e, ProblemError) else f"error: {args.out}: {e}")
+    print(f"wrote {len(problems)} problems to {args.out}", file=sys.stderr)
+    for reason, count in sorted(stats.items()):
+        print(f"  {reason}: {count}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

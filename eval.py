@@ -1,0 +1,245 @@
+"""Evaluation and the paper's analysis (§4.2-4.4, App. D.5, App. G.2).
+
+    python eval.py --run runs/default                 # a trained run (its checkpoint/ policies in their seats)
+    python eval.py --student tiny-qwen3               # untrained students (one base model in every seat)
+    python eval.py --single-agent tiny-qwen3          # one model alone, one turn (SA+ST, e.g. the teacher)
+
+Evaluation decoding (App. D.5): temperature 0.6, top-p 0.95, top-k 20, T = 4, over several seeds, mean +- std.
+Reports team accuracy / Pass@1 per domain and, for teams: the exchange penalty (Fig. 3a), the revise-iff-wrong
+rate per role with its two failure modes (Fig. 4a-b), turns to agreement (Fig. 4c); optionally the token-level
+role-advantage heat map of App. G.2 as one HTML file. A Markdown table on stdout, everything in a JSON file.
+The verifier scores; no model ever sees a verdict here.
+"""
+import argparse
+import html
+import json
+import os
+import statistics
+import sys
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from attribution import answers_equivalent, attribute_turn
+from data import ProblemError, load_problems
+from rollout import ROLES, Generation, RolloutConfig, load_policy, run_episodes, stop_ids_of
+from teacher import KAPPA, score, teacher_context
+
+EVAL_DECODING = dict(temperature=0.6, top_p=0.95, top_k=20, max_turns=4)  # App. D.5
+SWAP = {"coder": "tester", "tester": "coder", "reasoner": "tool_user", "tool_user": "reasoner"}
+ARTEFACT = {"coder": ("program",), "tester": ("test_input", "test_output"), "reasoner": ("derivation_answer",),
+            "tool_user": ("program",)}
+WRONG_CHECK = {"coder": "program_correct", "tester": "test_correct", "reasoner": "derivation_correct",
+               "tool_user": "program_correct"}
+
+
+def _norm(value):
+    """Artefacts compared for 'revised': whitespace-insensitive text (§10.12 leaves text vs semantic open)."""
+    return None if value is None else " ".join(value.split())
+
+
+def solved(episode, atts):
+    """Pass@1 (code: the submitted program passes every golden test) or accuracy (math), by the verifier."""
+    if episode.final is None:
+        return False
+    if episode.problem["domain"] == "code":  # the final program is the last turn's: its check is already run
+        return bool(atts[-1].checks["program_correct"])
+    return answers_equivalent(episode.final, episode.problem["answer"])
+
+
+def revision_stats(episodes, atts_of):
+    """Fig. 4a-b: at every disagreeing turn t with a turn t+1, a role succeeds iff it revised its artefact
+    exactly when its own check failed at t. Returns per role counts of success / revised-when-right /
+    kept-when-wrong (turns whose check is undecided, test_correct None, are skipped)."""
+    stats = {}
+    for e in episodes:
+        atts = atts_of[id(e)]
+        for t in range(len(e.turns) - 1):
+            if e.turns[t].agree:
+                continue
+            for role in ROLES[e.problem["domain"]]:
+                ok = atts[t].checks[WRONG_CHECK[role]]
+                if ok is None:
+                    continue
+                before, after = e.turns[t].artefacts, e.turns[t + 1].artefacts
+                revised = any(_norm(before[k]) != _norm(after[k]) for k in ARTEFACT[role])
+                s = stats.setdefault(role, {"n": 0, "success": 0, "revised_when_right": 0, "kept_when_wrong": 0})
+                s["n"] += 1
+                s["success"] += revised == (not ok)
+                s["revised_when_right"] += revised and ok
+                s["kept_when_wrong"] += (not revised) and (not ok)
+    return stats
+
+
+def run_team(problems, policies, tok, seed, cfg):
+    """Episodes plus their attributions (the verifier's checks of every turn)."""
+    gen = torch.Generator(device=next(iter(policies.values())).device).manual_seed(seed)
+    episodes = run_episodes(problems, policies, tok, cfg, generator=gen)
+    atts = {id(e): [attribute_turn(e.problem, t.artefacts, timeout=cfg.code_timeout) for t in e.turns]
+            for e in episodes}
+    return episodes, atts
+
+
+def team_metrics(episodes, atts):
+    m = {}
+    for domain in ("code", "math"):
+        mine = [e for e in episodes if e.problem["domain"] == domain]
+        if mine:
+            m[f"acc_{domain}"] = 100 * sum(solved(e, atts[id(e)]) for e in mine) / len(mine)
+            m[f"turns_{domain}"] = sum(len(e.turns) for e in mine) / len(mine)  # no agreement: T turns
+    for role, s in revision_stats(episodes, atts).items():
+        if s["n"]:
+            m[f"revise_iff_wrong_{role}"] = 100 * s["success"] / s["n"]
+            m[f"revised_when_right_{role}"] = 100 * s["revised_when_right"] / s["n"]
+            m[f"kept_when_wrong_{role}"] = 100 * s["kept_when_wrong"] / s["n"]
+    return m
+
+
+def single_agent_metrics(problems, model, tok, seed, cfg):
+    """SA+ST: the main role alone for one turn (Coder for code, Reasoner for math); its partner seat is an
+    empty scripted agent so that nothing but the main role's own artefact is judged."""
+    stop = stop_ids_of(tok)[0]
+    silent = lambda prompts: Generation([[stop] for _ in prompts], [[0.0] for _ in prompts])
+    seats = {"coder": model, "tester": silent, "reasoner": model, "tool_user": silent}
+    one = RolloutConfig(**{**cfg.__dict__, "max_turns": 1, "math_final": "reasoner"})
+    episodes, atts = run_team(problems, seats, tok, seed, one)
+    m = {}
+    for domain in ("code", "math"):
+        mine = [e for e in episodes if e.problem["domain"] == domain]
+        if mine:
+            ok = [atts[id(e)][0].checks["program_correct" if domain == "code" else "derivation_correct"] for e in mine]
+            m[f"acc_{domain}"] = 100 * sum(map(bool, ok)) / len(mine)
+    return m
+
+
+def mean_std(per_seed):
+    keys = sorted({k for m in per_seed for k in m})
+    out = {}
+    for k in keys:
+        vals = [m[k] for m in per_seed if k in m]
+        out[k] = {"mean": statistics.fmean(vals), "std": statistics.stdev(vals) if len(vals) > 1 else 0.0}
+    return out
+
+
+def evaluate(problems, policies, tok, seeds, cfg, exchange=True):
+    """Team evaluation over seeds; with exchange=True also the swapped seats and the exchange penalty."""
+    own = []
+    for seed in seeds:
+        own.append(team_metrics(*run_team(problems, policies, tok, seed, cfg)))
+        if exchange:  # each policy plays its partner's seat and receives that seat's prompt (Fig. 3a)
+            m = team_metrics(*run_team(problems, {r: policies[SWAP[r]] for r in policies}, tok, seed, cfg))
+            own[-1].update({f"exchange_penalty_{d}": own[-1][f"acc_{d}"] - m[f"acc_{d}"]
+                            for d in ("code", "math") if f"acc_{d}" in m})
+    return mean_std(own)
+
+
+def heatmap_html(teacher, tok, items, block=4, levels=11):
+    """App. G.2: per-token A^role = l^(i) - l^(j) of chosen responses, averaged over blocks of `block` tokens
+    and quantised into `levels` signed levels (the middle one ~ 0). items: (title, Response, role). One
+    self-contained HTML page: blue = typical of the target role, red = of its teammate."""
+    ctx = [teacher_context(tok, r.context, c, None) for _, r, role in items for c in (role, KAPPA[role])]
+    lps = score(teacher, ctx, [r.tokens for _, r, _ in items for _ in (0, 1)])
+    rows, top = [], 1e-9
+    for k, (title, resp, role) in enumerate(items):
+        a_role = (lps[2 * k] - lps[2 * k + 1]).tolist()
+        blocks = [(tok.decode(resp.tokens[i:i + block]), sum(a_role[i:i + block]) / len(a_role[i:i + block]))
+                  for i in range(0, len(resp.tokens), block)]
+        top = max([top] + [abs(v) for _, v in blocks])
+        rows.append((title, role, blocks))
+    half = levels // 2
+    parts = ["<!doctype html><meta charset='utf-8'><title>Role advantage</title><style>body{font-family:monospace;"
+             "max-width:60em}span{white-space:pre-wrap;border-radius:2px}</style><h1>Token-level role advantage "
+             "(App. G.2)</h1><p>Blocks of %d tokens; colour = mean A<sup>role</sup>, %d levels, scale &plusmn;%.3f."
+             " Blue: typical of the target role; red: of its teammate.</p>" % (block, levels, top)]
+    for title, role, blocks in rows:
+        parts.append(f"<h2>{html.escape(title)} ({html.escape(role)})</h2><p>")
+        for text, v in blocks:
+            q = max(-half, min(half, round(v / top * half)))
+            alpha = abs(q) / half * 0.8
+            colour = f"rgba(40,90,220,{alpha:.2f})" if q > 0 else f"rgba(220,50,40,{alpha:.2f})"
+            parts.append(f"<span title='{v:+.4f}' style='background:{colour}'>{html.escape(text)}</span>")
+        parts.append("</p>")
+    return "".join(parts)
+
+
+def load_run(run_dir, roles, device):
+    """A trained run's policies in their own seats (checkpoint/<role>/ or checkpoint/shared/), and its tokenizer."""
+    ckpt = os.path.join(run_dir, "checkpoint")
+    if not os.path.isdir(ckpt):
+        raise ValueError(f"--run: no checkpoint directory in {run_dir}")
+    shared = os.path.isdir(os.path.join(ckpt, "shared"))
+    loaded = {}
+    for r in roles:
+        name = "shared" if shared else r
+        if name not in loaded:
+            path = os.path.join(ckpt, name)
+            if not os.path.isdir(path):
+                raise ValueError(f"--run: {ckpt} has no policy for role {r!r}")
+            loaded[name] = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device).eval()
+    tok = AutoTokenizer.from_pretrained(path)
+    return {r: loaded["shared" if shared else r] for r in roles}, tok
+
+
+def markdown(rows):
+    """rows: system name -> mean_std dict. One row per metric, one column per system."""
+    metrics = sorted({k for m in rows.values() for k in m})
+    lines = ["| metric | " + " | ".join(rows) + " |", "|---" * (len(rows) + 1) + "|"]
+    for k in metrics:
+        cells = [f"{m[k]['mean']:.1f} ± {m[k]['std']:.1f}" if k in m else "-" for m in rows.values()]
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Evaluate a team or a single agent; the paper's analysis metrics.")
+    who = ap.add_mutually_exclusive_group(required=True)
+    who.add_argument("--run", help="a train.py output directory")
+    who.add_argument("--student", help="untrained: this model in every seat")
+    who.add_argument("--single-agent", help="this model alone, one turn (e.g. the teacher)")
+    ap.add_argument("--problems", default="examples/problems.jsonl")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--no-exchange", action="store_true", help="skip the seat-exchange evaluation")
+    ap.add_argument("--heatmap", help="write the App. G.2 role-advantage heat map (needs --teacher) here")
+    ap.add_argument("--teacher", help="teacher for --heatmap")
+    ap.add_argument("--json", help="write all figures here")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = ap.parse_args(argv)
+    print("config:", json.dumps(vars(args)))
+    try:
+        problems = load_problems(args.problems)
+        roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
+        cfg = RolloutConfig(max_new_tokens=args.max_new_tokens, **EVAL_DECODING)
+        if args.single_agent:
+            model, tok = load_policy(args.single_agent, seed=1)
+            per_seed = [single_agent_metrics(problems, model.to(args.device), tok, s, cfg) for s in args.seeds]
+            result = {f"single agent {args.single_agent}": mean_std(per_seed)}
+        else:
+            if args.run:
+                policies, tok = load_run(args.run, roles, args.device)
+            else:
+                model, tok = load_policy(args.student)
+                policies = {r: model.to(args.device) for r in roles}
+            name = args.run or f"untrained {args.student}"
+            result = {name: evaluate(problems, policies, tok, args.seeds, cfg, exchange=not args.no_exchange)}
+    except (ProblemError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(markdown(result))
+    if args.heatmap and not args.single_agent:
+        teacher, _ = load_policy(args.teacher or "tiny-qwen3", seed=1)
+        episodes, _ = run_team(problems, policies, tok, args.seeds[0], cfg)
+        items = [(f"{e.problem['id']} turn {t.t + 1}", resp, role) for e in episodes for t in e.turns[:1]
+                 for role, resp in t.responses.items()]
+        with open(args.heatmap + ".tmp", "w") as f:
+            f.write(heatmap_html(teacher.to(args.device), tok, items))
+        os.replace(args.heatmap + ".tmp", args.heatmap)
+        print(f"wrote {args.heatmap}")
+    if args.json:
+        with open(args.json + ".tmp", "w") as f:
+            json.dump(result, f, indent=1)
+        os.replace(args.json + ".tmp", args.json)
+
+
+if __name__ == "__main__":
+    main()
