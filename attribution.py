@@ -205,11 +205,19 @@ def attribute_code(problem: dict, program: str | None, test_case: tuple[str, str
         else:
             test_correct = None
 
+    return describe_code(program is not None, test_case, program_output, program_correct, test_correct,
+                         first_failing)
+
+
+def describe_code(has_program: bool, test_case: tuple[str, str] | None, program_output: str | None,
+                  program_correct: bool, test_correct: bool | None, first_failing: int | None = None) -> Attribution:
+    """Render code checks that are already decided into a^t and c^t (attribute_code runs them; the toy world,
+    whose programs it can evaluate without a sandbox, calls this directly)."""
     if test_case is None:
         shown_input = shown_declared = "[none: no test case was declared]"
     else:
         shown_input, shown_declared = _show(test_case[0]), _show(test_case[1])
-    if program is None:
+    if not has_program:
         shown_output = "[none: no program was produced]"
     elif test_case is None:
         shown_output = "[nothing: the program was not run, as there was no test input]"

@@ -73,7 +73,8 @@ def revision_stats(episodes, atts_of):
 
 def run_team(problems, policies, tok, seed, cfg):
     """Episodes plus their attributions (the verifier's checks of every turn)."""
-    gen = torch.Generator(device=next(iter(policies.values())).device).manual_seed(seed)
+    device = next((p.device for p in policies.values() if isinstance(p, torch.nn.Module)), "cpu")
+    gen = torch.Generator(device=device).manual_seed(seed)
     episodes = run_episodes(problems, policies, tok, cfg, generator=gen)
     atts = {id(e): [attribute_turn(e.problem, t.artefacts, timeout=cfg.code_timeout) for t in e.turns]
             for e in episodes}

@@ -1,13 +1,35 @@
-"""The laptop world: a tokenizer and tiny models built entirely in code (no downloads).
+"""The laptop world: tokenizers, tiny models, and a toy world where MAS-OPD can be watched learning on a CPU.
 
-Tests, the demo and the benchmark use these in place of Qwen3 checkpoints. The tokenizer is byte-level
-(every string round-trips) and carries a Qwen3-style chat template, including the empty think block that
-Qwen3's template appends in no-thinking mode (../shared/qwen3-facts.md), so prompts are built exactly the
-way the real path builds them.
+What the toy world is. Synthetic problems small enough for models of ~0.3M parameters, run through the *same*
+workflows, prompts, schema, sandbox, verifier, teacher and loss as the real path; only the tokenizer and the
+model sizes differ. Code: "The input is one integer x. Print x times 4." (27 problems, stdin/stdout, golden
+tests, a reference solution). Math: "What is 7 times 8?" (243 problems). A third of each is held out.
+
+The agents start from models trained in code, in seconds, on simulated trajectories (the "pretraining" a real
+checkpoint would bring):
+  - the teacher (larger) on oracle behaviour rendered exactly as teacher.py renders teacher contexts: role
+    condition in place of the opening line, verdicts after each earlier turn (half the time; the other half
+    without, so it must judge conflicts itself), and, for a quarter of the examples, a contrast condition
+    with the response that the contrast role would write (so r_i vs kappa(r_i) changes its distribution);
+  - the students (smaller) on role-blind behaviour from student-visible prompts: arithmetic and copying
+    errors, deference after a conflict (revising whatever its own correctness, the Tester adopting the printed
+    output, the Reasoner the printed result), and drift into the teammate's job (the Coder appending a test
+    case, which also breaks its program's extraction; the Reasoner appending a program).
+
+What it shows: the RAS and PAC mechanisms operating on real token-level teacher signals, and their effect on
+accuracy, revise-iff-wrong and seat exchange. What it cannot show: anything about language-model scale,
+natural-language reasoning, or real benchmarks; its numbers are about this world only. Nothing here gives the
+students a verdict, a reference value or a role condition: the simulator only shapes the starting checkpoints.
 """
+import os
+import random
+import re
+from dataclasses import dataclass
+
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen3Config,
+                          Qwen3ForCausalLM)
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
 
@@ -23,6 +45,12 @@ CHAT_TEMPLATE = (
 )
 
 
+def _wrap(tok):
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    hf.chat_template = CHAT_TEMPLATE
+    return hf
+
+
 def make_tokenizer():
     """A 261-entry byte-level tokenizer: 256 byte symbols, then the five special tokens above."""
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
@@ -30,9 +58,20 @@ def make_tokenizer():
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens(SPECIAL_TOKENS)
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    hf.chat_template = CHAT_TEMPLATE
-    return hf
+    return _wrap(tok)
+
+
+def make_phrase_tokenizer(corpus, vocab_size=1024):
+    """Byte-level BPE whose merges may cross spaces (whole template phrases become one token) but never touch
+    a digit (numbers stay digit by digit, so arithmetic generalises). Any string still round-trips."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False, max_token_length=48))
+    return _wrap(tok)
 
 
 def tiny_model(arch="qwen3", vocab_size=261, hidden=64, layers=2, heads=4, kv_heads=2, seed=0, **overrides):
@@ -49,3 +88,281 @@ def tiny_model(arch="qwen3", vocab_size=261, hidden=64, layers=2, heads=4, kv_he
     else:
         raise ValueError(f"tiny_model: unknown arch {arch!r} (expected 'qwen3' or 'llama')")
     return model.float().eval()
+
+
+# ---------------------------------------------------------------------------------------------- problems
+
+OPS = {"+": "plus", "-": "minus", "*": "times"}
+
+
+def _calc(a, op, b):
+    return a + b if op == "+" else a - b if op == "-" else a * b
+
+
+def toy_problems(split):
+    """'train' or 'test': disjoint, deterministic; in the project's problem schema (data.py)."""
+    code = [{"id": f"code:x{op}{k}", "domain": "code", "format": "stdio",
+             "question": f"The input is one integer x. Print x {OPS[op]} {k}.",
+             "tests": [{"input": f"{x}\n", "output": f"{_calc(x, op, k)}\n"} for x in (2, 5, 9)],
+             "solution": f"x = int(input())\nprint(x {op} {k})\n"} for op in OPS for k in range(1, 10)]
+    math = [{"id": f"math:{a}{op}{b}", "domain": "math", "question": f"What is {a} {OPS[op]} {b}?",
+             "answer": str(_calc(a, op, b))} for op in OPS for a in range(1, 10) for b in range(1, 10)]
+    out, rng = [], random.Random(1234)
+    for ps in (code, math):
+        held = set(rng.sample(range(len(ps)), len(ps) // 3))
+        out += [p for i, p in enumerate(ps) if (i in held) == (split == "test")]
+    return out
+
+
+def _spec(problem):
+    """(a or None, op, b): code 'x op k' has a = None (x comes from stdin)."""
+    m = re.search(r"(?:What is (\d)|Print x) (plus|minus|times) (\d)", problem["question"])
+    op = {w: o for o, w in OPS.items()}[m.group(2)]
+    return (int(m.group(1)) if m.group(1) else None), op, int(m.group(3))
+
+
+# ------------------------------------------------------------------------------------- simulated agents
+
+@dataclass
+class Behaviour:
+    err: float      # chance that a fresh artefact is wrong (an arithmetic or copying slip)
+    defer: float    # after a conflict: chance to revise whatever its own correctness (the oracle: revise iff wrong)
+    drift: float    # chance to append the teammate's kind of artefact
+    oracle: bool = False
+
+
+ORACLE = Behaviour(0.0, 0.0, 0.0, oracle=True)
+ROLE_BLIND = Behaviour(err=0.3, defer=0.85, drift=0.2)
+
+
+def _slip(v, rng):
+    return v + rng.choice([-2, -1, 1, 2])
+
+
+def _program(expr):
+    return f"Code:\n```python\n{expr}\n```"
+
+
+def _test(x, y):
+    return f"Test Input:\n```\n{x}\n```\nTest Output:\n```\n{y}\n```"
+
+
+def _run(program, stdin=""):
+    """Output of a simulator-written program (trusted templates, so no sandbox: the real env is not involved
+    in making training data). Anything unexpected prints nothing, as an empty or broken program would."""
+    out, lines = [], iter(stdin.splitlines())
+    try:
+        exec(program, {"input": lambda: next(lines), "print": lambda *a: out.append(" ".join(map(str, a)))})
+    except Exception as e:
+        return f"error: {type(e).__name__}: {e}"
+    return "".join(o + "\n" for o in out)
+
+
+def _fresh(role, problem, b, rng):
+    """A turn-0 (or revised) artefact: (response text, artefact values)."""
+    a, op, k = _spec(problem)
+    wrong = rng.random() < b.err
+    if role == "coder":
+        kk = _slip(k, rng) if wrong else k
+        return _program(f"x = int(input())\nprint(x {op} {kk})"), None
+    if role == "tester":
+        x = rng.randint(0, 9)
+        y = _calc(x, op, k)
+        return _test(x, _slip(y, rng) if wrong else y), None
+    v = _calc(a, op, k)
+    if role == "reasoner":
+        shown = _slip(v, rng) if wrong else v
+        return f"Reasoning Steps: {a} {op} {k} = {shown}\n#### {shown}", None
+    return _program(f"print({a} {op} {_slip(k, rng) if wrong else k})"), None
+
+
+def _drift(role, problem, rng):
+    """The teammate's kind of artefact, as a role-blind agent appends it (and the teacher under kappa writes it)."""
+    a, op, k = _spec(problem)
+    if role == "coder":
+        x = rng.randint(0, 9)
+        return _test(x, _calc(x, op, k))
+    if role == "tester":
+        return _program(f"x = int(input())\nprint(x {op} {k})")
+    if role == "reasoner":
+        return _program(f"print({a} {op} {k})")
+    return f"Reasoning Steps: {a} {op} {k} = {_calc(a, op, k)}\n#### {_calc(a, op, k)}"
+
+
+NOUN = {"coder": "program", "tester": "test case", "reasoner": "answer", "tool_user": "program"}
+
+
+def respond(role, problem, turns, b, rng, correct):
+    """One response of `role` at turn len(turns) under behaviour b. correct: was its last artefact correct?"""
+    if not turns:
+        text = _fresh(role, problem, b, rng)[0]
+    else:
+        prev, agree_to = turns[-1].artefacts, None
+        revise = (not correct) if b.oracle else (rng.random() < b.defer)
+        if revise and not b.oracle and role == "tester" and prev["program_output"] and "error" not in prev["program_output"]:
+            agree_to = prev["program_output"].strip()  # deference: adopt what the program printed
+            text = _test(prev["test_input"].strip(), agree_to)
+        elif revise and not b.oracle and role == "reasoner" and not prev["program_answer"].startswith("error"):
+            text = f"Reasoning Steps: I adopt the printed result.\n#### {prev['program_answer']}"
+        elif revise and not b.oracle and role == "tool_user" and prev["derivation_answer"]:
+            text = _program(f"print({prev['derivation_answer']})")
+        elif revise:
+            text = _fresh(role, problem, ORACLE if b.oracle else b, rng)[0]
+            if b.oracle and role == "tester":  # the oracle fixes the expected output for the same input
+                a, op, k = _spec(problem)
+                x = int(prev["test_input"]) if (prev["test_input"] or "").strip().isdigit() else rng.randint(0, 9)
+                text = _test(x, _calc(x, op, k))
+        else:
+            text = turns[-1].responses[role].split("\n", 1)[1] if turns[-1].responses[role].startswith("I ") \
+                else turns[-1].responses[role]
+        text = f"I {'revise' if revise else 'keep'} my {NOUN[role]}.\n" + text
+    if rng.random() < b.drift:
+        text = text + "\n" + _drift(role, problem, rng)
+    return text
+
+
+def step_env(problem, texts):
+    """The environment of rollout.code_env / math_env, on simulator programs without a sandbox.
+    Returns (artefacts in rollout's layout, agree, checks of each role's artefact)."""
+    from attribution import answers_equivalent
+    from rollout import extract_answer, extract_program, extract_test_case, printed_answer
+    from sandbox import RunResult, outputs_match
+    if problem["domain"] == "code":
+        program, case = extract_program(texts["coder"]), extract_test_case(texts["tester"])
+        out = _run(program, case[0]) if program and case else None
+        a = {"program": program, "test_input": case and case[0], "test_output": case and case[1], "program_output": out}
+        if program is None:
+            a["program_output"] = "error: no ```python code block found in the response"
+        agree = out is not None and not out.startswith("error") and outputs_match("stdio", out, case[1])
+        passes = program is not None and all(outputs_match("stdio", _run(program, t["input"]), t["output"])
+                                             for t in problem["tests"])
+        test_ok = case is not None and outputs_match("stdio", _run(problem["solution"], case[0]), case[1])
+        return a, agree, {"coder": passes, "tester": test_ok}
+    program = extract_program(texts["tool_user"])
+    printed = printed_answer(RunResult(_run(program), None)) if program else "error: no ```python code block found"
+    a = {"derivation": texts["reasoner"], "derivation_answer": extract_answer(texts["reasoner"]), "program": program,
+         "program_answer": printed}
+    agree = not printed.startswith("error") and answers_equivalent(a["derivation_answer"], printed)
+    return a, agree, {"reasoner": answers_equivalent(a["derivation_answer"], problem["answer"]),
+                      "tool_user": not printed.startswith("error") and answers_equivalent(printed, problem["answer"])}
+
+
+def verdict(problem, a, checks):
+    """c^t for a simulated turn, rendered by attribution.py exactly as for a real one."""
+    from attribution import attribute_math, describe_code
+    if problem["domain"] == "math":
+        return attribute_math(problem, a["derivation_answer"], a["program_answer"]).description
+    case = None if a["test_input"] is None else (a["test_input"], a["test_output"])
+    return describe_code(a["program"] is not None, case, a["program_output"], checks["coder"],
+                         checks["tester"]).description
+
+
+@dataclass
+class SimTurn:  # what rollout.build_context reads of a turn (artefacts), plus the simulator's own records
+    artefacts: dict
+    responses: dict   # role -> response text
+    checks: dict      # role -> was its artefact correct
+    verdict: str
+
+
+def simulate(problem, b, rng, max_turns=4):
+    """One episode of the workflow in which both agents follow behaviour b."""
+    from rollout import ROLES
+    turns = []
+    for _ in range(max_turns):
+        texts = {r: respond(r, problem, turns, b, rng, turns[-1].checks[r] if turns else True)
+                 for r in ROLES[problem["domain"]]}
+        a, agree, checks = step_env(problem, texts)
+        turns.append(SimTurn(a, texts, checks, verdict(problem, a, checks)))
+        if agree:
+            break
+    return turns
+
+
+def sft_examples(tok, problems, n, teacher, seed):
+    """n (context ids, response ids) pairs from simulated episodes under role-blind behaviour.
+
+    Students (teacher=False): the student-visible context and the role-blind response actually given there.
+    Teacher (teacher=True): the teacher context of teacher.py (verdicts of earlier turns half the time) and the
+    oracle response at that state; a quarter of the time the contrast condition kappa(r) with the response
+    the contrast role would write."""
+    from rollout import ROLES, build_context, stop_ids_of
+    from teacher import KAPPA, teacher_context
+    rng, out, end = random.Random(seed), [], [stop_ids_of(tok)[0]]
+    while len(out) < n:
+        p = rng.choice(problems)
+        turns = simulate(p, ROLE_BLIND, rng)
+        for t in range(len(turns)):
+            for r in ROLES[p["domain"]]:
+                segs = build_context(tok, p, r, turns[:t])
+                if not teacher:
+                    response = turns[t].responses[r]
+                    ctx = [i for s in segs for i in s.ids]
+                else:
+                    verdicts = [x.verdict for x in turns[:t]] if rng.random() < 0.5 else None
+                    crossed = rng.random() < 0.25
+                    response = _drift(r, p, rng) if crossed else respond(
+                        r, p, turns[:t], ORACLE, rng, turns[t - 1].checks[r] if t else True)
+                    ctx = teacher_context(tok, segs, KAPPA[r] if crossed else r, verdicts)
+                out.append((ctx, tok(response, add_special_tokens=False)["input_ids"] + end))
+    return out[:n]
+
+
+def sft(model, examples, steps, batch=32, lr=3e-3, seed=0, desc="sft"):
+    """Plain supervised fine-tuning on response tokens (teacher.sequence_logprobs with grad), AdamW, cosine."""
+    from tqdm import tqdm
+    from teacher import sequence_logprobs
+    rng = random.Random(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + torch.cos(torch.tensor(s / steps * 3.14159))).item())
+    model.train()
+    bar = tqdm(range(steps), desc=desc, leave=False)
+    for _ in bar:
+        chunk = rng.sample(examples, min(batch, len(examples)))
+        lps = sequence_logprobs(model, [c for c, _ in chunk], [r for _, r in chunk])
+        loss = -torch.stack([lp.mean() for lp in lps]).mean()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+    return model.eval()
+
+
+TOY_VERSION = "toy-v1"  # bump when anything above changes what gets built
+TEACHER_SHAPE = dict(hidden=96, layers=3, heads=4, kv_heads=2)
+STUDENT_SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2)
+
+
+def build_toy(cache=".cache", teacher_steps=600, student_steps=300, seed=0):
+    """(tokenizer, teacher, base student), built once and cached under cache/TOY_VERSION (save_pretrained)."""
+    from rollout import ROLES, build_context
+    root = os.path.join(cache, TOY_VERSION)
+    if os.path.isdir(os.path.join(root, "student")):
+        load = lambda name: AutoModelForCausalLM.from_pretrained(os.path.join(root, name), dtype=torch.float32).eval()
+        from transformers import AutoTokenizer
+        return AutoTokenizer.from_pretrained(os.path.join(root, "student")), load("teacher"), load("student")
+    train = toy_problems("train")
+    rng, corpus = random.Random(seed), []
+    base = make_tokenizer()  # the tokenizer's own training text: rendered contexts and responses
+    for p in train[::3]:
+        turns = simulate(p, ROLE_BLIND, rng)
+        for t in range(len(turns)):
+            for r in ROLES[p["domain"]]:
+                corpus.append(base.decode([i for s in build_context(base, p, r, turns[:t]) for i in s.ids]))
+                corpus.append(turns[t].responses[r] + "\n" + turns[t].verdict)
+    from teacher import ROLE_CONDITIONS
+    corpus += list(ROLE_CONDITIONS.values()) * 20
+    tok = make_phrase_tokenizer(corpus)
+    teacher = tiny_model("qwen3", vocab_size=len(tok), seed=seed + 1, **TEACHER_SHAPE)
+    sft(teacher, sft_examples(tok, train, 3000, True, seed), teacher_steps, desc="toy teacher")
+    student = tiny_model("qwen3", vocab_size=len(tok), seed=seed + 2, **STUDENT_SHAPE)
+    sft(student, sft_examples(tok, train, 2000, False, seed + 1), student_steps, desc="toy students")
+    tmp = root + ".tmp"
+    for name, m in (("teacher", teacher), ("student", student)):
+        m.save_pretrained(os.path.join(tmp, name))
+        tok.save_pretrained(os.path.join(tmp, name))
+    os.makedirs(cache, exist_ok=True)
+    os.replace(tmp, root)
+    return tok, teacher, student

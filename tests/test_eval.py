@@ -1,0 +1,63 @@
+"""eval.py: accuracy, revise-iff-wrong and its failure modes, exchange penalty, heat map, CLI errors."""
+import pytest
+
+import eval as ev
+from rollout import RolloutConfig, run_episodes
+from tests.test_workflows import APPLES, BAD, GOOD, SUM, TEST_OK, TEST_WRONG
+
+CFG = RolloutConfig(code_timeout=5, math_timeout=5, max_turns=4)
+
+
+def _team(tok, scripted, coder, tester, problems=(SUM,)):
+    eps, atts = ev.run_team(list(problems), {"coder": scripted(coder), "tester": scripted(tester)}, tok, 0, CFG)
+    return eps, atts
+
+
+def test_revise_iff_wrong_counts_success_and_both_failure_modes(tok, scripted):
+    # turn 1: program wrong, test right -> the Coder revises (success) and the Tester keeps (success)
+    eps, atts = _team(tok, scripted, [BAD, GOOD], [TEST_OK])
+    s = ev.revision_stats(eps, atts)
+    assert s["coder"] == {"n": 1, "success": 1, "revised_when_right": 0, "kept_when_wrong": 0}
+    assert s["tester"] == {"n": 1, "success": 1, "revised_when_right": 0, "kept_when_wrong": 0}
+    assert ev.solved(eps[0], atts[id(eps[0])])
+    # program right, test wrong: the Coder defers (revises a right program), the Tester persists (keeps a wrong test)
+    eps, atts = _team(tok, scripted, [GOOD, BAD], [TEST_WRONG])
+    s = ev.revision_stats(eps, atts)
+    assert s["coder"]["revised_when_right"] == 1 and s["tester"]["kept_when_wrong"] >= 1
+    assert not ev.solved(eps[0], atts[id(eps[0])])
+    m = ev.team_metrics(eps, atts)
+    assert m["acc_code"] == 0 and m["turns_code"] == 4
+
+
+def test_math_accuracy_uses_the_reference(tok, scripted):
+    seats = {"reasoner": scripted(["#### 29"]), "tool_user": scripted(["Code:\n```python\nprint(29)\n```"])}
+    eps, atts = ev.run_team([APPLES], seats, tok, 0, CFG)
+    assert ev.team_metrics(eps, atts) == {"acc_math": 100.0, "turns_math": 1.0}
+
+
+def test_exchange_penalty_of_specialists(tok, scripted):
+    # each scripted agent only knows its own job: in the partner's seat it answers with its own artefact
+    coder, tester = scripted([GOOD]), scripted([TEST_OK])
+    out = ev.evaluate([SUM], {"coder": coder, "tester": tester}, tok, [0, 1], CFG)
+    assert out["acc_code"]["mean"] == 100 and out["exchange_penalty_code"] == {"mean": 100.0, "std": 0.0}
+
+
+def test_single_agent_judges_only_the_main_role(tok, scripted):
+    m = ev.single_agent_metrics([SUM, APPLES], scripted([GOOD + "\n#### 29"]), tok, 0, CFG)
+    assert m == {"acc_code": 100.0, "acc_math": 100.0}
+
+
+def test_heatmap_is_self_contained_and_escaped(tok, qwen3):
+    eps = run_episodes([SUM], {"coder": qwen3, "tester": qwen3}, tok, RolloutConfig(max_turns=1, max_new_tokens=9))
+    items = [("<b>sum</b>", eps[0].turns[0].responses["coder"], "coder")]
+    page = ev.heatmap_html(qwen3, tok, items, block=3)
+    assert page.startswith("<!doctype html>") and "&lt;b&gt;sum&lt;/b&gt;" in page and "http" not in page
+    assert page.count("<span") == 3  # 9 tokens in blocks of 3
+
+
+def test_tables_and_cli_errors(tmp_path, capsys):
+    table = ev.markdown({"a": ev.mean_std([{"acc_code": 50.0}, {"acc_code": 70.0}])})
+    assert "| acc_code | 60.0 ± 14.1 |" in table
+    with pytest.raises(SystemExit) as e:
+        ev.main(["--run", str(tmp_path), "--problems", "examples/problems.jsonl"])
+    assert e.value.code == 2 and "no checkpoint" in capsys.readouterr().err
