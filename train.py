@@ -5,10 +5,12 @@ turn (attribution.py), then the frozen teacher scores every response twice, unde
 role condition (teacher.py); advantages A^RAS (Eq. 10); Phase 3 the loss of Eq. 13 (loss.py) updates each
 role's policy from its own responses, all policies synchronously. Verdicts and teacher scores are then dropped.
 
-    python train.py                                  # 3 steps on tiny random models, CPU, a minute
-    python train.py --steps 150 --batch 128 --mini-batch 64 --max-new-tokens 4096 ...   # the paper's schedule
+    python train.py                                  # the toy world (toy.py): build, evaluate, train, evaluate
+    python train.py --problems FILE --student DIR --teacher DIR --steps 150 --batch 128 --mini-batch 64 \
+        --max-new-tokens 4096 --lr 1e-6                  # the paper's schedule on real models
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -27,27 +29,33 @@ from transformers.utils import logging as hf_logging
 
 from attribution import attribute_turn, verdicts_before
 from data import ProblemError, load_problems
+from eval import EVAL_DECODING, evaluate, markdown
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
 from rollout import ROLES, RolloutConfig, load_policy, run_episodes
 from teacher import KAPPA, score, sequence_logprobs, teacher_context
+from toy import build_toy, toy_problems
 
 
 def get_args(argv=None):
     ap = argparse.ArgumentParser(description="MAS-OPD training (Algorithm 1). Paper values in brackets.")
     a = ap.add_argument
-    a("--problems", default="examples/problems.jsonl", help="JSONL problem file (schema: data.py)")
-    a("--student", default="tiny-qwen3", help="tiny-qwen3 | tiny-llama | local model dir [Qwen3-1.7B]")
-    a("--teacher", default="tiny-qwen3", help="same choices; a tiny teacher is drawn from seed+1 [Qwen3-14B]")
+    a("--problems", default="toy", help="JSONL problem file (schema: data.py), or 'toy': the toy world's train split")
+    a("--student", default="toy", help="toy | tiny-qwen3 | tiny-llama | local model dir [Qwen3-1.7B]")
+    a("--teacher", default="toy", help="same choices; a tiny random teacher is drawn from seed+1 [Qwen3-14B]")
+    a("--eval-problems", default=None, help="held-out problems evaluated before and after training "
+      "(default: the toy world's test split when --problems toy, else none)")
+    a("--eval-seeds", type=int, nargs="+", default=[1000, 1001])
+    a("--cache", default=".cache", help="where the toy world's models are built once")
     a("--out", default="runs/default", help="metrics.jsonl and checkpoint/ go here")
     a("--resume", action="store_true", help="continue from OUT/checkpoint")
-    a("--steps", type=int, default=3, help="[150]")
-    a("--batch", type=int, default=4, help="problems (episodes) per step [128]")
-    a("--mini-batch", type=int, default=4, help="episodes per optimizer update [64]")
+    a("--steps", type=int, default=30, help="[150]")
+    a("--batch", type=int, default=16, help="problems (episodes) per step [128]")
+    a("--mini-batch", type=int, default=16, help="episodes per optimizer update [64]")
     a("--micro-batch", type=int, default=8, help="responses per forward/backward (gradient accumulation)")
     a("--lam", type=float, default=0.1, help="lambda of Eq. 10; 0 = w/o RAS [0.1]")
     a("--no-pac", action="store_true", help="teacher sees only the student-visible context (w/o PAC)")
     a("--shared-policy", action="store_true", help="one student in every seat")
-    a("--lr", type=float, default=1e-6, help="[1e-6]")
+    a("--lr", type=float, default=2e-4, help="default for the toy's 0.2M-parameter students [1e-6]")
     a("--weight-decay", type=float, default=0.01, help="[0.01]")
     a("--grad-clip", type=float, default=1.0, help="[1.0]")
     a("--max-turns", type=int, default=4, help="[4]")
@@ -245,7 +253,7 @@ def save_checkpoint(out, step, policies, optims, tok, gen, skipped, args):
 
 def build(args):
     """Problems, policies (one per role, or shared), the frozen teacher, tokenizer, optimizers, sampler RNG."""
-    problems = load_problems(args.problems)
+    problems = toy_problems("train") if args.problems == "toy" else load_problems(args.problems)
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
     ckpt = os.path.join(args.out, "checkpoint")
     if args.resume and not os.path.isdir(ckpt) and os.path.isdir(ckpt + ".old"):
@@ -254,6 +262,9 @@ def build(args):
         raise ValueError(f"--resume: no checkpoint in {args.out}")
 
     def student():  # every policy starts from the same base checkpoint (§2.1)
+        if args.student == "toy":
+            tok, _, base = build_toy(args.cache)
+            return copy.deepcopy(base), tok
         return load_policy(args.student, seed=args.seed)
 
     model, tok = student()
@@ -266,7 +277,10 @@ def build(args):
         for m in loaded.values():  # fresh, aligned storage like a live run's: loaded tensors can sit at odd
             for p in m.parameters():  # offsets, which changes BLAS summation order and breaks exact resume
                 p.data = p.data.clone()
-    teacher, teacher_tok = load_policy(args.teacher, seed=args.seed + 1)
+    if args.teacher == "toy":
+        teacher_tok, teacher, _ = build_toy(args.cache)
+    else:
+        teacher, teacher_tok = load_policy(args.teacher, seed=args.seed + 1)
     if teacher_tok.get_vocab() != tok.get_vocab():
         raise ValueError(f"--teacher {args.teacher} and --student {args.student} must share a tokenizer")
     device = torch.device(args.device)
@@ -310,6 +324,10 @@ def main(argv=None):
             kept = [ln for ln in f if json.loads(ln)["step"] < start]
     with open(metrics_path, "w") as f:
         f.writelines(kept)
+    held_out = args.eval_problems or ("toy" if args.problems == "toy" else None)
+    if held_out:
+        held_out = toy_problems("test") if held_out == "toy" else load_problems(held_out)
+        results = {"before": evaluate_policies(held_out, policies, tok, args)} if start == 0 else {}
     bar = tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps)
     for step in bar:
         m = train_step(step, problems, policies, optims, teacher, tok, args, gen)
@@ -325,6 +343,19 @@ def main(argv=None):
             save_checkpoint(args.out, step, policies, optims, tok, gen, skipped, args)
     print(f"done: {args.steps - start} steps, {skipped} skipped; metrics in {metrics_path}, "
           f"checkpoint in {os.path.join(args.out, 'checkpoint')}")
+    if held_out:
+        results["after"] = evaluate_policies(held_out, policies, tok, args)
+        print(markdown({f"{k} ({len(held_out)} held-out problems, seeds {args.eval_seeds})": v
+                        for k, v in results.items()}))
+        with open(os.path.join(args.out, "results.json"), "w") as f:
+            json.dump(results, f, indent=1)
+
+
+def evaluate_policies(problems, policies, tok, args):
+    """Team accuracy, revise-iff-wrong and turns on held-out problems, with eval.py's decoding (App. D.5)."""
+    cfg = RolloutConfig(max_new_tokens=args.max_new_tokens, max_prompt_tokens=args.max_prompt_tokens,
+                        workers=args.workers, **EVAL_DECODING)
+    return evaluate(problems, policies, tok, args.eval_seeds, cfg, exchange=False)
 
 
 if __name__ == "__main__":
