@@ -23,6 +23,7 @@ import argparse
 import ast
 import base64
 import gzip
+import io
 import itertools
 import json
 import os
@@ -103,11 +104,11 @@ def load_problems(path):
 
 
 # ----------------------------------------------------------------------------- benchmark converters
-# Each converter maps one source record to one problem: from_x(rec, where, pid, stats). `where` names the record
-# in errors ("FILE:LINE"), `pid` is the id to use (record_id), `stats` counts what was dropped. A structurally
-# malformed record raises ProblemError; a well-formed record that cannot become a problem (no reference answer,
-# no literal test) raises Skip and is counted. Function-format converters whose golden outputs come from running
-# the reference return (problem without tests, argument lists) for reference_tests.
+# One converter per source: from_x(rec, where, pid, stats) -> problem. `where` names the record in errors
+# ("FILE:LINE"), `pid` is its id (record_id), `stats` (a Counter) counts what was dropped and why. A malformed
+# record raises ProblemError; a well-formed one that cannot become a problem (no reference answer, no literal
+# test) raises Skip and is counted. HumanEval(+)/MBPP(+) converters return (problem without tests, argument
+# lists): their golden outputs come from running the reference solution (reference_tests).
 
 class Skip(Exception):
     """A well-formed record that yields no problem; the message is the reason counted in stats."""
@@ -126,12 +127,18 @@ def _get(rec, where, *names, typ=str):
 
 
 def _json_field(rec, where, name):
-    """A field holding JSON text (APPS, LiveCodeBench), decoded; "" counts as empty."""
-    text = _get(rec, where, name)
+    """A field holding JSON text (APPS), decoded; an empty string is None, a decoded value is kept."""
+    if not isinstance(rec.get(name), str):
+        return rec.get(name)
     try:
-        return json.loads(text) if text.strip() else None
+        return json.loads(rec[name]) if rec[name].strip() else None
     except json.JSONDecodeError as e:
         raise ProblemError(f"{where}: field {name!r} is not valid JSON ({e.msg})") from None
+
+
+def _count(stats, reason, n=1):
+    if n:
+        stats[reason] += n
 
 
 def _is_literal(text):
@@ -143,126 +150,125 @@ def _is_literal(text):
 
 
 def record_id(rec, stem, n):
-    """The source's own id when it is a string; a numeric id or none becomes '{stem}-{id or line/index}'."""
+    """The source's own id when it is a string; a numeric id, or none, becomes '{stem}-{id or line}'."""
     for k in ("task_id", "question_id", "unique_id", "problem_id", "id", "ID", "problem_idx", "name"):
         if isinstance(rec, dict) and rec.get(k) is not None:
             return rec[k] if isinstance(rec[k], str) else f"{stem}-{rec[k]}"
     return f"{stem}-{n}"
 
 
-def _answer_text(value, where):
-    """Reference answer as a string: AMC's 27.0 -> '27', 0.5 -> '0.5', ' 7 ' -> '7'."""
+def _answer(value, where):
+    """Reference answer as a string: AMC's 27.0 -> '27', 0.5 -> '0.5', ' 7 ' -> '7'; null or '' -> Skip."""
+    if value is None or isinstance(value, str) and not value.strip():
+        raise Skip("no reference answer")  # 4 records of MATH train
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ProblemError(f"{where}: the answer must be a string or a number, got {value!r:.40}")
-    if isinstance(value, float):
-        value = str(int(value)) if value.is_integer() else repr(value)
-    if not str(value).strip():
-        raise Skip("empty reference answer")
-    return str(value).strip()
+    return (str(int(value)) if value.is_integer() else repr(value)) if isinstance(value, float) else str(value).strip()
 
 
 def from_gsm8k(rec, where, pid, stats):
-    """GSM8K: {question, answer: 'worked solution ... #### 1,234'} -> answer '1234' (what follows ####, no commas)."""
-    question, answer = _get(rec, where, "question"), _get(rec, where, "answer")
+    """GSM8K {question, answer: '... #### 1,234'}: the reference answer is what follows ####, commas removed."""
+    answer = _get(rec, where, "answer")
     if "####" not in answer:
         raise ProblemError(f"{where}: GSM8K answer has no '#### <number>' line")
-    return {"id": pid, "domain": "math", "question": question,
-            "answer": _answer_text(answer.rsplit("####", 1)[1].replace(",", ""), where)}
+    return {"id": pid, "domain": "math", "question": _get(rec, where, "question"),
+            "answer": _answer(answer.rsplit("####", 1)[1].replace(",", ""), where)}
 
 
 def from_math(rec, where, pid, stats):
-    """MATH, MATH-500, AIME 24/25, AMC 23, Polaris (local or hub): {problem | question, answer} -> math problem."""
-    question = _get(rec, where, "problem", "question", "Problem")
-    if isinstance(rec.get("answer", rec.get("Answer")), type(None)):
-        if "answer" in rec or "Answer" in rec:
-            raise Skip("no reference answer")  # 2 records of MATH train carry "answer": null
+    """MATH, MATH-500, AIME 24/25, AMC 23, Polaris (files or hub): {problem | question, answer}."""
+    if "answer" not in rec and "Answer" not in rec:
         raise ProblemError(f"{where}: missing field 'answer'")
-    return {"id": pid, "domain": "math", "question": question,
-            "answer": _answer_text(_get(rec, where, "answer", "Answer", typ=(str, int, float)), where)}
+    return {"id": pid, "domain": "math", "question": _get(rec, where, "problem", "question", "Problem"),
+            "answer": _answer(rec.get("answer", rec.get("Answer")), where)}
 
 
 def from_olympiadbench(rec, where, pid, stats):
-    """OlympiadBench (Qwen2.5-Math layout, also Hothan/OlympiadBench): {question, final_answer: [str]}.
-
-    final_answer is a list, in practice always of one string; a multiple-answer problem (is_multiple_answer)
-    holds all its answers in that one string ('$69$,$84$'). So we take the string as it is (several list entries,
-    never seen, are joined with ', ', the same convention) and keep such problems, flagged "multi_answer": true,
-    since math-verify compares such sets/tuples as a whole; drop them downstream if an exact verdict matters."""
+    """OlympiadBench (Qwen2.5-Math layout; Hothan/OlympiadBench): {question, final_answer: [str]}. The list holds
+    one string even when is_multiple_answer ('$69$,$84$'), so that string is the answer (several entries, not
+    seen, are joined with ', ', the same convention). Multi-answer problems are kept, flagged "multi_answer",
+    since math-verify compares such tuples whole; filter on the flag where an exact verdict matters."""
     final = _get(rec, where, "final_answer", typ=list)
     if not final or not all(isinstance(a, str) for a in final):
         raise ProblemError(f"{where}: field 'final_answer' must be a non-empty list of strings")
-    p = {"id": pid, "domain": "math", "question": _get(rec, where, "question"),
-         "answer": _answer_text(", ".join(final), where)}
+    p = {"id": pid, "domain": "math", "question": _get(rec, where, "question"), "answer": _answer(", ".join(final), where)}
     if rec.get("is_multiple_answer") or len(final) > 1:
         p["multi_answer"] = True
         stats["multi-answer problems kept (flagged)"] += 1
     return p
 
 
-# Function format: the golden output of an argument list is what the reference solution returns on it.
-
 def _calls_in_asserts(code, name, stats):
-    """Argument lists of every call `name(...)` inside an assert of `code` whose arguments are all literals:
-    HumanEval's `assert candidate([1, 2], 3) == ...`, MBPP's `assert f(...) == ...`, `math.isclose(f(...), x)`.
-    The assert's right-hand side is ignored: outputs come from the reference, so wrappers (set(), isclose) do
-    not matter. A call with a non-literal argument (a loop variable, a Node object) is skipped and counted."""
+    """Argument lists of the calls `name(...)` with only literal arguments inside the asserts of `code`:
+    `assert candidate([1, 2], 3) == ...`, `assert math.isclose(f(2), 4.0)`. The expected side is ignored
+    (outputs come from the reference, so set()/isclose wrappers do not matter); a call with a non-literal
+    argument (a loop variable, a Node object) is counted and left out."""
     try:
-        tree = ast.parse(code)
+        asserts = [n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Assert)]
     except SyntaxError:
         return []
     found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assert):
-            for call in ast.walk(node.test):
-                if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == name:
-                    try:
-                        if call.keywords:
-                            raise ValueError("keyword arguments")
-                        found.append([ast.literal_eval(a) for a in call.args])
-                    except (ValueError, TypeError, SyntaxError, RecursionError):
-                        stats["test calls with non-literal arguments"] += 1
+    for call in (c for a in asserts for c in ast.walk(a.test)):
+        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == name:
+            try:
+                if call.keywords:
+                    raise ValueError("keyword arguments")
+                found.append([ast.literal_eval(a) for a in call.args])
+            except (ValueError, TypeError, SyntaxError, RecursionError):
+                stats["test calls with non-literal arguments"] += 1
     return found
 
 
+def _function(pid, entry, question, solution, tests=None):
+    return {"id": pid, "domain": "code", "format": "function", "entry_point": entry, "question": question,
+            "tests": tests or [], "solution": solution}
+
+
 def from_humaneval(rec, where, pid, stats):
-    """HumanEval: question = prompt (signature + docstring), solution = prompt + canonical_solution; the argument
-    lists are the literal `candidate(...)` calls of the `test` code (inputs built in loops are skipped)."""
-    prompt, entry = _get(rec, where, "prompt"), _get(rec, where, "entry_point")
-    p = {"id": pid, "domain": "code", "format": "function", "entry_point": entry, "question": prompt,
-         "tests": [], "solution": prompt + _get(rec, where, "canonical_solution")}
+    """HumanEval: question = prompt (signature + docstring), solution = prompt + canonical_solution; the inputs
+    are the literal `candidate(...)` calls of `test` (inputs built in loops or at random are left out)."""
+    prompt = _get(rec, where, "prompt")
+    p = _function(pid, _get(rec, where, "entry_point"), prompt, prompt + _get(rec, where, "canonical_solution"))
     return p, _calls_in_asserts(_get(rec, where, "test"), "candidate", stats)
 
 
 def from_mbpp(rec, where, pid, stats):
-    """MBPP: {text, code, test_list: ['assert f(...) == ...'], test_setup_code}. The entry point is the function
-    of `code` the first test calls. The question is written as MBPP+ writes its prompt: the text plus the first
-    test assert, which is how the agent learns the function's name and arguments (as in the MBPP paper; that
-    example is also golden test 0, as HumanEval's docstring examples are). challenge_test_list is not used."""
-    text, code = _get(rec, where, "text", "prompt"), _get(rec, where, "code")
-    tests = _get(rec, where, "test_list", typ=list)
+    """MBPP {text, code, test_list, test_setup_code}: the entry point is the function of `code` that the first
+    test calls. The question is the text plus that first assert, as MBPP+ writes its prompts: this is how the
+    agent learns the function's name and arguments (that example is also golden test 0, as HumanEval's
+    docstring examples are). challenge_test_list is not used, as in the MBPP paper's evaluation."""
+    text, code, tests = _get(rec, where, "text"), _get(rec, where, "code"), _get(rec, where, "test_list", typ=list)
     if not tests or not all(isinstance(t, str) for t in tests):
         raise ProblemError(f"{where}: field 'test_list' must be a non-empty list of assert strings")
     if rec.get("test_setup_code"):
         raise Skip("tests need test_setup_code (objects built before the asserts)")
     try:
         defs = {n.name for n in ast.parse(code).body if isinstance(n, ast.FunctionDef)}
-        called = [c.func.id for c in ast.walk(ast.parse(tests[0])) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)]
-    except SyntaxError:
-        raise Skip("reference or test is not valid Python 3") from None
-    entry = next((f for f in called if f in defs), None)
-    if entry is None:
-        raise Skip("first test calls no function of the reference")
-    p = {"id": pid, "domain": "code", "format": "function", "entry_point": entry,
-         "question": f'"""\n{text.strip()}\n{tests[0].strip()}\n"""\n', "tests": [], "solution": code}
-    return p, _calls_in_asserts("\n".join(tests), entry, stats)
+        entry = next(c.func.id for c in ast.walk(ast.parse(tests[0])) if getattr(c, "func", None) and
+                     getattr(c.func, "id", None) in defs)
+    except (SyntaxError, StopIteration):
+        raise Skip("first test calls no function of the reference") from None
+    return (_function(pid, entry, f'"""\n{text.strip()}\n{tests[0].strip()}\n"""\n', code),
+            _calls_in_asserts("\n".join(tests), entry, stats))
+
+
+def _has_list(t):
+    return isinstance(t, list) or isinstance(t, (tuple, dict)) and any(map(_has_list, t.values() if isinstance(t, dict) else t))
+
+
+def _deep_tuple(v):
+    return tuple(map(_deep_tuple, v)) if isinstance(v, list) else v
 
 
 def _like(value, template):
-    """`value` with the tuples of `template`. EvalPlus stores inputs as JSON, which has no tuples, so an input
-    the benchmark passes as a tuple arrives as a list; the first literal call of the benchmark's own asserts
-    shows which arguments are tuples. Element i of a list or tuple follows template element i (the last one
-    past its end), dict values follow the template's first value. Our own rule in place of EvalPlus's table of
-    task ids; on the real MBPP+ file it agrees with that table on every listed task without sets/complex."""
+    """`value` given the tuples of `template`. EvalPlus stores inputs as JSON, which has no tuples, so a tuple
+    argument arrives as a list; the benchmark's own first literal assert shows where the tuples are. Our rule,
+    in place of EvalPlus's table of task ids: a tuple template of nested tuples and no list turns every nested
+    list into a tuple; otherwise element i follows template element i (the last one past its end) and dict
+    values follow the first value. On the real MBPP+ file it agrees with the table on 49 of its 50 tasks."""
+    if isinstance(value, list) and isinstance(template, tuple) and not _has_list(template) \
+            and any(isinstance(t, tuple) for t in template):
+        return _deep_tuple(value)
     if isinstance(value, list) and isinstance(template, (list, tuple)) and template:
         items = [_like(v, template[min(i, len(template) - 1)]) for i, v in enumerate(value)]
         return tuple(items) if isinstance(template, tuple) else items
@@ -272,46 +278,35 @@ def _like(value, template):
 
 
 def from_evalplus(rec, where, pid, stats):
-    """HumanEval+ / MBPP+: argument lists are base_input then plus_input (lists of argument lists, possibly
-    JSON text). HumanEval+: question = prompt, solution = prompt + canonical_solution, asserts in `test` call
-    `candidate`. MBPP+: question = prompt (its text and one example assert), solution = canonical_solution,
-    asserts in `assertion` call the entry point. The `atol` field is not kept: outputs_match's 1e-6 applies."""
+    """HumanEval+ / MBPP+: inputs are base_input then plus_input (lists of argument lists). HumanEval+: solution
+    = prompt + canonical_solution, asserts in `test` call `candidate`; MBPP+: solution = canonical_solution,
+    asserts in `assertion` call the entry point. question = prompt. `atol` is not kept (outputs_match: 1e-6)."""
     prompt, entry, canonical = (_get(rec, where, k) for k in ("prompt", "entry_point", "canonical_solution"))
     inputs = []
     for k in ("base_input", "plus_input"):
-        v = _get(rec, where, k, typ=(list, str))
-        v = json.loads(v) if isinstance(v, str) else v
+        v = rec.get(k) or []  # MBPP+ 793 has plus_input {}
         if not isinstance(v, list) or not all(isinstance(a, list) for a in v):
             raise ProblemError(f"{where}: field {k!r} must be a list of argument lists")
         inputs += v
-    plus_humaneval = "assertion" not in rec
-    calls = _calls_in_asserts(rec.get("test" if plus_humaneval else "assertion") or "",
-                              "candidate" if plus_humaneval else entry, Counter())
-    if calls:
-        inputs = [_like(a, calls[0]) for a in inputs]
-    p = {"id": pid, "domain": "code", "format": "function", "entry_point": entry, "question": prompt,
-         "tests": [], "solution": prompt + canonical if plus_humaneval else canonical}
-    return p, inputs
+    humaneval = "assertion" not in rec
+    calls = _calls_in_asserts(rec.get("test" if humaneval else "assertion") or "", "candidate" if humaneval else entry,
+                              Counter())
+    return (_function(pid, entry, prompt, prompt + canonical if humaneval else canonical),
+            [_like(a, calls[0]) for a in inputs] if calls else inputs)
 
 
 def reference_tests(pairs, stats, *, max_tests=None, workers=None, timeout=10.0):
-    """Golden tests of function problems: each distinct argument list (first `max_tests`) with the repr of what
-    the reference solution returns on it, run in the sandbox. pairs: [(problem, [argument list, ...])].
-
-    Skipped and counted: an input whose repr is no Python literal (inf, nan, objects), a reference run that
-    fails or times out, a result whose repr is no literal (set(), objects). A problem left without tests is
-    dropped. All runs share one thread pool (each run is a process) so small problems do not idle it."""
+    """Fill in the golden tests of function problems: for each distinct argument list (the first `max_tests`),
+    the repr of what the reference solution returns on it in the sandbox. pairs: [(problem, [args, ...])].
+    Counted and left out: an input whose repr is no literal (inf, nan, objects), a run that fails or times out,
+    a result whose repr is no literal (objects, Counter). Returns the problems left with at least one test."""
     jobs = []
     for k, (p, arg_lists) in enumerate(pairs):
-        literals = []
-        for args in arg_lists:
-            s = repr(list(args))
-            if not _is_literal(s):
-                stats["inputs not a Python literal"] += 1
-            elif s not in literals:
-                literals.append(s)
-        if max_tests is not None and len(literals) > max_tests:
-            stats["inputs beyond max_tests"] += len(literals) - max_tests
+        distinct = list(dict.fromkeys(repr(list(a)) for a in arg_lists))
+        literals = [s for s in distinct if _is_literal(s)]
+        _count(stats, "inputs not a Python literal", len(distinct) - len(literals))
+        if max_tests is not None:
+            _count(stats, "inputs beyond max_tests", max(0, len(literals) - max_tests))
             literals = literals[:max_tests]
         jobs += [(k, s) for s in literals]
 
@@ -319,28 +314,28 @@ def reference_tests(pairs, stats, *, max_tests=None, workers=None, timeout=10.0)
         p = pairs[job[0]][0]
         return run_case(p, p["solution"], job[1], timeout=timeout)
 
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+    # one pool for all runs; they mostly wait on process start and clean-up, so twice the cores keeps CPUs busy
+    with ThreadPoolExecutor(max_workers=workers or 2 * (os.cpu_count() or 1)) as pool:
         results = list(tqdm(pool.map(run, jobs), total=len(jobs), desc="reference outputs", unit="run",
                             file=sys.stderr, disable=not jobs))
     for (k, s), r in zip(jobs, results):
-        out = r.stdout.strip()
         if not r.ok:
             stats["inputs where the reference failed"] += 1
-        elif not _is_literal(out):
+        elif not _is_literal(r.stdout.strip()):
             stats["outputs not a Python literal"] += 1
         else:
-            pairs[k][0]["tests"].append({"input": s, "output": out})
-    kept = [p for p, _ in pairs if p["tests"]]
-    stats["problems without tests"] += len(pairs) - len(kept)
-    return kept
+            pairs[k][0]["tests"].append({"input": s, "output": r.stdout.strip()})
+    return [p for p, _ in pairs if p["tests"]]
 
 
 def _function_stub(starter):
-    """LeetCode's `class Solution:\\n    def f(self, a: int) -> int:` as `def f(a: int) -> int:`, since the
-    sandbox calls a top-level function. Returns (name, parameter names, stub text with `from typing import *`)."""
-    src = starter[starter.index("class Solution"):] if "class Solution" in starter else starter
+    """LeetCode's `class Solution:\n    def f(self, a: int) -> int:` as `def f(a: int) -> int:`: the sandbox calls
+    a top-level function. Returns (name, parameter names, stub text after `from typing import *`)."""
+    if "class Solution" not in starter:
+        raise Skip("no class Solution stub")
     try:
-        fn = next(n for n in ast.walk(ast.parse(src.rstrip() + "\n        pass\n")) if isinstance(n, ast.FunctionDef))
+        tree = ast.parse(starter[starter.index("class Solution"):].rstrip() + "\n        pass\n")
+        fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))
     except (SyntaxError, StopIteration):
         raise Skip("starter code has no parsable method") from None
     fn.args.args = [a for a in fn.args.args if a.arg != "self"]
@@ -349,49 +344,43 @@ def _function_stub(starter):
 
 
 def from_leetcode(rec, where, pid, stats):
-    """LeetCode contests (DeepSeek-Coder): {prompt: docstring + class Solution stub, test: `test_input = {...}` /
-    `assert my_solution.f(**test_input) == literal` pairs}; no reference solution. The expected values are
-    literals in the asserts, so they are the golden outputs as written (no reference needed); the keyword
-    dict becomes the argument list in signature order. The stub is rewritten as a top-level function. Problems
-    whose tests build objects (linked lists: `_f1(...)`) have no literal case and are skipped."""
-    prompt, test = _get(rec, where, "prompt"), _get(rec, where, "test")
+    """LeetCode contests (DeepSeek-Coder) {prompt: docstring + class Solution stub, test}: no reference solution,
+    but every test is `test_input = {literal}` then `assert my_solution.f(**test_input) == literal`, so these
+    literals are the golden tests as written (keywords in signature order). The stub becomes a top-level
+    function. Tests that build objects (linked lists: `_f1(...)`) are counted and left out."""
+    prompt = _get(rec, where, "prompt")
     name, params, stub = _function_stub(prompt)
     try:
-        body = ast.parse(test).body
+        body = ast.parse(_get(rec, where, "test")).body
     except SyntaxError:
         raise ProblemError(f"{where}: field 'test' is not valid Python") from None
     tests, kwargs = [], None
     for st in body:
         if isinstance(st, ast.Assign) and getattr(st.targets[0], "id", None) == "test_input":
-            try:
-                kwargs = ast.literal_eval(st.value)
-            except (ValueError, SyntaxError):
-                kwargs = None
+            kwargs = ast.literal_eval(st.value) if _is_literal(ast.unparse(st.value)) else None
         elif isinstance(st, ast.Assert):
             t = st.test
             try:
-                if not (isinstance(t, ast.Compare) and isinstance(t.ops[0], ast.Eq) and isinstance(t.left, ast.Call)
-                        and getattr(t.left.func, "attr", None) == name and isinstance(kwargs, dict)
-                        and sorted(kwargs) == sorted(params)):
-                    raise ValueError
+                if not (isinstance(t, ast.Compare) and isinstance(t.ops[0], ast.Eq) and isinstance(kwargs, dict)
+                        and getattr(getattr(t.left, "func", None), "attr", None) == name and sorted(kwargs) == sorted(params)):
+                    raise ValueError("not `assert my_solution.f(**test_input) == literal`")
                 tests.append({"input": repr([kwargs[a] for a in params]), "output": repr(ast.literal_eval(t.comparators[0]))})
             except (ValueError, SyntaxError):
                 stats["test calls with non-literal arguments"] += 1
     if not tests:
         raise Skip("no literal test case")
-    return {"id": pid, "domain": "code", "format": "function", "entry_point": name,
-            "question": prompt[:prompt.index("class Solution")] + stub, "tests": tests, "solution": None}
+    return _function(pid, name, prompt[:prompt.index("class Solution")] + stub, None, tests)
 
 
-# Stdio format: CodeContests, APPS, LiveCodeBench carry inputs and expected outputs.
-
-def _lines(x):
-    return x if isinstance(x, str) else "\n".join(map(str, x)) + "\n"  # a few APPS tests are lists of lines
+def _stdio(pid, question, tests, solution):
+    if not tests:
+        raise Skip("no tests")
+    return {"id": pid, "domain": "code", "format": "stdio", "question": question, "tests": tests, "solution": solution}
 
 
 def from_code_contests(rec, where, pid, stats):
     """CodeContests: golden tests = public + private + generated, in that order (max_tests keeps the first):
-    the generated ones are mutated inputs labelled by running correct solutions, as AlphaCode used them.
+    generated tests are mutated inputs labelled by correct solutions, which AlphaCode also used for checking.
     Reference = the first Python 3 solution (language 3), else none."""
     tests = []
     for k in ("public_tests", "private_tests", "generated_tests"):
@@ -399,31 +388,27 @@ def from_code_contests(rec, where, pid, stats):
         if not (isinstance(t, dict) and isinstance(t.get("input"), list) and isinstance(t.get("output"), list)):
             raise ProblemError(f"{where}: field {k!r} must be {{'input': [...], 'output': [...]}}")
         tests += [{"input": i, "output": o} for i, o in zip(t["input"], t["output"])]
-    if not tests:
-        raise Skip("no tests")
     sols = rec.get("solutions") or {}
     python3 = [s for lang, s in zip(sols.get("language", []), sols.get("solution", [])) if lang == 3]
-    return {"id": pid, "domain": "code", "format": "stdio", "question": _get(rec, where, "description"),
-            "tests": tests, "solution": python3[0] if python3 else None}
+    return _stdio(pid, _get(rec, where, "description"), tests, python3[0] if python3 else None)
 
 
 def from_apps(rec, where, pid, stats):
-    """APPS: {question, input_output: JSON {inputs, outputs, fn_name?}, solutions: JSON list}. Call-based problems
-    (fn_name) are skipped: their expected outputs are stored wrapped or unwrapped in a list, a guess the APPS
-    harness makes at test time, and LeetCode ones need `class Solution`; the paper uses APPS as stdio."""
-    io = _json_field(rec, where, "input_output") or {}
-    if io.get("fn_name"):
+    """APPS {question, input_output: JSON {inputs, outputs, fn_name?}, solutions: JSON list}. Call-based problems
+    (fn_name) are skipped: their outputs are stored sometimes wrapped in a list, which the APPS harness guesses
+    at test time, and the LeetCode ones need `class Solution`; the paper uses APPS as stdio."""
+    spec, sols = _json_field(rec, where, "input_output") or {}, _json_field(rec, where, "solutions")
+    if not isinstance(spec, dict):
+        raise ProblemError(f"{where}: field 'input_output' must hold a JSON object")
+    if spec.get("fn_name"):
         raise Skip("APPS call-based problem (fn_name)")
-    tests = [{"input": _lines(i), "output": _lines(o)} for i, o in zip(io.get("inputs", []), io.get("outputs", []))]
-    if not tests:
-        raise Skip("no tests")
-    sols = _json_field(rec, where, "solutions") if rec.get("solutions") else None
-    return {"id": pid, "domain": "code", "format": "stdio", "question": _get(rec, where, "question"),
-            "tests": tests, "solution": sols[0] if sols else None}
+    lines = lambda x: x if isinstance(x, str) else "\n".join(map(str, x)) + "\n"  # some tests are lists of lines
+    tests = [{"input": lines(i), "output": lines(o)} for i, o in zip(spec.get("inputs", []), spec.get("outputs", []))]
+    return _stdio(pid, _get(rec, where, "question"), tests, sols[0] if sols else None)
 
 
-class _NoObjects(pickle.Unpickler):
-    def find_class(self, module, name):  # LCB pickles plain strings; refuse anything that would import code
+class _StringsOnly(pickle.Unpickler):
+    def find_class(self, module, name):  # LiveCodeBench pickles a str; refuse anything that would import code
         raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name}")
 
 
@@ -434,42 +419,37 @@ def _lcb_cases(text, where):
     except json.JSONDecodeError:
         pass
     try:
-        import io
-        return json.loads(_NoObjects(io.BytesIO(zlib.decompress(base64.b64decode(text)))).load())
+        return json.loads(_StringsOnly(io.BytesIO(zlib.decompress(base64.b64decode(text)))).load())
     except Exception as e:
         raise ProblemError(f"{where}: test cases are neither JSON nor LiveCodeBench's compressed form ({e})") from None
 
 
 def from_livecodebench(rec, where, pid, stats):
-    """LiveCodeBench (code_generation_lite): public + private test cases, no reference. "stdin" problems
-    (AtCoder, Codeforces) are stdio; "functional" ones (LeetCode) become function problems: each input line is
-    the JSON of one argument and the output is JSON, both rewritten as Python literals; the class Solution
-    starter is rewritten as a top-level function stub appended to the question."""
-    cases = _lcb_cases(_get(rec, where, "public_test_cases"), where)
-    cases += _lcb_cases(rec.get("private_test_cases") or "[]", where)
-    if not cases:
-        raise Skip("no tests")
-    question = _get(rec, where, "question_content")
-    if cases[0].get("testtype") != "functional":
-        return {"id": pid, "domain": "code", "format": "stdio", "question": question,
-                "tests": [{"input": c["input"], "output": c["output"]} for c in cases], "solution": None}
-    name, _, stub = _function_stub(_get(rec, where, "starter_code"))
-    meta = rec.get("metadata") or "{}"
-    name = (json.loads(meta) if isinstance(meta, str) else meta).get("func_name") or name
-    tests = []
-    for c in cases:
-        args, out = [json.loads(x) for x in c["input"].split("\n") if x.strip()], json.loads(c["output"])
-        if _is_literal(repr(args)) and _is_literal(repr(out)):
-            tests.append({"input": repr(args), "output": repr(out)})
-        else:
-            stats["inputs not a Python literal"] += 1
-    return {"id": pid, "domain": "code", "format": "function", "entry_point": name,
-            "question": question.rstrip() + "\n\n" + stub, "tests": tests, "solution": None}
+    """LiveCodeBench (code_generation_lite): public + private tests, no reference. "stdin" problems (AtCoder,
+    Codeforces) are stdio; "functional" ones (LeetCode) are function problems: each input line is the JSON of
+    one argument and the output JSON, both rewritten as Python literals; the stub is appended to the question."""
+    cases = _lcb_cases(_get(rec, where, "public_test_cases"), where) + _lcb_cases(rec.get("private_test_cases") or "[]", where)
+    question, tests = _get(rec, where, "question_content"), []
+    try:
+        if not cases or cases[0]["testtype"] != "functional":
+            return _stdio(pid, question, [{"input": c["input"], "output": c["output"]} for c in cases], None)
+        name, _, stub = _function_stub(_get(rec, where, "starter_code"))
+        meta = rec.get("metadata") or "{}"
+        name = (json.loads(meta) if isinstance(meta, str) else meta).get("func_name") or name
+        for c in cases:
+            args, out = repr([json.loads(x) for x in c["input"].split("\n") if x.strip()]), repr(json.loads(c["output"]))
+            if _is_literal(args) and _is_literal(out):
+                tests.append({"input": args, "output": out})
+            else:
+                stats["tests not Python literals (inf, nan)"] += 1
+    except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as e:
+        raise ProblemError(f"{where}: malformed test case or metadata ({type(e).__name__}: {e})") from None
+    return _function(pid, name, question.rstrip() + "\n\n" + stub, None, tests)
 
 
 # ----------------------------------------------------------------------------- sources and dispatch
 
-# Hub sources: short name -> (hub id, config, default split, converter). Only usable online, with `datasets`.
+# Hub sources: short name -> (hub id, config, default split, converter). Online only, with `datasets`.
 HUB = {
     "code_contests": ("deepmind/code_contests", None, "test", from_code_contests),
     "apps": ("codeparrot/apps", None, "test", from_apps),
@@ -479,23 +459,20 @@ HUB = {
     "aime25": ("MathArena/aime_2025", None, "train", from_math),
     "olympiadbench": ("Hothan/OlympiadBench", "OE_TO_maths_en_COMP", "train", from_olympiadbench),
 }
-NEEDS_REFERENCE = (from_humaneval, from_mbpp, from_evalplus)
+# a local file's converter, by the fields of its first record (checked in this order)
+LAYOUTS = [({"base_input"}, from_evalplus), ({"test_list"}, from_mbpp), ({"canonical_solution", "test"}, from_humaneval),
+           ({"prompt", "test"}, from_leetcode), ({"public_tests"}, from_code_contests), ({"input_output"}, from_apps),
+           ({"question_content"}, from_livecodebench), ({"final_answer"}, from_olympiadbench)]
 
 
 def detect_converter(rec, where):
-    """The converter for a local file, chosen from the fields of its first record."""
     keys = set(rec) if isinstance(rec, dict) else set()
-    for needed, conv in ((("base_input",), from_evalplus), (("test_list",), from_mbpp),
-                         (("canonical_solution", "test"), from_humaneval), (("prompt", "test"), from_leetcode),
-                         (("public_tests",), from_code_contests), (("input_output",), from_apps),
-                         (("question_content",), from_livecodebench), (("final_answer",), from_olympiadbench)):
-        if keys.issuperset(needed):
-            return conv
-    if isinstance(rec.get("answer"), str) and "####" in rec["answer"] and "question" in keys:
-        return from_gsm8k
-    if keys & {"problem", "question", "Problem"} and keys & {"answer", "Answer"}:
-        return from_math
-    raise ProblemError(f"{where}: unknown record layout (fields {sorted(keys)[:8]}); see data.py for the sources")
+    conv = next((c for needed, c in LAYOUTS if needed <= keys), None)
+    if conv is None and keys & {"problem", "question", "Problem"} and keys & {"answer", "Answer"}:
+        conv = from_gsm8k if "####" in str(rec.get("answer")) and "question" in keys else from_math
+    if conv is None:
+        raise ProblemError(f"{where}: unknown record layout (fields {sorted(keys)[:8]}); see data.py for the sources")
+    return conv
 
 
 def read_records(path):
@@ -515,51 +492,45 @@ def read_records(path):
         return [(f"{path}: record {i}", i, r) for i, r in enumerate(data, 1)]
     records = []
     for n, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                records.append((f"{path}:{n}", n, json.loads(line)))
-            except json.JSONDecodeError as e:
-                raise ProblemError(f"{path}:{n}: invalid JSON ({e.msg})") from None
+        try:
+            records += [(f"{path}:{n}", n, json.loads(line))] if line.strip() else []
+        except json.JSONDecodeError as e:
+            raise ProblemError(f"{path}:{n}: invalid JSON ({e.msg})") from None
     return records
 
 
 def hub_records(name, split=None, limit=None):
-    """[(where, n, record)] of a hub source, streamed. Needs `pip install datasets` and network; imported here
-    so the rest of the project never needs it. APPS and LiveCodeBench publish loading scripts, which current
-    `datasets` no longer runs, so their JSONL files are read directly."""
+    """[(where, n, record)] of a hub source, streamed. Needs `datasets` (imported here only) and network. APPS and
+    LiveCodeBench ship loading scripts, which current `datasets` no longer runs: their JSONL files are read."""
     hub, config, default, _ = HUB[name]
     split = split or default
     try:
         import datasets
     except ImportError:
         raise ProblemError(f"{name}: hub sources need the `datasets` package (pip install datasets; needs network)") from None
+    args, kw = ((hub, config) if config else (hub,)), {"split": split}
     if name == "apps":
         args, kw = ("json",), {"data_files": f"hf://datasets/{hub}/{split}.jsonl", "split": "train"}
-    elif name == "livecodebench":
+    if name == "livecodebench":
         if not re.fullmatch(r"release_v[1-6]", split):
             raise ProblemError(f"{name}: split must be release_v1 ... release_v6, got {split!r}")
         files = ["test.jsonl"] + [f"test{i}.jsonl" for i in range(2, int(split[-1]) + 1)]  # releases accumulate
         args, kw = ("json",), {"data_files": [f"hf://datasets/{hub}/{f}" for f in files], "split": "train"}
-    else:
-        args, kw = (hub, config) if config else (hub,), {"split": split}
     try:
         rows = datasets.load_dataset(*args, streaming=True, **kw)
         return [(f"{hub}[{split}]: row {i}", i, r) for i, r in enumerate(itertools.islice(rows, limit), 1)]
-    except Exception as e:  # offline, unknown split, hub changes: one line, no traceback
+    except Exception as e:  # offline, unknown split, a changed hub layout: one line, no traceback
         raise ProblemError(f"{name}: cannot load {hub} [{split}] from the hub (needs network): "
                            f"{type(e).__name__}: {str(e)[:200]}") from None
 
 
 def load_dataset_as_problems(source, split=None, limit=None, *, max_tests=100, workers=None, timeout=10.0,
                              stats=None):
-    """Problems (each passing check_problem) from a local benchmark file or a hub source (a HUB name or id).
-
-    split: hub sources only. limit: first N source records. max_tests: golden tests kept per code problem
-    (source order: public/base first). workers, timeout: reference runs of HumanEval(+)/MBPP(+). stats: a
-    Counter that receives what was skipped and why."""
+    """Problems, each passing check_problem, from a local benchmark file or a hub source (HUB name or hub id).
+    split: hub only. limit: the first N records. max_tests: golden tests kept per code problem, in source order
+    (public/base first). workers, timeout: the reference runs. stats: a Counter told what was skipped and why."""
     stats = Counter() if stats is None else stats
-    hub_ids = {v[0]: k for k, v in HUB.items()}
-    name = hub_ids.get(source, source)
+    name = {v[0]: k for k, v in HUB.items()}.get(source, source)
     if name in HUB and not os.path.exists(source):
         records, conv, stem = hub_records(name, split, limit), HUB[name][3], name
     else:
@@ -568,26 +539,25 @@ def load_dataset_as_problems(source, split=None, limit=None, *, max_tests=100, w
         records = read_records(source)[:limit]
         if not records:
             raise ProblemError(f"{source}: no records in file")
-        conv = detect_converter(records[0][2], records[0][0])
-        stem = re.sub(r"\.(jsonl|json)(\.gz)?$", "", os.path.basename(source))
+        conv, stem = detect_converter(records[0][2], records[0][0]), re.sub(r"\.jsonl?(\.gz)?$", "", os.path.basename(source))
     converted = []
     for where, n, rec in records:
+        if not isinstance(rec, dict):
+            raise ProblemError(f"{where}: expected a JSON object, got {type(rec).__name__}")
         try:
             converted.append((where, conv(rec, where, record_id(rec, stem, n), stats)))
         except Skip as e:
             stats[f"records skipped: {e}"] += 1
-    if conv in NEEDS_REFERENCE:
+    if any(isinstance(c, tuple) for _, c in converted):
         kept = {id(p) for p in reference_tests([c for _, c in converted], stats, max_tests=max_tests,
                                                workers=workers, timeout=timeout)}
+        _count(stats, "problems without tests", len(converted) - len(kept))
         converted = [(w, c[0]) for w, c in converted if id(c[0]) in kept]
     problems, seen = [], set()
     for where, p in converted:
         if p["domain"] == "code" and max_tests is not None and len(p["tests"]) > max_tests:
             stats["tests beyond max_tests"] += len(p["tests"]) - max_tests
             p["tests"] = p["tests"][:max_tests]
-        if p["domain"] == "code" and not p["tests"]:
-            stats["problems without tests"] += 1
-            continue
         check_problem(p, where)
         if p["id"] in seen:
             raise ProblemError(f"{where}: duplicate id {p['id']!r}")
@@ -607,7 +577,7 @@ def main(argv=None):
     ap.add_argument("--split", help="hub split (default per source; LiveCodeBench: release_v6)")
     ap.add_argument("--limit", type=int, help="convert the first N records only")
     ap.add_argument("--max-tests", type=int, default=100, help="golden tests kept per code problem (default 100)")
-    ap.add_argument("--workers", type=int, help="parallel reference runs (default: CPU count)")
+    ap.add_argument("--workers", type=int, help="parallel reference runs (default: twice the CPU count)")
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per reference run (default 10)")
     args = ap.parse_args(argv)
     stats, tmp = Counter(), args.out + ".tmp"
@@ -620,7 +590,8 @@ def main(argv=None):
     except (ProblemError, OSError) as e:
         if os.path.exists(tmp):
             os.remove(tmp)
-        sys.exit(f"error: {e}".splitlines()[0] if isinstance(e, ProblemError) else f"error: {args.out}: {e}")
+        print(f"error: {e}" if isinstance(e, ProblemError) else f"error: {args.out}: {e}", file=sys.stderr)
+        sys.exit(2)
     print(f"wrote {len(problems)} problems to {args.out}", file=sys.stderr)
     for reason, count in sorted(stats.items()):
         print(f"  {reason}: {count}", file=sys.stderr)

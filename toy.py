@@ -21,6 +21,7 @@ accuracy, revise-iff-wrong and seat exchange. What it cannot show: anything abou
 natural-language reasoning, or real benchmarks; its numbers are about this world only. Nothing here gives the
 students a verdict, a reference value or a role condition: the simulator only shapes the starting checkpoints.
 """
+import math
 import os
 import random
 import re
@@ -61,7 +62,7 @@ def make_tokenizer():
     return _wrap(tok)
 
 
-def make_phrase_tokenizer(corpus, vocab_size=1024):
+def make_phrase_tokenizer(corpus, vocab_size=2048):
     """Byte-level BPE whose merges may cross spaces (whole template phrases become one token) but never touch
     a digit (numbers stay digit by digit, so arithmetic generalises). Any string still round-trips."""
     tok = Tokenizer(models.BPE())
@@ -70,7 +71,7 @@ def make_phrase_tokenizer(corpus, vocab_size=1024):
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(corpus, trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False, max_token_length=48))
+        show_progress=False, max_token_length=256))
     return _wrap(tok)
 
 
@@ -309,16 +310,21 @@ def sft_examples(tok, problems, n, teacher, seed):
 
 
 def sft(model, examples, steps, batch=32, lr=3e-3, seed=0, desc="sft"):
-    """Plain supervised fine-tuning on response tokens (teacher.sequence_logprobs with grad), AdamW, cosine."""
+    """Plain supervised fine-tuning on response tokens (teacher.sequence_logprobs with grad), AdamW, cosine decay.
+    Batches hold examples of similar length (sorted, then shuffled as batches), so little compute goes to padding."""
     from tqdm import tqdm
     from teacher import sequence_logprobs
     rng = random.Random(seed)
+    ordered = sorted(examples, key=lambda e: len(e[0]) + len(e[1]))
+    batches = [ordered[i:i + batch] for i in range(0, len(ordered), batch)]
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + torch.cos(torch.tensor(s / steps * 3.14159))).item())
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / steps)))
     model.train()
     bar = tqdm(range(steps), desc=desc, leave=False)
-    for _ in bar:
-        chunk = rng.sample(examples, min(batch, len(examples)))
+    for step in bar:
+        if step % len(batches) == 0:
+            rng.shuffle(batches)
+        chunk = batches[step % len(batches)]
         lps = sequence_logprobs(model, [c for c, _ in chunk], [r for _, r in chunk])
         loss = -torch.stack([lp.mean() for lp in lps]).mean()
         loss.backward()

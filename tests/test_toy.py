@@ -57,11 +57,11 @@ def test_phrase_tokenizer_round_trips_and_keeps_digits_apart():
 
 def test_sft_fits_a_small_set():
     tok = make_tokenizer()
-    ex = sft_examples(tok, toy_problems("train"), 8, False, 3)
+    ex = sft_examples(tok, toy_problems("train"), 4, False, 3)
     model = tiny_model("qwen3", layers=1, hidden=32, seed=0)
     from teacher import sequence_logprobs
     before = torch.stack([lp.mean() for lp in sequence_logprobs(model, *zip(*ex))]).mean().item()
-    sft(model, ex, 30, batch=8, lr=1e-2)
+    sft(model, ex, 12, batch=4, lr=2e-2)
     with torch.no_grad():
         after = torch.stack([lp.mean() for lp in sequence_logprobs(model, *zip(*ex))]).mean().item()
     assert after > before + 1.0

@@ -81,8 +81,7 @@ def test_non_finite_teacher_skips_the_step_and_never_checkpoints_bad_weights(tmp
     bad.save_pretrained(tmp_path / "nan-teacher")
     make_tokenizer().save_pretrained(tmp_path / "nan-teacher")
     out = str(tmp_path / "run")
-    train.main(["--problems", problems, "--out", out, "--steps", "2", "--teacher", str(tmp_path / "nan-teacher")]
-               + FAST)
+    train.main(FAST + ["--problems", problems, "--out", out, "--steps", "2", "--teacher", str(tmp_path / "nan-teacher")])
     ms = _metrics(out)
     assert [m["skipped"] for m in ms] == [1, 1] and ms[-1]["skipped_total"] == 2 and ms[0]["updates"] == 0
     assert "non-finite advantage" in capsys.readouterr().err
