@@ -126,7 +126,10 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
     if max_new_tokens <= 0:
         return Generation(tokens, logprobs)
     param = next(model.parameters())
-    device, dtype = param.device, param.dtype
+    device = param.device
+    # Under autocast (bf16 compute over fp32 master weights) K and V come out in the autocast dtype: cache them
+    # so, at half the bytes of the weights' dtype.
+    dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else param.dtype
     cfg = model.config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     t_max = T + max_new_tokens
@@ -258,6 +261,7 @@ class RolloutConfig:
     # choice falls back to the other answer when its own is missing.
     math_final: str = "reasoner"
     workers: int = 4                # episodes whose programs run at once
+    max_batch: int = 0              # prompts per generate call (0 = all of a turn at once); bounds the KV cache
 
 
 @dataclass
@@ -484,11 +488,16 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, progre
         for model in {id(policies[r]): policies[r] for _, r, _ in jobs}.values():
             mine = [j for j in jobs if policies[j[1]] is model]
             prompts = [[i for s in c for i in s.ids] for _, _, c in mine]
-            if isinstance(model, torch.nn.Module):
-                gen = generate(model, prompts, cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                               top_k=cfg.top_k, stop_ids=stops, generator=generator)
-            else:  # a scripted agent or another sampler: prompts -> Generation
-                gen = model(prompts)
+            step = cfg.max_batch or len(prompts)
+            gen = Generation([], [])
+            for lo in range(0, len(prompts), step):  # in rounds of at most max_batch prompts
+                if isinstance(model, torch.nn.Module):
+                    part = generate(model, prompts[lo:lo + step], cfg.max_new_tokens, temperature=cfg.temperature,
+                                    top_p=cfg.top_p, top_k=cfg.top_k, stop_ids=stops, generator=generator)
+                else:  # a scripted agent or another sampler: prompts -> Generation
+                    part = model(prompts[lo:lo + step])
+                gen.tokens += part.tokens
+                gen.logprobs += part.logprobs
             for (e, r, c), toks, lps in zip(mine, gen.tokens, gen.logprobs):
                 text = tokenizer.decode(toks, skip_special_tokens=True)
                 out.setdefault(id(e), {})[r] = Response(r, c, toks, lps, text)

@@ -29,6 +29,7 @@ from transformers.utils import logging as hf_logging
 
 from attribution import attribute_turn, verdicts_before
 from data import ProblemError, load_problems
+import memory
 from eval import EVAL_DECODING, evaluate, markdown
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
 from rollout import ROLES, RolloutConfig, load_policy, run_episodes
@@ -68,6 +69,9 @@ def get_args(argv=None):
     a("--top-k", type=int, default=0, help="0 = off [off]")
     a("--precision", choices=("fp32", "bf16"), default=None, help="default: bf16 on GPU, fp32 on CPU")
     a("--grad-checkpointing", action="store_true")
+    a("--rollout-chunk", type=int, default=0, help="prompts per generate call, 0 = all (bounds the KV cache)")
+    a("--teacher-offload", action="store_true", help="keep the teacher on the CPU except while it scores")
+    a("--dry-run", action="store_true", help="print the memory plan (memory.py) for these settings and exit")
     a("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a("--workers", type=int, default=4, help="sandbox runs at once")
     a("--save-every", type=int, default=1, help="steps between checkpoints (and always at the end)")
@@ -116,7 +120,7 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen):
     amp = torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16) if args.precision == "bf16" else nullcontext()
     rcfg = RolloutConfig(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                          max_prompt_tokens=args.max_prompt_tokens, top_p=args.top_p, top_k=args.top_k,
-                         workers=args.workers)
+                         workers=args.workers, max_batch=args.rollout_chunk)
     clock = time.perf_counter()
 
     def lap(phase):
@@ -149,12 +153,18 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen):
                     continue
                 items.append({"episode": ei, "role": role, "resp": resp, "ctx_t": ctx[0], "ctx_c": ctx[1],
                               "lp_s": torch.tensor(resp.logprobs)})
+    if args.teacher_offload:
+        teacher.to(args.device)
     with amp:
         for key, lp in (("ctx_t", "lp_t"), ("ctx_c", "lp_c")):
             scores = score(teacher, [it[key] for it in items], [it["resp"].tokens for it in items],
                            max_batch_tokens=args.teacher_batch_tokens)
             for it, s in zip(items, scores):
                 it[lp] = s.float()
+    if args.teacher_offload:
+        teacher.to("cpu")
+        if args.device.startswith("cuda"):
+            torch.cuda.empty_cache()
     for it in items:  # Eq. 10, with the sampler's student log-probs (App. C)
         it["adv"] = ras_advantage(it["lp_t"], it["lp_c"], it["lp_s"], args.lam)
     lap("teacher")
@@ -284,7 +294,8 @@ def build(args):
     if teacher_tok.get_vocab() != tok.get_vocab():
         raise ValueError(f"--teacher {args.teacher} and --student {args.student} must share a tokenizer")
     device = torch.device(args.device)
-    teacher.to(device, dtype=torch.bfloat16 if args.precision == "bf16" else torch.float32).eval().requires_grad_(False)
+    teacher.to("cpu" if args.teacher_offload else device, dtype=torch.bfloat16 if args.precision == "bf16"
+               else torch.float32).eval().requires_grad_(False)
     unique = list({id(p): p for p in policies.values()}.values())
     for m in unique:  # fp32 master weights in every precision: lr 1e-6 updates would vanish in bf16 weights
         m.to(device)
@@ -309,6 +320,9 @@ def main(argv=None):
     args = get_args(argv)
     hf_logging.disable_progress_bar()  # one bar (ours) per run, not one per saved shard
     print("config:", json.dumps(vars(args)))
+    if args.dry_run:  # configs only, no weights: e.g. --student Qwen/Qwen3-1.7B --teacher Qwen/Qwen3-14B
+        print(memory.dry_run(args))
+        return
     torch.manual_seed(args.seed)
     random.seed(args.seed)
     try:

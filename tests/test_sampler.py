@@ -113,3 +113,12 @@ def test_sampling_frequencies_follow_the_distribution():
     draws = _sample(logits[:, :4], 0.5, 1.0, 0, torch.Generator().manual_seed(1))
     sq = probs[:4] ** 2
     torch.testing.assert_close(torch.bincount(draws, minlength=4).float() / len(draws), sq / sq.sum(), atol=0.01, rtol=0)
+
+
+def test_bf16_autocast_generation_stays_close_to_fp32(qwen3):
+    prompts = _prompts(7)
+    ref = generate(qwen3, prompts, 6, temperature=0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = generate(qwen3, prompts, 6, temperature=0)
+    for a, b in zip(ref.logprobs, out.logprobs):
+        torch.testing.assert_close(torch.tensor(b), torch.tensor(a), atol=0.1, rtol=0)

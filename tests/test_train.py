@@ -121,3 +121,18 @@ def test_bf16_autocast_and_gradient_checkpointing_path_runs(tmp_path, problems):
     assert m["updates"] == 2 and m["skipped"] == 0
     coder = AutoModelForCausalLM.from_pretrained(os.path.join(out, "checkpoint", "coder"))
     assert coder.dtype == torch.float32  # master weights stay fp32 (lr 1e-6 steps would vanish in bf16)
+
+
+def test_dry_run_prints_the_memory_plan_and_loads_nothing(tmp_path, capsys):
+    out = str(tmp_path / "dry")
+    train.main(["--dry-run", "--student", "Qwen/Qwen3-1.7B", "--teacher", "Qwen/Qwen3-14B", "--problems",
+                "examples/problems.jsonl", "--batch", "128", "--max-new-tokens", "4096", "--grad-checkpointing",
+                "--precision", "bf16", "--out", out])
+    text = capsys.readouterr().out
+    assert "teacher 14,768,307,200" in text and "TOTAL peak" in text and not os.path.exists(out)
+
+
+def test_teacher_offload_and_rollout_rounds(tmp_path, problems):
+    out = str(tmp_path / "offload")
+    train.main(FAST + ["--problems", problems, "--out", out, "--steps", "1", "--teacher-offload", "--rollout-chunk", "1"])
+    assert _metrics(out)[0]["updates"] == 2

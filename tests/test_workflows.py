@@ -169,3 +169,15 @@ def test_examples_file_is_valid():
     with open("examples/problems.jsonl") as f:
         for line in f:
             check_problem(json.loads(line))
+
+
+def test_generating_in_rounds_changes_nothing_under_greedy(tok, qwen3):
+    cfg = dict(max_turns=2, max_new_tokens=8, code_timeout=5, math_timeout=5, temperature=0)
+    seats = {r: qwen3 for r in ("coder", "tester", "reasoner", "tool_user")}
+    one = run_episodes([SUM, APPLES, REV], seats, tok, RolloutConfig(**cfg))
+    rounds = run_episodes([SUM, APPLES, REV], seats, tok, RolloutConfig(max_batch=2, **cfg))
+    for a, b in zip(one, rounds):
+        assert [t.artefacts for t in a.turns] == [t.artefacts for t in b.turns]
+        for ta, tb in zip(a.turns, b.turns):
+            for r in ta.responses:
+                assert ta.responses[r].tokens == tb.responses[r].tokens

@@ -1,0 +1,282 @@
+"""One prepared GPU check for issue 5 ("One GPU at 1.7B"): real Qwen3 shapes, random weights, < 8 min on an H200.
+
+    python device_check.py --out $OUT/device_check.txt    # 2 x Qwen3-1.7B students (fp32) + Qwen3-14B teacher (bf16)
+    python device_check.py --tiny --out /tmp/dc.txt       # the same script, tiny shapes, CPU, well under a minute
+
+It first builds everything train.py keeps on the GPU at once -- two students in fp32 with their AdamW moments, the
+frozen teacher in bf16 -- and then measures each phase with train.py's own building blocks, under bf16 autocast
+as train.py runs them:
+  (a) rollout: rollout.generate vs transformers generate on one student (decode tokens/s and their ratio), and
+      one long-prompt generate for the prefill and KV-cache memory
+  (b) teacher scoring: teacher.score of responses at realistic lengths (one pass; train.py makes two)
+  (c) update: sequence_logprobs with grad + weighted_loss + backward + clip + AdamW step for both students
+      (one micro-batch, as train_step's Phase 3), with and without gradient checkpointing
+Per phase: seconds, the measured peak (torch.cuda.max_memory_allocated since the phase began; everything
+persistent included) and memory.plan's prediction for the same settings. Every line printed is also written
+to --out as it is printed, so a run cut short still leaves its lines. No checkpoint or tokenizer is needed: the
+token ids are random ids below 256, valid for the real 151,936-entry vocabulary.
+"""
+import argparse
+import gc
+import math
+import sys
+import time
+
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers.utils import logging as hf_logging
+
+try:  # rollout imports attribution, which imports math_verify; this script never verifies an answer, and the
+    import math_verify  # noqa: F401   GPU image lacks the package: a stand-in lets the import go through
+except ImportError:
+    import types
+    sys.modules["math_verify"] = types.SimpleNamespace(parse=lambda *a, **k: [], verify=lambda *a, **k: False)
+    print("note: math_verify is not installed; a stand-in was used (device_check never verifies answers)")
+
+import memory
+from loss import eq13_weights, weighted_loss
+from rollout import generate
+from teacher import score, sequence_logprobs
+
+TINY_S = dict(model_type="qwen3", hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+              head_dim=16, intermediate_size=192, vocab_size=1024, tie_word_embeddings=True)
+TINY_T = dict(TINY_S, hidden_size=96, num_attention_heads=4, head_dim=24, intermediate_size=256,
+              tie_word_embeddings=False)
+# Lengths per check: real (paper-like) and tiny. decode: batch x (prompt, new); long: the prefill/KV check;
+# teacher: (teacher context, response, how many); update: (prompt, response, micro-batch, checkpointing).
+REAL = dict(decode=(32, 512, 512), long=(4, 8192, 128), teacher=[(12288, 4096, 4), (6144, 2048, 4)],
+            teacher_batch_tokens=16384,
+            update=[(2048, 2048, 2, False), (2048, 2048, 2, True), (8192, 4096, 2, True), (8192, 4096, 4, True)])
+TINY = dict(decode=(4, 24, 8), long=(2, 48, 4), teacher=[(48, 16, 2), (24, 8, 2)], teacher_batch_tokens=64,
+            update=[(32, 16, 2, False), (32, 16, 2, True), (64, 32, 2, True), (64, 32, 4, True)])
+
+
+class Log:
+    """print() that also appends each line to a file at once."""
+
+    def __init__(self, path):
+        self.f = open(path, "w") if path else None
+
+    def __call__(self, *parts):
+        line = " ".join(str(x) for x in parts)
+        print(line, flush=True)
+        if self.f:
+            self.f.write(line + "\n")
+            self.f.flush()
+
+
+def build(shape, dtype, device):
+    """A randomly initialised Qwen3ForCausalLM of these shapes, created directly on `device` in `dtype`."""
+    cfg = Qwen3Config(**{k: v for k, v in shape.items() if k != "model_type"}, max_position_embeddings=40960,
+                      attn_implementation="sdpa")
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = Qwen3ForCausalLM(cfg)
+    finally:
+        torch.set_default_dtype(old)
+    return model.eval()
+
+
+def sdpa_ops(fn):
+    """Names of the SDPA kernels that run inside fn() (flash / efficient / cudnn / math / flash_for_cpu)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    names = {e.key for e in prof.key_averages() if e.key.startswith("aten::_scaled_dot_product")}
+    return ",".join(sorted(n.replace("aten::_scaled_dot_product_", "") for n in names)) or "none"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tiny", action="store_true", help="tiny shapes on the CPU (a smoke test of this script)")
+    ap.add_argument("--out", help="also write the printed lines to this file")
+    ap.add_argument("--device", default=None, help="default: cuda, or cpu with --tiny")
+    ap.add_argument("--budget-s", type=float, default=420, help="skip the remaining checks after this many seconds")
+    args = ap.parse_args(argv)
+    hf_logging.set_verbosity_error()
+    dev = args.device or ("cpu" if args.tiny else "cuda")
+    cuda = dev.startswith("cuda")
+    sizes, S, T = (TINY, TINY_S, TINY_T) if args.tiny else (REAL, memory.QWEN3["Qwen3-1.7B"], memory.QWEN3["Qwen3-14B"])
+    log = Log(args.out)
+    unit, uname = (2**20, "MiB") if args.tiny else (memory.GiB, "GiB")
+    start = time.perf_counter()
+    amp = lambda: torch.autocast(dev.split(":")[0], dtype=torch.bfloat16)  # train.py's --precision bf16
+    torch.manual_seed(0)
+    gen_ids = torch.Generator().manual_seed(0)
+    rand_ids = lambda n: torch.randint(0, 256, (n,), generator=gen_ids).tolist()
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    def measure(name, fn, predicted=None):
+        """Run fn once; log seconds, measured and predicted peak (GiB). Returns (fn's result or None, seconds)."""
+        if time.perf_counter() - start > args.budget_s:
+            log(f"{name:<58} skipped: past --budget-s {args.budget_s:g}")
+            return None, None
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        sync()
+        t0 = time.perf_counter()
+        try:
+            out, status = fn(), ""
+            sync()
+        except torch.OutOfMemoryError as e:
+            out, status = None, f"  OOM: {str(e).splitlines()[0][:120]}"
+        secs = time.perf_counter() - t0
+        peak = f"{torch.cuda.max_memory_allocated() / unit:7.2f}" if cuda else "    n/a"
+        pred = f"{predicted / unit:7.2f}" if predicted is not None else "      -"
+        log(f"{name:<58}{secs:8.2f} s   measured peak {peak} {uname}   predicted {pred} {uname}{status}")
+        for opt in optims:
+            opt.zero_grad(set_to_none=True)
+        return out, (secs if out is not None else None)
+
+    def predict(phase, **kw):
+        pl = memory.plan(S, T, n_policies=2, precision="bf16", teacher_batch_tokens=sizes["teacher_batch_tokens"],
+                         **kw)
+        return pl["persistent"] + pl["phases"][phase]
+
+    log(f"device_check: torch {torch.__version__}, device {torch.cuda.get_device_name() if cuda else dev}"
+        + (f" ({torch.cuda.get_device_properties(0).total_memory / memory.GiB:.1f} GiB)" if cuda else "")
+        + f", {'tiny' if args.tiny else 'real'} shapes")
+
+    # Everything train.py keeps for a whole run: two students (fp32 master weights), their AdamW moments (made
+    # here by one step on zero gradients), the frozen bf16 teacher.
+    optims = []
+    t0 = time.perf_counter()
+    students = [build(S, torch.float32, dev) for _ in range(2)]
+    teacher = build(T, torch.bfloat16, dev).requires_grad_(False)
+    for m in students:
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-6, weight_decay=0.01)
+        for p in m.parameters():
+            p.grad = torch.zeros_like(p)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        optims.append(opt)
+    sync()
+    base = memory.plan(S, T, n_policies=2, precision="bf16")
+    measured = f"{torch.cuda.memory_allocated() / unit:.2f}" if cuda else "n/a"
+    log(f"persistent (2 students fp32 + AdamW + bf16 teacher), built in {time.perf_counter() - t0:.1f} s: measured "
+        f"{measured} {uname}, predicted {base['persistent'] / unit:.2f} {uname} "
+        f"({base['params']['student']:,} x 2 + {base['params']['teacher']:,} params)")
+
+    # Which SDPA kernels run where (flash rejects explicit masks; torch's efficient kernel rejects GQA).
+    student = students[0]
+    probe = [rand_ids(24), rand_ids(16)]
+    with amp():
+        log("SDPA kernels: rollout.generate (prefill + decode):",
+            sdpa_ops(lambda: generate(student, probe, 2, generator=torch.Generator(dev).manual_seed(0))))
+        with torch.no_grad():
+            log("SDPA kernels: sequence_logprobs, one sequence:",
+                sdpa_ops(lambda: sequence_logprobs(student, probe[:1], [rand_ids(4)])))
+            log("SDPA kernels: sequence_logprobs, two padded sequences:",
+                sdpa_ops(lambda: sequence_logprobs(student, probe, [rand_ids(4), rand_ids(4)])))
+
+    # (a) Rollout. Both samplers under bf16 autocast over the fp32 student, as train.py runs the rollout;
+    # temperature 1, no stop tokens, so every row produces exactly `new` tokens. A short warm-up of each first.
+    B, P, N = sizes["decode"]
+    lens = torch.linspace(P // 2, P, B).long().tolist()
+    prompts = [rand_ids(n) for n in lens]
+    ids = torch.tensor([[0] * (P - len(p)) + p for p in prompts], device=dev)
+    attn = torch.tensor([[0] * (P - len(p)) + [1] * len(p) for p in prompts], device=dev)
+
+    def ours(new, model=student):
+        with amp():
+            return generate(model, prompts, new, temperature=1.0, generator=torch.Generator(dev).manual_seed(0))
+
+    def theirs(new, model=student):
+        with amp(), torch.inference_mode():
+            return model.generate(ids, attention_mask=attn, max_new_tokens=new, min_new_tokens=new, do_sample=True,
+                                  temperature=1.0, top_p=1.0, top_k=0, eos_token_id=None, pad_token_id=0)
+
+    log(f"(a) rollout: batch {B}, prompts {P // 2}-{P} tokens, {N} new tokens, bf16 autocast over fp32 weights")
+    ours(4)  # warm-ups
+    theirs(4)
+    pred = predict("rollout", prompt_len=P, response_len=N, rollout_batch=B)
+    _, t_ours = measure("(a1) rollout.generate", lambda: ours(N), pred)
+    _, t_theirs = measure("(a2) transformers generate (DynamicCache)", lambda: theirs(N))
+    if t_ours and t_theirs:
+        log(f"    decode: ours {B * N / t_ours:,.0f} tokens/s, transformers {B * N / t_theirs:,.0f} tokens/s, "
+            f"ratio ours/transformers {t_theirs / t_ours:.2f}x")
+    # The same sampler on a bf16 copy of the weights (no per-step weight casts, a bf16 KV cache): what a bf16
+    # rollout copy of each policy would buy.
+    bf = build(S, torch.bfloat16, dev)
+    bf.load_state_dict(student.state_dict())
+    ours(4, bf)
+    _, t_bf = measure("(a3) rollout.generate on a bf16 copy of the student", lambda: ours(N, bf),
+                      predict("rollout", prompt_len=P, response_len=N, rollout_batch=B, kv_bytes=2)
+                      + 2 * base["params"]["student"])
+    if t_bf and t_ours:
+        log(f"    decode with bf16 weights: {B * N / t_bf:,.0f} tokens/s ({t_ours / t_bf:.2f}x the autocast path)")
+    del bf
+
+    Bl, Pl, Nl = sizes["long"]
+    long_prompts = [rand_ids(Pl - Pl // 64 * i) for i in range(Bl)]  # mixed lengths, as in real batches
+    fused = predict("rollout", prompt_len=Pl, response_len=Nl, rollout_batch=Bl)
+    mathp = predict("rollout", prompt_len=Pl, response_len=Nl, rollout_batch=Bl, rollout_attention="math")
+    with amp():
+        measure(f"(a4) rollout.generate batch {Bl}, prompts {Pl}, {Nl} new", lambda: generate(
+            student, long_prompts, Nl, generator=torch.Generator(dev).manual_seed(0)), fused)
+    log(f"    (prediction with the math-fallback prefill: {mathp / unit:.2f} {uname})")
+
+    # (b) Teacher scoring: one pass of teacher.score (train.py runs two per response: target and contrast).
+    log(f"(b) teacher scoring: one pass of teacher.score, bf16 teacher, at most {sizes['teacher_batch_tokens']} "
+        "padded tokens per forward")
+    for ctx_len, resp_len, n in sizes["teacher"]:
+        ctxs, resps = [rand_ids(ctx_len) for _ in range(n)], [rand_ids(resp_len) for _ in range(n)]
+        per_fwd = max(1, sizes["teacher_batch_tokens"] // (ctx_len + resp_len))
+        pred = predict("teacher", teacher_prompt_len=ctx_len, response_len=resp_len)
+        with amp():
+            _, secs = measure(f"(b) teacher.score {n} x ({ctx_len} + {resp_len}), {per_fwd}/forward",
+                              lambda: score(teacher, ctxs, resps, max_batch_tokens=sizes["teacher_batch_tokens"]), pred)
+        if secs:
+            per = secs / n
+            log(f"    {per:.2f} s per response per pass, {(ctx_len + resp_len) / per:,.0f} tokens/s; a paper step "
+                f"at these lengths, 128 episodes x 4 turns x 2 roles x 2 passes: {2048 * per / 60:.1f} min")
+
+    # (c) Update: train_step's Phase 3 for one micro-batch, each response re-scored with grad by its author's
+    # policy, Eq. 13 weights, backward, clip, AdamW step on both students.
+    def update(ctx_len, resp_len, mb, ckpt):
+        roles = ["a", "b"] * (mb // 2)
+        ctxs = [rand_ids(ctx_len - ctx_len // 32 * (i // 2)) for i in range(mb)]  # mb > 2: padded per policy
+        resps = [rand_ids(resp_len) for _ in range(mb)]
+        advs = [torch.randn(resp_len, device=dev) for _ in range(mb)]
+        w = eq13_weights(roles, [0] * mb)
+        logps = [None] * mb
+        with amp():
+            for k, m in enumerate(students):
+                idx = [i for i in range(mb) if i % 2 == k]
+                for i, lp in zip(idx, sequence_logprobs(m, [ctxs[i] for i in idx], [resps[i] for i in idx])):
+                    logps[i] = lp
+        loss = weighted_loss(logps, advs, w)
+        loss.backward()
+        for m in students:
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        for opt in optims:
+            opt.step()
+        return loss.item()
+
+    for m in students:
+        m.train()
+    log("(c) update: both students, bf16 autocast, AdamW moments present; micro-batch responses alternate policies")
+    update(64, 32, 2, False)  # warm-up
+    for opt in optims:
+        opt.zero_grad(set_to_none=True)
+    for ctx_len, resp_len, mb, ckpt in sizes["update"]:
+        for m in students:  # transformers >= 5.2x: activation_checkpointing_*; older: gradient_checkpointing_*
+            if ckpt:
+                (getattr(m, "activation_checkpointing_enable", None) or m.gradient_checkpointing_enable)()
+            else:
+                (getattr(m, "activation_checkpointing_disable", None) or m.gradient_checkpointing_disable)()
+        pred = predict("update", prompt_len=ctx_len, response_len=resp_len, micro_batch=mb, grad_checkpointing=ckpt)
+        measure(f"(c) micro-batch {mb} x ({ctx_len} + {resp_len}), checkpointing {'on' if ckpt else 'off'}",
+                lambda: update(ctx_len, resp_len, mb, ckpt), pred)
+    log(f"device_check done in {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""memory.py: exact parameter counts, the activation formula against what autograd saves, monotonicity of the
+plan, its table, the fit report, and a smoke run of device_check.py --tiny."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+import memory
+from memory import GiB, QWEN3, fit_report, fits, format_plan, layer_act_bytes, outside_layers_bytes, param_count, plan
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+S, T = QWEN3["Qwen3-1.7B"], QWEN3["Qwen3-14B"]
+
+
+def _tiny_config(arch, **kw):
+    common = dict(vocab_size=301, hidden_size=96, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=32, max_position_embeddings=512)
+    common.update(kw)
+    return Qwen3Config(**common) if arch == "qwen3" else LlamaConfig(**common)
+
+
+def _build(cfg):
+    return (Qwen3ForCausalLM if cfg.model_type == "qwen3" else LlamaForCausalLM)(cfg)
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+@pytest.mark.parametrize("tie", [True, False])
+@pytest.mark.parametrize("bias", [False, True])
+def test_param_count_is_exact(arch, tie, bias):
+    extra = dict(mlp_bias=bias) if arch == "llama" else {}
+    cfg = _tiny_config(arch, tie_word_embeddings=tie, attention_bias=bias, **extra)
+    model = _build(cfg)
+    assert param_count(cfg) == sum(p.numel() for p in model.parameters())
+    # the same through the dict path (QWEN3 table style)
+    as_dict = {k: getattr(cfg, k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                                            "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",
+                                            "tie_word_embeddings", "attention_bias", "model_type")}
+    as_dict.update(extra)
+    assert param_count(as_dict) == param_count(cfg)
+
+
+def test_param_count_of_real_shapes_matches_the_model_cards():
+    assert param_count(S) == 1_720_574_976      # "1.7B, 1.4B non-embedding" (tied)
+    assert param_count(T) == 14_768_307_200     # "14.8B"
+    assert 4.0e9 < param_count(QWEN3["Qwen3-4B"]) < 4.1e9 and 8.1e9 < param_count(QWEN3["Qwen3-8B"]) < 8.3e9
+    real = Qwen3Config(**{k: v for k, v in S.items() if k != "model_type"})  # config only, nothing built
+    assert param_count(real) == param_count(S)
+
+
+def _saved_bytes(model, L, pad, amp, B=2):
+    """Bytes of the distinct non-parameter storages autograd saves for one base-model forward of B x L tokens
+    (walks the graph's _saved_* attributes), leaving out the weights autocast copies (they do not scale with L)."""
+    torch.manual_seed(0)
+    ids = torch.randint(0, model.config.vocab_size, (B, L))
+    mask = torch.ones(B, L, dtype=torch.long)
+    if pad:
+        mask[0, L - 3:] = 0
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        h = model.model(input_ids=ids, attention_mask=mask).last_hidden_state
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen, stack, done = {}, [h.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in done:
+            continue
+        done.add(node)
+        for name in dir(node):
+            if not name.startswith("_saved_") or (node.name() == "MmBackward0" and name == "_saved_mat2"):
+                continue  # mm(x, W^T): mat2 is a weight or autocast's bf16 copy of one
+            try:
+                value = getattr(node, name)
+            except Exception:
+                continue
+            for x in value if isinstance(value, (tuple, list)) else [value]:
+                if isinstance(x, torch.Tensor) and x.untyped_storage().data_ptr() not in params:
+                    seen[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
+        stack += [n for n, _ in node.next_functions]
+    return sum(seen.values())
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+@pytest.mark.parametrize("amp", [False, True])
+@pytest.mark.parametrize("pad", [False, True])
+def test_activation_formula_matches_what_autograd_saves(arch, amp, pad):
+    """Per token and layer, layer_act_bytes (+ outside_layers_bytes, + the saved mask a*L^2 per sequence per
+    layer when padded) against the real saved tensors, as the growth from L = 40 to L = 80 (B = 2)."""
+    cfg = _tiny_config(arch, tie_word_embeddings=True)
+    model = _build(cfg).float().train()
+    p, a = 4, (2 if amp else 4)
+    measured = _saved_bytes(model, 80, pad, amp) - _saved_bytes(model, 40, pad, amp)
+
+    def formula(L):
+        per_token = cfg.num_hidden_layers * layer_act_bytes(cfg, p, a, masked=pad) + outside_layers_bytes(cfg, p)
+        return 2 * L * per_token + (cfg.num_hidden_layers * 2 * a * L * L if pad else 0)
+    predicted = formula(80) - formula(40)
+    assert abs(predicted - measured) / measured < 0.03, (predicted, measured)
+
+
+def test_checkpointing_lowers_activations_and_total():
+    on, off = plan(S, T, grad_checkpointing=True), plan(S, T, grad_checkpointing=False)
+    assert on["bytes"]["activations, checkpointing"] < on["bytes"]["activations, no checkpointing"] / 5
+    assert on["phases"]["update"] < off["phases"]["update"]
+    assert on["phases"]["rollout"] == off["phases"]["rollout"]
+
+
+def test_shared_policy_lowers_weights_optimizer_and_update_but_doubles_the_generate_batch():
+    two, one = plan(S, T, n_policies=2), plan(S, T, n_policies=1)
+    assert one["persistent"] < two["persistent"] and one["phases"]["update"] < two["phases"]["update"]
+    assert one["settings"]["generate_batch"] == 2 * two["settings"]["generate_batch"]
+    # with the rollout batch halved (same prompts per generate call) the shared policy is smaller in total
+    assert plan(S, T, n_policies=1, rollout_batch=64)["total"] < two["total"]
+
+
+def test_shorter_responses_lower_kv_cache_activations_and_teacher():
+    long, short = plan(S, T, response_len=4096), plan(S, T, response_len=2048)
+    for item in ("KV cache (one generate call)", "activations, checkpointing", "activations, no checkpointing",
+                 "teacher scoring activations"):
+        assert short["bytes"][item] < long["bytes"][item], item
+    assert short["total"] < long["total"]
+
+
+def test_smaller_batches_lower_their_phase():
+    assert plan(S, T, micro_batch=1)["phases"]["update"] < plan(S, T, micro_batch=8)["phases"]["update"]
+    small, big = plan(S, T, rollout_batch=8), plan(S, T, rollout_batch=128)
+    assert small["bytes"]["KV cache (one generate call)"] * 16 == big["bytes"]["KV cache (one generate call)"]
+    assert plan(S, T, kv_bytes=4)["bytes"]["KV cache (one generate call)"] == 2 * big["bytes"][
+        "KV cache (one generate call)"]  # bf16 autocast caches in bf16 by default
+    assert plan(S, T, rollout_chunk=16)["bytes"]["KV cache (one generate call)"] * 8 == big["bytes"][
+        "KV cache (one generate call)"]  # 128 prompts per policy in rounds of 16
+    assert plan(S, T, rollout_attention="math")["phases"]["rollout"] > big["phases"]["rollout"]
+
+
+def test_kv_cache_formula_and_persistent_items():
+    pl = plan(S, T, rollout_batch=4, n_policies=2)
+    # 2 (K, V) x layers x B x Hkv x (prompt + new) x head_dim x 2 bytes (bf16: generate caches in the autocast dtype)
+    assert pl["bytes"]["KV cache (one generate call)"] == 2 * 28 * 4 * 8 * (8192 + 4096) * 128 * 2
+    P = param_count(S)
+    assert pl["bytes"]["student weights (fp32 master)"] == 2 * 4 * P
+    assert pl["bytes"]["AdamW moments (2 x fp32)"] == 2 * 8 * P
+    assert pl["bytes"]["teacher weights"] == 2 * param_count(T)
+    assert pl["total"] == pl["persistent"] + max(pl["phases"].values())
+    off = plan(S, T, rollout_batch=4, teacher_offload=True)
+    assert off["persistent"] == pl["persistent"] - pl["bytes"]["teacher weights"]
+
+
+def test_format_plan_lists_every_item_in_gib():
+    pl = plan(S, T)
+    text = format_plan(pl)
+    for item in ("student weights (fp32 master)", "AdamW moments", "teacher weights", "gradients", "KV cache",
+                 "activations, checkpointing", "teacher scoring activations", "LM-head logits chunk", "TOTAL"):
+        assert item in text, item
+    assert f"{pl['total'] / GiB:.2f} GiB" in text.splitlines()[-1]
+    assert all(line.rstrip().endswith(("GiB", "not used", "largest", "not the sum)")) or ":" in line
+               or line.startswith(("persistent", "phase")) for line in text.splitlines())
+
+
+def test_fit_report_names_options_and_finds_what_fits():
+    small = plan(QWEN3["Qwen3-1.7B"], QWEN3["Qwen3-1.7B"], prompt_len=512, response_len=256, rollout_batch=8)
+    ok = fit_report(S, S, 80, prompt_len=512, response_len=256, rollout_batch=8)
+    assert fits(small, 80) and ok.splitlines()[1].startswith("  as given") and ok.splitlines()[1].endswith(" fits")
+    text = fit_report(S, T, 80)
+    assert "does not fit" in text
+    for name in memory.OPTIONS:
+        assert name in text, name
+    assert "smaller rollout batch" in text and "smallest combinations that fit" in text
+    assert "rollout batch" in text.splitlines()[-1]
+
+
+def test_dry_run_uses_train_args():
+    import train
+    args = train.get_args(["--student", "Qwen3-1.7B", "--teacher", "Qwen3-14B", "--shared-policy",
+                           "--max-new-tokens", "1024", "--batch", "16", "--micro-batch", "2", "--grad-checkpointing"])
+    text = memory.dry_run(args)
+    assert "1 student policy" in text and "response 1024" in text and "rollout batch 16" in text
+    assert "grad checkpointing on" in text and "GPU 80 GiB" in text
+    for spec in ("tiny-qwen3", "toy"):  # small models: 4 roles (code + math) in the example problems
+        small = memory.dry_run(train.get_args(["--student", spec, "--teacher", spec, "--problems",
+                                               os.path.join(ROOT, "examples", "problems.jsonl")]))
+        assert "4 student policies" in small and small.splitlines()[-1].endswith(" fits")
+    with pytest.raises(ValueError, match="no config for"):
+        memory.config_of(os.path.join(ROOT, "no-such-model-dir"))
+
+
+def test_device_check_tiny_runs_on_cpu(tmp_path):
+    out = tmp_path / "device_check.txt"
+    r = subprocess.run([sys.executable, "device_check.py", "--tiny", "--out", str(out)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    text = out.read_text()
+    assert all(line in r.stdout for line in text.splitlines())
+    for needle in ("decode", "ratio", "teacher scoring", "update", "checkpointing", "predicted", "measured"):
+        assert needle in text, needle
