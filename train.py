@@ -5,7 +5,9 @@ turn (attribution.py), then the frozen teacher scores every response twice, unde
 role condition (teacher.py); advantages A^RAS (Eq. 10); Phase 3 the loss of Eq. 13 (loss.py) updates each
 role's policy from its own responses, all policies synchronously. Verdicts and teacher scores are then dropped.
 
-    python train.py                                  # the toy world (toy.py): build, evaluate, train, evaluate
+    python train.py                                  # 3 steps on tiny random models, CPU, about a minute
+    python train.py --problems toy --student toy --teacher toy --steps 30 --batch 16 --mini-batch 16 --lr 2e-4
+                                                     # the toy world (toy.py; work in progress, see README)
     python train.py --problems FILE --student DIR --teacher DIR --steps 150 --batch 128 --mini-batch 64 \
         --max-new-tokens 4096 --lr 1e-6                  # the paper's schedule on real models
 """
@@ -40,23 +42,24 @@ from toy import build_toy, toy_problems
 def get_args(argv=None):
     ap = argparse.ArgumentParser(description="MAS-OPD training (Algorithm 1). Paper values in brackets.")
     a = ap.add_argument
-    a("--problems", default="toy", help="JSONL problem file (schema: data.py), or 'toy': the toy world's train split")
-    a("--student", default="toy", help="toy | tiny-qwen3 | tiny-llama | local model dir [Qwen3-1.7B]")
-    a("--teacher", default="toy", help="same choices; a tiny random teacher is drawn from seed+1 [Qwen3-14B]")
+    a("--problems", default="examples/problems.jsonl", help="JSONL problem file (schema: data.py), or 'toy': the "
+      "toy world's train split")
+    a("--student", default="tiny-qwen3", help="tiny-qwen3 | tiny-llama | toy | local model dir [Qwen3-1.7B]")
+    a("--teacher", default="tiny-qwen3", help="same choices; a tiny random teacher is drawn from seed+1 [Qwen3-14B]")
     a("--eval-problems", default=None, help="held-out problems evaluated before and after training "
       "(default: the toy world's test split when --problems toy, else none)")
     a("--eval-seeds", type=int, nargs="+", default=[1000, 1001])
     a("--cache", default=".cache", help="where the toy world's models are built once")
     a("--out", default="runs/default", help="metrics.jsonl and checkpoint/ go here")
     a("--resume", action="store_true", help="continue from OUT/checkpoint")
-    a("--steps", type=int, default=30, help="[150]")
-    a("--batch", type=int, default=16, help="problems (episodes) per step [128]")
-    a("--mini-batch", type=int, default=16, help="episodes per optimizer update [64]")
+    a("--steps", type=int, default=3, help="[150]")
+    a("--batch", type=int, default=4, help="problems (episodes) per step [128]")
+    a("--mini-batch", type=int, default=4, help="episodes per optimizer update [64]")
     a("--micro-batch", type=int, default=8, help="responses per forward/backward (gradient accumulation)")
     a("--lam", type=float, default=0.1, help="lambda of Eq. 10; 0 = w/o RAS [0.1]")
     a("--no-pac", action="store_true", help="teacher sees only the student-visible context (w/o PAC)")
     a("--shared-policy", action="store_true", help="one student in every seat")
-    a("--lr", type=float, default=2e-4, help="default for the toy's 0.2M-parameter students [1e-6]")
+    a("--lr", type=float, default=1e-6, help="[1e-6]")
     a("--weight-decay", type=float, default=0.01, help="[0.01]")
     a("--grad-clip", type=float, default=1.0, help="[1.0]")
     a("--max-turns", type=int, default=4, help="[4]")

@@ -81,3 +81,9 @@ def test_cli_runs_episodes_and_writes_records(tmp_path, capsys):
     assert [r["id"] for r in records] == ["m", "c"]
     resp = records[0]["turns"][0]["responses"]["reasoner"]
     assert len(resp["tokens"]) == len(resp["logprobs"]) == 6 and resp["context"][1][0] == "opening"
+
+
+def test_unicode_line_separator_inside_a_string_is_not_a_line_break(tmp_path):
+    f = tmp_path / "u.jsonl"
+    f.write_text(json.dumps({**MATH, "question": "a\u2028b"}, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert load_problems(str(f))[0]["question"] == "a\u2028b"
