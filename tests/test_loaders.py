@@ -217,7 +217,7 @@ def test_code_contests_tests_in_order_and_first_python3_solution():
     assert p == {"id": "1A. Sum", "domain": "code", "format": "stdio", "question": "Print a+b.",
                  "tests": [{"input": "1 2\n", "output": "3\n"}, {"input": "2 2\n", "output": "4\n"},
                            {"input": "0 0\n", "output": "0\n"}], "solution": "print(sum(map(int, input().split())))"}
-    with pytest.raises(data.Skip):
+    with pytest.raises(loaders.Skip):
         no_tests = {**rec, "public_tests": None, "private_tests": None, "generated_tests": None}
         loaders.from_code_contests(no_tests, "cc:2", "x", Counter())
     with pytest.raises(ProblemError, match="cc:3: field 'public_tests'"):
@@ -231,7 +231,7 @@ def test_apps_stdio_kept_call_based_skipped():
     p = loaders.from_apps(rec, "apps:1", loaders.record_id(rec, "apps", 1), Counter())
     assert p == {"id": "apps-7", "domain": "code", "format": "stdio", "question": "Echo.", "solution": "print(input())",
                  "tests": [{"input": "a\n", "output": "a\n"}, {"input": "b\nc\n", "output": "b\nc\n"}]}
-    with pytest.raises(data.Skip, match="call-based"):
+    with pytest.raises(loaders.Skip, match="call-based"):
         loaders.from_apps({**rec, "input_output": json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [[1]]})},
                        "apps:2", "x", Counter())
     with pytest.raises(ProblemError, match="apps:3: field 'input_output' is not valid JSON"):
