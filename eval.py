@@ -22,7 +22,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from attribution import answers_equivalent, attribute_turn
 from data import ProblemError, load_problems
-from rollout import ROLES, Generation, RolloutConfig, load_policy, run_episodes, stop_ids_of
+from models import load_model
+from rollout import ROLES, Generation, RolloutConfig, run_episodes, stop_ids_of
 from teacher import KAPPA, score, teacher_context
 
 EVAL_DECODING = dict(temperature=0.6, top_p=0.95, top_k=20, max_turns=4)  # App. D.5
@@ -212,14 +213,14 @@ def main(argv=None):
         roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
         cfg = RolloutConfig(max_new_tokens=args.max_new_tokens, **EVAL_DECODING)
         if args.single_agent:
-            model, tok = load_policy(args.single_agent, seed=1)
+            model, tok = load_model(args.single_agent, seed=1)
             per_seed = [single_agent_metrics(problems, model.to(args.device), tok, s, cfg) for s in args.seeds]
             result = {f"single agent {args.single_agent}": mean_std(per_seed)}
         else:
             if args.run:
                 policies, tok = load_run(args.run, roles, args.device)
             else:
-                model, tok = load_policy(args.student)
+                model, tok = load_model(args.student)
                 policies = {r: model.to(args.device) for r in roles}
             name = args.run or f"untrained {args.student}"
             result = {name: evaluate(problems, policies, tok, args.seeds, cfg, exchange=not args.no_exchange)}
@@ -228,7 +229,7 @@ def main(argv=None):
         sys.exit(2)
     print(markdown(result))
     if args.heatmap and not args.single_agent:
-        teacher, _ = load_policy(args.teacher or "tiny-qwen3", seed=1)
+        teacher, _ = load_model(args.teacher or "tiny-qwen3", seed=1)
         episodes, _ = run_team(problems, policies, tok, args.seeds[0], cfg)
         items = [(f"{e.problem['id']} turn {t.t + 1}", resp, role) for e in episodes for t in e.turns[:1]
                  for role, resp in t.responses.items()]

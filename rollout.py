@@ -19,8 +19,8 @@ from tqdm import tqdm
 
 from attribution import answers_equivalent, attribute_turn
 from data import ProblemError, load_problems
+from models import load_model
 from sandbox import outputs_match, run_case, run_program
-from toy import make_tokenizer, tiny_model
 
 # ----------------------------------------------------------------------------------------------------------
 # 1. The sampler
@@ -219,7 +219,8 @@ TEST_RULES = {
 FMT_CODE = 'Answer format: write "Code:" and then the complete program in one ```python fenced block.'
 FMT_TEST = ('Answer format: after your reasoning, write "Test Input:" followed by a ``` fenced block holding '
             'the input, then "Test Output:" followed by a ``` fenced block holding the expected output.')
-FMT_MATH = 'Answer format: write "Reasoning Steps:" and your derivation, then a last line "#### <answer>" with only the final answer.'
+FMT_MATH = ('Answer format: write "Reasoning Steps:" and your derivation, then a last line "#### <answer>" with '
+            'only the final answer.')
 FMT_TOOL = ('Answer format: write "Code:" and then one ```python fenced block; the program must print only the '
             'final answer.')
 
@@ -520,17 +521,6 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, progre
 # 3. Command line: run episodes and print their transcripts (the demo until the toy lab lands)
 
 
-def load_policy(name, seed=0):
-    """-> (model, tokenizer). name: 'tiny-qwen3' / 'tiny-llama' (random weights drawn from `seed`, the in-code
-    tokenizer) or a local transformers directory (loaded in fp32, eval mode)."""
-    if name in ("tiny-qwen3", "tiny-llama"):
-        return tiny_model(name.split("-")[1], layers=2, hidden=64, seed=seed), make_tokenizer()
-    if not os.path.isdir(name):
-        raise ValueError(f"model {name!r} is neither tiny-qwen3, tiny-llama nor a local model directory")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    return AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(name)
-
-
 def episode_record(e):
     """A JSON-ready record of one episode: everything the teacher needs later, nothing recomputed."""
     turns = [{"t": t.t, "agree": t.agree, "artefacts": t.artefacts,
@@ -555,7 +545,8 @@ def print_transcript(e, attributions, width=400):
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Run two-agent episodes with the student models and print them.")
     ap.add_argument("--problems", default="examples/problems.jsonl", help="JSONL problem file (schema: data.py)")
-    ap.add_argument("--model", default="tiny-qwen3", help="tiny-qwen3 | tiny-llama | local model dir (both seats)")
+    ap.add_argument("--model", default="tiny-qwen3", help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id "
+                    "(in every seat)")
     ap.add_argument("--max-turns", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--temperature", type=float, default=1.0)
@@ -568,7 +559,7 @@ def main(argv=None):
     print("config:", vars(args))
     try:
         problems = load_problems(args.problems)
-        model, tok = load_policy(args.model)
+        model, tok = load_model(args.model, seed=args.seed)
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -200,7 +200,8 @@ def respond(role, problem, turns, b, rng, correct):
     else:
         prev, agree_to = turns[-1].artefacts, None
         revise = (not correct) if b.oracle else (rng.random() < b.defer)
-        if revise and not b.oracle and role == "tester" and prev["program_output"] and "error" not in prev["program_output"]:
+        printed = prev.get("program_output") or ""
+        if revise and not b.oracle and role == "tester" and printed and "error" not in printed:
             agree_to = prev["program_output"].strip()  # deference: adopt what the program printed
             text = _test(prev["test_input"].strip(), agree_to)
         elif revise and not b.oracle and role == "reasoner" and not prev["program_answer"].startswith("error"):

@@ -34,7 +34,8 @@ from data import ProblemError, load_problems
 import memory
 from eval import EVAL_DECODING, evaluate, markdown
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
-from rollout import ROLES, RolloutConfig, load_policy, run_episodes
+from models import check_same_tokenizer, load_model
+from rollout import ROLES, RolloutConfig, run_episodes
 from teacher import KAPPA, score, sequence_logprobs, teacher_context
 from toy import build_toy, toy_problems
 
@@ -44,7 +45,7 @@ def get_args(argv=None):
     a = ap.add_argument
     a("--problems", default="examples/problems.jsonl", help="JSONL problem file (schema: data.py), or 'toy': the "
       "toy world's train split")
-    a("--student", default="tiny-qwen3", help="tiny-qwen3 | tiny-llama | toy | local model dir [Qwen3-1.7B]")
+    a("--student", default="tiny-qwen3", help="tiny-qwen3 | tiny-llama | toy | local dir | .gguf | hub id [Qwen3-1.7B]")
     a("--teacher", default="tiny-qwen3", help="same choices; a tiny random teacher is drawn from seed+1 [Qwen3-14B]")
     a("--eval-problems", default=None, help="held-out problems evaluated before and after training "
       "(default: the toy world's test split when --problems toy, else none)")
@@ -278,7 +279,7 @@ def build(args):
         if args.student == "toy":
             tok, _, base = build_toy(args.cache)
             return copy.deepcopy(base), tok
-        return load_policy(args.student, seed=args.seed)
+        return load_model(args.student, seed=args.seed)
 
     model, tok = student()
     policies = {r: model for r in roles} if args.shared_policy else {r: student()[0] for r in roles}
@@ -293,9 +294,8 @@ def build(args):
     if args.teacher == "toy":
         teacher_tok, teacher, _ = build_toy(args.cache)
     else:
-        teacher, teacher_tok = load_policy(args.teacher, seed=args.seed + 1)
-    if teacher_tok.get_vocab() != tok.get_vocab():
-        raise ValueError(f"--teacher {args.teacher} and --student {args.student} must share a tokenizer")
+        teacher, teacher_tok = load_model(args.teacher, seed=args.seed + 1)
+    check_same_tokenizer(teacher_tok, tok, (f"--teacher {args.teacher}", f"--student {args.student}"))
     device = torch.device(args.device)
     teacher.to("cpu" if args.teacher_offload else device, dtype=torch.bfloat16 if args.precision == "bf16"
                else torch.float32).eval().requires_grad_(False)
