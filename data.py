@@ -67,19 +67,26 @@ def load_problems(path):
             lines = f.read().split("\n")  # not splitlines(): U+2028 inside a JSON string is no line break
     except (OSError, UnicodeDecodeError) as e:
         raise ProblemError(f"{path}: cannot read problem file ({e})") from None
-    problems, seen = [], set()
+    located = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            p = json.loads(line)
+            located.append((f"{path}:{n}", json.loads(line)))
         except json.JSONDecodeError as e:
             raise ProblemError(f"{path}:{n}: invalid JSON ({e.msg})") from None
-        check_problem(p, f"{path}:{n}")
+    if not located:
+        raise ProblemError(f"{path}: no problems in file")
+    return check_all(located)
+
+
+def check_all(located):
+    """Validate (where, problem) pairs in order, each against the schema and all ids unique -> the problems."""
+    problems, seen = [], set()
+    for where, p in located:
+        check_problem(p, where)
         if p["id"] in seen:
-            raise ProblemError(f"{path}:{n}: duplicate id {p['id']!r}")
+            raise ProblemError(f"{where}: duplicate id {p['id']!r}")
         seen.add(p["id"])
         problems.append(p)
-    if not problems:
-        raise ProblemError(f"{path}: no problems in file")
     return problems

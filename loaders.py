@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tqdm import tqdm
 
-from data import ProblemError, check_problem
+from data import ProblemError, check_all
 from sandbox import run_case
 
 # ----------------------------------------------------------------------------- benchmark converters
@@ -489,19 +489,13 @@ def load_dataset_as_problems(source, split=None, limit=None, *, max_tests=100, w
                                                workers=workers, timeout=timeout)}
         _count(stats, "problems without tests", len(converted) - len(kept))
         converted = [(w, c[0]) for w, c in converted if id(c[0]) in kept]
-    problems, seen = [], set()
     for where, p in converted:
         if p["domain"] == "code" and max_tests is not None and len(p["tests"]) > max_tests:
             stats["tests beyond max_tests"] += len(p["tests"]) - max_tests
             p["tests"] = p["tests"][:max_tests]
-        check_problem(p, where)
-        if p["id"] in seen:
-            raise ProblemError(f"{where}: duplicate id {p['id']!r}")
-        seen.add(p["id"])
-        problems.append(p)
-    if not problems:
+    if not converted:
         raise ProblemError(f"{source}: no record could be converted ({dict(stats)})")
-    return problems
+    return check_all(converted)
 
 
 def main(argv=None):
