@@ -19,9 +19,18 @@ Benchmark and hub datasets are converted into this schema by loaders.py.
 """
 import ast
 import json
+import os
 
 REQUIRED = {"math": {"id": str, "domain": str, "question": str, "answer": str},
             "code": {"id": str, "domain": str, "question": str, "format": str, "tests": list}}
+
+
+def write_atomic(path, text):
+    """Write `text` to `path` via a temp file and a rename, so a crash never leaves a half-written file."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
 class ProblemError(ValueError):

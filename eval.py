@@ -21,7 +21,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from attribution import answers_equivalent, attribute_turn
-from data import ProblemError, load_problems
+from data import ProblemError, load_problems, write_atomic
 from models import load_model
 from rollout import ROLES, Generation, RolloutConfig, run_episodes, stop_ids_of
 from teacher import KAPPA, score, teacher_context
@@ -233,14 +233,10 @@ def main(argv=None):
         episodes, _ = run_team(problems, policies, tok, args.seeds[0], cfg)
         items = [(f"{e.problem['id']} turn {t.t + 1}", resp, role) for e in episodes for t in e.turns[:1]
                  for role, resp in t.responses.items()]
-        with open(args.heatmap + ".tmp", "w") as f:
-            f.write(heatmap_html(teacher.to(args.device), tok, items))
-        os.replace(args.heatmap + ".tmp", args.heatmap)
+        write_atomic(args.heatmap, heatmap_html(teacher.to(args.device), tok, items))
         print(f"wrote {args.heatmap}")
     if args.json:
-        with open(args.json + ".tmp", "w") as f:
-            json.dump(result, f, indent=1)
-        os.replace(args.json + ".tmp", args.json)
+        write_atomic(args.json, json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

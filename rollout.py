@@ -7,7 +7,6 @@ Two parts, top to bottom:
 """
 import argparse
 import json
-import os
 import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +17,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from attribution import answers_equivalent, attribute_turn
-from data import ProblemError, load_problems
+from data import ProblemError, load_problems, write_atomic
 from models import load_model
 from sandbox import outputs_match, run_case, run_program
 
@@ -574,11 +573,8 @@ def main(argv=None):
         attributions = [attribute_turn(e.problem, t.artefacts, timeout=cfg.code_timeout) for t in e.turns]
         print_transcript(e, attributions)
         records.append(episode_record(e))
-    if args.out:  # temp file then rename: a crash never leaves a half-written file
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in records)
-        os.replace(tmp, args.out)
+    if args.out:
+        write_atomic(args.out, "".join(json.dumps(r) + "\n" for r in records))
         print(f"wrote {len(records)} episodes to {args.out}")
 
 

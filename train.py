@@ -30,7 +30,7 @@ from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
 from attribution import attribute_turn, verdicts_before
-from data import ProblemError, load_problems
+from data import ProblemError, load_problems, write_atomic
 import memory
 from eval import EVAL_DECODING, evaluate, markdown
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
@@ -189,7 +189,7 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen):
         print(f"!!! step {step}: non-finite advantage; step skipped, no update", file=sys.stderr)
         m["skipped"] = 1
         items = []
-    unique = list({id(p): p for p in policies.values()}.values())
+    unique = distinct(policies)
     for model in unique:
         model.train()
     for first in range(0, len(episodes), args.mini_batch):
@@ -237,17 +237,22 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen):
 
 # ---------------------------------------------------------------------------------------------- checkpoints
 
+def distinct(policies):
+    """The distinct models among role -> model (one when a shared policy sits in every seat)."""
+    return list({id(p): p for p in policies.values()}.values())
+
+
 def policy_names(policies):
     """Directory name per distinct policy: its role, or 'shared' when one model sits in every seat."""
     names = {}
     for role, model in policies.items():
-        names.setdefault(id(model), "shared" if len(set(map(id, policies.values()))) == 1 else role)
+        names.setdefault(id(model), "shared" if len(distinct(policies)) == 1 else role)
     return names
 
 
 def save_checkpoint(out, step, policies, optims, tok, gen, skipped, args):
     """Write OUT/checkpoint atomically: build checkpoint.tmp, then swap it in. Refuses non-finite weights."""
-    unique = list({id(p): p for p in policies.values()}.values())
+    unique = distinct(policies)
     if not all(torch.isfinite(p).all() for model in unique for p in model.parameters()):
         raise RuntimeError(f"step {step}: non-finite weights; refusing to write a checkpoint")
     final, tmp, old = (os.path.join(out, n) for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
@@ -299,7 +304,7 @@ def build(args):
     device = torch.device(args.device)
     teacher.to("cpu" if args.teacher_offload else device, dtype=torch.bfloat16 if args.precision == "bf16"
                else torch.float32).eval().requires_grad_(False)
-    unique = list({id(p): p for p in policies.values()}.values())
+    unique = distinct(policies)
     for m in unique:  # fp32 master weights in every precision: lr 1e-6 updates would vanish in bf16 weights
         m.to(device)
         if args.grad_checkpointing:
@@ -364,8 +369,7 @@ def main(argv=None):
         results["after"] = evaluate_policies(held_out, policies, tok, args)
         print(markdown({f"{k} ({len(held_out)} held-out problems, seeds {args.eval_seeds})": v
                         for k, v in results.items()}))
-        with open(os.path.join(args.out, "results.json"), "w") as f:
-            json.dump(results, f, indent=1)
+        write_atomic(os.path.join(args.out, "results.json"), json.dumps(results, indent=1))
 
 
 def evaluate_policies(problems, policies, tok, args):
