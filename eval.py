@@ -1,9 +1,10 @@
 """Evaluation and the paper's analysis (§4.2-4.4, App. D.5, App. G.2).
 
     python eval.py --run runs/default                 # a trained run (its checkpoint/ policies in their seats)
-    python eval.py --student tiny-qwen3               # untrained students (one base model in every seat)
-    python eval.py --single-agent tiny-qwen3          # one model alone, one turn (SA+ST, e.g. the teacher)
+    python eval.py --student toy                      # untrained students (one base model in every seat)
+    python eval.py --single-agent DIR                 # one model alone, one turn (SA+ST, e.g. the teacher)
 
+Problems: the toy world's held-out split by default (--problems toy), or any problem file (data.py).
 Evaluation decoding (App. D.5): temperature 0.6, top-p 0.95, top-k 20, T = 4, over several seeds, mean +- std.
 Reports team accuracy / Pass@1 per domain and, for teams: the exchange penalty (Fig. 3a), the revise-iff-wrong
 rate per role with its two failure modes (Fig. 4a-b), turns to agreement (Fig. 4c); optionally the token-level
@@ -18,13 +19,13 @@ import statistics
 import sys
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from attribution import answers_equivalent, attribute_turn
 from data import ProblemError, load_problems, write_atomic
 from models import load_model
 from rollout import ROLES, Generation, RolloutConfig, run_episodes, stop_ids_of
 from teacher import KAPPA, score, teacher_context
+from toy import resolve, toy_problems
 
 EVAL_DECODING = dict(temperature=0.6, top_p=0.95, top_k=20, max_turns=4)  # App. D.5
 SWAP = {"coder": "tester", "tester": "coder", "reasoner": "tool_user", "tool_user": "reasoner"}
@@ -164,11 +165,11 @@ def heatmap_html(teacher, tok, items, block=4, levels=11):
     return "".join(parts)
 
 
-def load_run(run_dir, roles, device):
-    """A trained run's policies in their own seats (checkpoint/<role>/ or checkpoint/shared/), and its tokenizer."""
-    ckpt = os.path.join(run_dir, "checkpoint")
+def load_policies(ckpt, roles, device):
+    """The policies saved in a checkpoint directory (<role>/ each, or shared/), in their own seats, and the
+    tokenizer saved with them."""
     if not os.path.isdir(ckpt):
-        raise ValueError(f"--run: no checkpoint directory in {run_dir}")
+        raise ValueError(f"no checkpoint directory {ckpt}")
     shared = os.path.isdir(os.path.join(ckpt, "shared"))
     loaded = {}
     for r in roles:
@@ -176,9 +177,8 @@ def load_run(run_dir, roles, device):
         if name not in loaded:
             path = os.path.join(ckpt, name)
             if not os.path.isdir(path):
-                raise ValueError(f"--run: {ckpt} has no policy for role {r!r}")
-            loaded[name] = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device).eval()
-    tok = AutoTokenizer.from_pretrained(path)
+                raise ValueError(f"{ckpt} has no policy for role {r!r}")
+            loaded[name], tok = load_model(path, device=device)
     return {r: loaded["shared" if shared else r] for r in roles}, tok
 
 
@@ -198,29 +198,32 @@ def main(argv=None):
     who.add_argument("--run", help="a train.py output directory")
     who.add_argument("--student", help="untrained: this model in every seat")
     who.add_argument("--single-agent", help="this model alone, one turn (e.g. the teacher)")
-    ap.add_argument("--problems", default="examples/problems.jsonl")
+    ap.add_argument("--problems", default="toy", help="JSONL problem file (data.py), or 'toy': the toy world's "
+                    "held-out split")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--no-exchange", action="store_true", help="skip the seat-exchange evaluation")
     ap.add_argument("--heatmap", help="write the App. G.2 role-advantage heat map (needs --teacher) here")
     ap.add_argument("--teacher", help="teacher for --heatmap")
     ap.add_argument("--json", help="write all figures here")
+    ap.add_argument("--cache", default=".cache", help="where the toy world's models are built once ('toy', "
+                    "'toy-teacher')")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args(argv)
     print("config:", json.dumps(vars(args)))
     try:
-        problems = load_problems(args.problems)
+        problems = toy_problems("test") if args.problems == "toy" else load_problems(args.problems)
         roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
         cfg = RolloutConfig(max_new_tokens=args.max_new_tokens, **EVAL_DECODING)
         if args.single_agent:
-            model, tok = load_model(args.single_agent, seed=1)
+            model, tok = load_model(resolve(args.single_agent, args.cache), seed=1)
             per_seed = [single_agent_metrics(problems, model.to(args.device), tok, s, cfg) for s in args.seeds]
             result = {f"single agent {args.single_agent}": mean_std(per_seed)}
         else:
             if args.run:
-                policies, tok = load_run(args.run, roles, args.device)
+                policies, tok = load_policies(os.path.join(args.run, "checkpoint"), roles, args.device)
             else:
-                model, tok = load_model(args.student)
+                model, tok = load_model(resolve(args.student, args.cache))
                 policies = {r: model.to(args.device) for r in roles}
             name = args.run or f"untrained {args.student}"
             result = {name: evaluate(problems, policies, tok, args.seeds, cfg, exchange=not args.no_exchange)}
@@ -229,7 +232,7 @@ def main(argv=None):
         sys.exit(2)
     print(markdown(result))
     if args.heatmap and not args.single_agent:
-        teacher, _ = load_model(args.teacher or "tiny-qwen3", seed=1)
+        teacher, _ = load_model(resolve(args.teacher or "tiny-qwen3", args.cache), seed=1)
         episodes, _ = run_team(problems, policies, tok, args.seeds[0], cfg)
         items = [(f"{e.problem['id']} turn {t.t + 1}", resp, role) for e in episodes for t in e.turns[:1]
                  for role, resp in t.responses.items()]

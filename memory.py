@@ -347,7 +347,7 @@ def fit_report(student_cfg, teacher_cfg, gib=80.0, reserve=0.1, top=10, **kw):
     return "\n".join(out)
 
 
-def config_of(name, role="student"):
+def config_of(name):
     """A config for the estimator, without loading weights: a QWEN3 name or hub id ('Qwen/Qwen3-1.7B'), 'toy'
     (the toy world's shapes, toy.py; its vocabulary is at most 2048), 'tiny-qwen3' / 'tiny-llama', or a local
     transformers directory or hub id that AutoConfig can read."""
@@ -355,9 +355,8 @@ def config_of(name, role="student"):
     if short in QWEN3:
         return QWEN3[short]
     import toy
-    if name == "toy":
-        return toy.tiny_model("qwen3", vocab_size=2048, **(toy.TEACHER_SHAPE if role == "teacher"
-                                                             else toy.STUDENT_SHAPE)).config
+    if name in toy.TOY_SPECS:  # teacher and student share one shape
+        return toy.tiny_model("qwen3", vocab_size=2048, **toy.SHAPE).config
     if name in ("tiny-qwen3", "tiny-llama"):
         return toy.tiny_model(name.split("-")[1], layers=2, hidden=64).config
     from transformers import AutoConfig
@@ -384,7 +383,7 @@ def dry_run(args, gib=80.0):
             n = len({r for p in problems for r in ROLES[p["domain"]]})
         except Exception:
             n = 2
-    s, t = config_of(args.student), config_of(args.teacher, role="teacher")
+    s, t = config_of(args.student), config_of(args.teacher)
     kw = dict(n_policies=n, precision=args.precision, grad_checkpointing=args.grad_checkpointing,
               prompt_len=args.max_prompt_tokens, response_len=args.max_new_tokens,
               teacher_prompt_len=args.teacher_max_prompt_tokens, micro_batch=args.micro_batch,

@@ -122,12 +122,16 @@ def _interpreter() -> str:
                        f"(tried {sys.executable}, /usr/bin/python3, python3 on PATH)")
 
 
-def _kill_everything(proc: subprocess.Popen, uid: int | None) -> None:
-    """SIGKILL the program's process group and, with a uid drop, every process of that uid; reap the main one."""
+def _signal_group(pid: int) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # pgid == pid (start_new_session); reserved while the group lives
+        os.killpg(pid, signal.SIGKILL)  # pgid == pid (start_new_session); reserved while the group lives
     except ProcessLookupError:
         pass
+
+
+def _kill_everything(proc: subprocess.Popen, uid: int | None) -> None:
+    """SIGKILL the program's process group and, with a uid drop, every process of that uid; reap the main one."""
+    _signal_group(proc.pid)
     if uid is not None:  # not root: no uid of its own, the group kill is all we can do
         # a helper process under the same uid sends kill(-1): reaches processes that setsid()-ed away too.
         # subprocess instead of os.fork: forking a multi-threaded parent in Python code is not safe.
@@ -193,13 +197,17 @@ def run_program(source: str, stdin: str = "", *, timeout: float = 30.0, memory_m
             argv = [_interpreter(), "-I", "-S", "-c", _BOOT, str(memory_mb << 20), str(nproc), str(MAX_FILE_MB << 20)]
             proc = subprocess.Popen(argv, stdin=fin, stdout=fout, stderr=ferr, cwd=workdir, env=_env(workdir),
                                     start_new_session=True, **_drop(uid))
+            # A blocking wait plus a timer that kills the group: Popen.wait(timeout) polls with sleeps of up to
+            # 50 ms, which was most of the cost of a short run.
+            expired = threading.Event()
+            timer = threading.Timer(timeout, lambda: (expired.set(), _signal_group(proc.pid)))
+            timer.start()
             try:
-                proc.wait(timeout=timeout)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                timed_out = True
+                proc.wait()
             finally:
+                timer.cancel()
                 _kill_everything(proc, uid)
+            timed_out = expired.is_set()
             fout.seek(0)
             stdout = fout.read(MAX_STDOUT).decode("utf-8", "replace")
             ferr.seek(max(0, ferr.seek(0, os.SEEK_END) - 8192))  # the tail holds the exception line

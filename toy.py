@@ -21,6 +21,7 @@ accuracy, revise-iff-wrong and seat exchange. What it cannot show: anything abou
 natural-language reasoning, or real benchmarks; its numbers are about this world only. Nothing here gives the
 students a verdict, a reference value or a role condition: the simulator only shapes the starting checkpoints.
 """
+import copy
 import math
 import os
 import random
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen3Config,
+from transformers import (LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen3Config,
                           Qwen3ForCausalLM)
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
@@ -105,7 +106,7 @@ def toy_problems(split):
     code = [{"id": f"code:x{op}{k}", "domain": "code", "format": "stdio",
              "question": f"The input is one integer x. Print x {OPS[op]} {k}.",
              "tests": [{"input": f"{x}\n", "output": f"{_calc(x, op, k)}\n"} for x in (2, 5, 9)],
-             "solution": f"x = int(input())\nprint(x {op} {k})\n"} for op in OPS for k in range(1, 10)]
+             "solution": f"x = int(input())\nprint(x {op} {k})\n"} for op in OPS for k in range(1, 20)]
     math = [{"id": f"math:{a}{op}{b}", "domain": "math", "question": f"What is {a} {OPS[op]} {b}?",
              "answer": str(_calc(a, op, b))} for op in OPS for a in range(1, 10) for b in range(1, 10)]
     out, rng = [], random.Random(1234)
@@ -117,7 +118,7 @@ def toy_problems(split):
 
 def _spec(problem):
     """(a or None, op, b): code 'x op k' has a = None (x comes from stdin)."""
-    m = re.search(r"(?:What is (\d)|Print x) (plus|minus|times) (\d)", problem["question"])
+    m = re.search(r"(?:What is (\d+)|Print x) (plus|minus|times) (\d+)", problem["question"])
     op = {w: o for o, w in OPS.items()}[m.group(2)]
     return (int(m.group(1)) if m.group(1) else None), op, int(m.group(3))
 
@@ -190,6 +191,23 @@ def _drift(role, problem, rng):
     return f"Reasoning Steps: {a} {op} {k} = {_calc(a, op, k)}\n#### {_calc(a, op, k)}"
 
 
+def _correction(role, problem, last, rng):
+    """The oracle's revision of a wrong artefact. Where the teammate's artefact was right, the Tester and the
+    Reasoner take over the value that the program printed, as a careful agent would once it knows its own side
+    is at fault; this needs no arithmetic, so it works on problems whose facts the model never learnt."""
+    a, op, k = _spec(problem)
+    printed = last.artefacts.get("program_output" if role == "tester" else "program_answer") or ""
+    partner_ok = last.checks["coder" if role == "tester" else "tool_user"] if role in ("tester", "reasoner") else False
+    if role == "tester":
+        x = last.artefacts["test_input"].strip() if (last.artefacts["test_input"] or "").strip().isdigit() \
+            else str(rng.randint(0, 9))
+        return _test(x, printed.strip() if partner_ok else _calc(int(x), op, k))
+    if role == "reasoner" and partner_ok:
+        return f"Reasoning Steps: I adopt the printed result.\n#### {printed.strip()}"
+    return _fresh(role, problem, ORACLE, rng)[0]
+
+
+DRIFT_MARK = {"coder": "Test Input:", "tester": "Code:", "reasoner": "Code:", "tool_user": "Reasoning Steps:"}
 NOUN = {"coder": "program", "tester": "test case", "reasoner": "answer", "tool_user": "program"}
 
 
@@ -208,15 +226,15 @@ def respond(role, problem, turns, b, rng, correct):
             text = f"Reasoning Steps: I adopt the printed result.\n#### {prev['program_answer']}"
         elif revise and not b.oracle and role == "tool_user" and prev["derivation_answer"]:
             text = _program(f"print({prev['derivation_answer']})")
+        elif revise and b.oracle:
+            text = _correction(role, problem, turns[-1], rng)
         elif revise:
-            text = _fresh(role, problem, ORACLE if b.oracle else b, rng)[0]
-            if b.oracle and role == "tester":  # the oracle fixes the expected output for the same input
-                a, op, k = _spec(problem)
-                x = int(prev["test_input"]) if (prev["test_input"] or "").strip().isdigit() else rng.randint(0, 9)
-                text = _test(x, _calc(x, op, k))
-        else:
+            text = _fresh(role, problem, b, rng)[0]
+        else:  # keep: the same artefact again (the oracle without the teammate's work a drift appended)
             text = turns[-1].responses[role].split("\n", 1)[1] if turns[-1].responses[role].startswith("I ") \
                 else turns[-1].responses[role]
+            if b.oracle:
+                text = text.split("\n" + DRIFT_MARK[role])[0]
         text = f"I {'revise' if revise else 'keep'} my {NOUN[role]}.\n" + text
     if rng.random() < b.drift:
         text = text + "\n" + _drift(role, problem, rng)
@@ -291,8 +309,9 @@ def sft_examples(tok, problems, n, teacher, seed):
     from rollout import ROLES, build_context, stop_ids_of
     from teacher import KAPPA, teacher_context
     rng, out, end = random.Random(seed), [], [stop_ids_of(tok)[0]]
+    by_domain = [[p for p in problems if p["domain"] == d] for d in ("code", "math")]
     while len(out) < n:
-        p = rng.choice(problems)
+        p = rng.choice(rng.choice([ps for ps in by_domain if ps]))  # domains equally often, whatever their sizes
         turns = simulate(p, ROLE_BLIND, rng)
         for t in range(len(turns)):
             for r in ROLES[p["domain"]]:
@@ -337,19 +356,25 @@ def sft(model, examples, steps, batch=32, lr=3e-3, seed=0, desc="sft"):
     return model.eval()
 
 
-TOY_VERSION = "toy-v1"  # bump when anything above changes what gets built
-TEACHER_SHAPE = dict(hidden=96, layers=3, heads=4, kv_heads=2)
-STUDENT_SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2)
+TOY_VERSION = "toy-v4"  # bump when anything above changes what gets built
+SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2)
+TOY_SPECS = {"toy": "student", "toy-teacher": "teacher"}
 
 
-def build_toy(cache=".cache", teacher_steps=600, student_steps=300, seed=0):
-    """(tokenizer, teacher, base student), built once and cached under cache/TOY_VERSION (save_pretrained)."""
+def build_toy(cache=".cache", student_steps=2000, teacher_steps=1000, seed=0):
+    """Build the tokenizer, the base student and the teacher once; -> the directory holding student/ and
+    teacher/ (save_pretrained, each with the tokenizer), under cache/TOY_VERSION. Written to a temporary
+    directory and renamed, so an interrupted build leaves nothing half-made.
+
+    The base student learns the format, copying and some arithmetic from role-blind episodes (its
+    "pretraining"). The teacher starts from that checkpoint and is then trained on oracle responses in teacher
+    contexts: one family, like Qwen3-14B and Qwen3-1.7B, though not larger here (a larger one would need
+    minutes more of CPU to learn what the base already knows; see README, toy world)."""
     from rollout import ROLES, build_context
+    from teacher import ROLE_CONDITIONS
     root = os.path.join(cache, TOY_VERSION)
     if os.path.isdir(os.path.join(root, "student")):
-        load = lambda name: AutoModelForCausalLM.from_pretrained(os.path.join(root, name), dtype=torch.float32).eval()
-        from transformers import AutoTokenizer
-        return AutoTokenizer.from_pretrained(os.path.join(root, "student")), load("teacher"), load("student")
+        return root
     train = toy_problems("train")
     rng, corpus = random.Random(seed), []
     base = make_tokenizer()  # the tokenizer's own training text: rendered contexts and responses
@@ -359,17 +384,60 @@ def build_toy(cache=".cache", teacher_steps=600, student_steps=300, seed=0):
             for r in ROLES[p["domain"]]:
                 corpus.append(base.decode([i for s in build_context(base, p, r, turns[:t]) for i in s.ids]))
                 corpus.append(turns[t].responses[r] + "\n" + turns[t].verdict)
-    from teacher import ROLE_CONDITIONS
     corpus += list(ROLE_CONDITIONS.values()) * 20
     tok = make_phrase_tokenizer(corpus)
-    teacher = tiny_model("qwen3", vocab_size=len(tok), seed=seed + 1, **TEACHER_SHAPE)
-    sft(teacher, sft_examples(tok, train, 3000, True, seed), teacher_steps, desc="toy teacher")
-    student = tiny_model("qwen3", vocab_size=len(tok), seed=seed + 2, **STUDENT_SHAPE)
-    sft(student, sft_examples(tok, train, 2000, False, seed + 1), student_steps, desc="toy students")
-    tmp = root + ".tmp"
+    student = tiny_model("qwen3", vocab_size=len(tok), seed=seed + 2, **SHAPE)
+    sft(student, sft_examples(tok, train, 4000, False, seed + 1), student_steps, desc="toy student")
+    teacher = copy.deepcopy(student)
+    sft(teacher, sft_examples(tok, train, 4000, True, seed), teacher_steps, desc="toy teacher")
+    tmp = f"{root}.tmp{os.getpid()}"
     for name, m in (("teacher", teacher), ("student", student)):
         m.save_pretrained(os.path.join(tmp, name))
         tok.save_pretrained(os.path.join(tmp, name))
     os.makedirs(cache, exist_ok=True)
     os.replace(tmp, root)
-    return tok, teacher, student
+    return root
+
+
+def resolve(spec, cache=".cache"):
+    """'toy' (the base student) and 'toy-teacher' -> their directory, built on first use; any other model
+    spec is returned unchanged (models.load_model reads it)."""
+    return os.path.join(build_toy(cache), TOY_SPECS[spec]) if spec in TOY_SPECS else spec
+
+
+def teacher_report(tok, teacher, problems, n=300, seed=0):
+    """How well a toy teacher knows its world, measured on states of role-blind episodes of `problems`, with the
+    teacher's greedy response under the teacher context of its own role (teacher.py). Percentages of:
+      - fresh_<role>: turn-0 artefacts that the verifier checks as right;
+      - decide_pac / decide_blind: after a disagreement, 'I keep' / 'I revise' openings that match
+        revise-iff-wrong, with the verdicts of earlier turns in the context (PAC) and without them;
+      - right_after_pac / right_after_blind: after a disagreement, artefacts that are right after the response.
+    The gap between the PAC and blind figures is what PAC can add in this world."""
+    from rollout import ROLES, build_context, generate, stop_ids_of
+    from teacher import teacher_context
+    rng, stops = random.Random(seed), stop_ids_of(tok)
+    jobs = []  # (kind, problem, role, turns, t, context)
+    while len(jobs) < n:
+        p = rng.choice(problems)
+        turns = simulate(p, ROLE_BLIND, rng)
+        t = rng.randrange(len(turns))
+        for r in ROLES[p["domain"]]:
+            segs = build_context(tok, p, r, turns[:t])
+            if t == 0:
+                jobs.append((f"fresh_{r}", p, r, turns, t, teacher_context(tok, segs, r)))
+            else:
+                for kind, verdicts in (("pac", [x.verdict for x in turns[:t]]), ("blind", None)):
+                    jobs.append((kind, p, r, turns, t, teacher_context(tok, segs, r, verdicts)))
+    with torch.no_grad():
+        out = generate(teacher, [j[5] for j in jobs], 48, temperature=0, stop_ids=stops)
+    hits = {}
+    for (kind, p, r, turns, t, _), ids in zip(jobs, out.tokens):
+        text = tok.decode(ids, skip_special_tokens=True)
+        right = step_env(p, {**turns[t].responses, r: text})[2][r]  # checks of one role ignore the other's text
+        if kind.startswith("fresh"):
+            hits.setdefault(kind, []).append(right)
+        else:
+            opening = "I revise" if not turns[t - 1].checks[r] else "I keep"
+            hits.setdefault(f"decide_{kind}", []).append(text.startswith(opening))
+            hits.setdefault(f"right_after_{kind}", []).append(right)
+    return {k: round(100 * sum(map(bool, v)) / len(v), 1) for k, v in sorted(hits.items())}

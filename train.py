@@ -5,11 +5,11 @@ turn (attribution.py), then the frozen teacher scores every response twice, unde
 role condition (teacher.py); advantages A^RAS (Eq. 10); Phase 3 the loss of Eq. 13 (loss.py) updates each
 role's policy from its own responses, all policies synchronously. Verdicts and teacher scores are then dropped.
 
-    python train.py                                  # 3 steps on tiny random models, CPU, about a minute
-    python train.py --problems toy --student toy --teacher toy --steps 30 --batch 16 --mini-batch 16 --lr 2e-4
-                                                     # the toy world (toy.py; work in progress, see README)
+    python train.py                                  # the toy preset (toy.py): build, evaluate, train, evaluate
+    python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3
+                                                     # tiny random models: every step of the protocol, seconds
     python train.py --problems FILE --student DIR --teacher DIR --steps 150 --batch 128 --mini-batch 64 \
-        --max-new-tokens 4096 --lr 1e-6                  # the paper's schedule on real models
+        --micro-batch 8 --max-new-tokens 4096 --lr 1e-6  # the paper's schedule on real models
 """
 import argparse
 import copy
@@ -26,41 +26,42 @@ from contextlib import nullcontext
 
 import torch
 from tqdm import tqdm
-from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
 from attribution import attribute_turn, verdicts_before
 from data import ProblemError, load_problems, write_atomic
 import memory
-from eval import EVAL_DECODING, evaluate, markdown
+from eval import EVAL_DECODING, evaluate, load_policies, markdown
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
 from models import check_same_tokenizer, load_model
 from rollout import ROLES, RolloutConfig, run_episodes
 from teacher import KAPPA, score, sequence_logprobs, teacher_context
-from toy import build_toy, toy_problems
+from toy import resolve, toy_problems
 
 
 def get_args(argv=None):
     ap = argparse.ArgumentParser(description="MAS-OPD training (Algorithm 1). Paper values in brackets.")
     a = ap.add_argument
-    a("--problems", default="examples/problems.jsonl", help="JSONL problem file (schema: data.py), or 'toy': the "
-      "toy world's train split")
-    a("--student", default="tiny-qwen3", help="tiny-qwen3 | tiny-llama | toy | local dir | .gguf | hub id [Qwen3-1.7B]")
-    a("--teacher", default="tiny-qwen3", help="same choices; a tiny random teacher is drawn from seed+1 [Qwen3-14B]")
+    a("--problems", default="toy", help="JSONL problem file (schema: data.py), or 'toy': the toy world's train "
+      "split")
+    a("--student", default="toy", help="toy | tiny-qwen3 | tiny-llama | local dir | .gguf | hub id [Qwen3-1.7B]")
+    a("--teacher", default="toy-teacher", help="toy-teacher | same choices as --student; a tiny random teacher is "
+      "drawn from seed+1 [Qwen3-14B]")
     a("--eval-problems", default=None, help="held-out problems evaluated before and after training "
       "(default: the toy world's test split when --problems toy, else none)")
     a("--eval-seeds", type=int, nargs="+", default=[1000, 1001])
+    a("--no-eval", action="store_true", help="skip the evaluation before and after training")
     a("--cache", default=".cache", help="where the toy world's models are built once")
     a("--out", default="runs/default", help="metrics.jsonl and checkpoint/ go here")
     a("--resume", action="store_true", help="continue from OUT/checkpoint")
-    a("--steps", type=int, default=3, help="[150]")
-    a("--batch", type=int, default=4, help="problems (episodes) per step [128]")
-    a("--mini-batch", type=int, default=4, help="episodes per optimizer update [64]")
-    a("--micro-batch", type=int, default=8, help="responses per forward/backward (gradient accumulation)")
+    a("--steps", type=int, default=20, help="[150]")
+    a("--batch", type=int, default=16, help="problems (episodes) per step [128]")
+    a("--mini-batch", type=int, default=8, help="episodes per optimizer update [64]")
+    a("--micro-batch", type=int, default=64, help="responses per forward/backward (gradient accumulation)")
     a("--lam", type=float, default=0.1, help="lambda of Eq. 10; 0 = w/o RAS [0.1]")
     a("--no-pac", action="store_true", help="teacher sees only the student-visible context (w/o PAC)")
     a("--shared-policy", action="store_true", help="one student in every seat")
-    a("--lr", type=float, default=1e-6, help="[1e-6]")
+    a("--lr", type=float, default=2e-4, help="toy preset; the paper's models: [1e-6]")
     a("--weight-decay", type=float, default=0.01, help="[0.01]")
     a("--grad-clip", type=float, default=1.0, help="[1.0]")
     a("--max-turns", type=int, default=4, help="[4]")
@@ -280,26 +281,15 @@ def build(args):
     if args.resume and not os.path.isfile(os.path.join(ckpt, "state.pt")):
         raise ValueError(f"--resume: no checkpoint in {args.out}")
 
-    def student():  # every policy starts from the same base checkpoint (§2.1)
-        if args.student == "toy":
-            tok, _, base = build_toy(args.cache)
-            return copy.deepcopy(base), tok
-        return load_model(args.student, seed=args.seed)
-
-    model, tok = student()
-    policies = {r: model for r in roles} if args.shared_policy else {r: student()[0] for r in roles}
-    if args.resume:
-        names = policy_names(policies)
-        loaded = {id(m): AutoModelForCausalLM.from_pretrained(os.path.join(ckpt, names[id(m)]), dtype=torch.float32)
-                  for m in policies.values()}
-        policies = {r: loaded[id(m)].eval() for r, m in policies.items()}
-        for m in loaded.values():  # fresh, aligned storage like a live run's: loaded tensors can sit at odd
-            for p in m.parameters():  # offsets, which changes BLAS summation order and breaks exact resume
+    if args.resume:  # the policies of the checkpoint, in fresh aligned storage like a live run's: loaded
+        policies, tok = load_policies(ckpt, roles, "cpu")  # tensors can sit at odd offsets, which changes
+        for m in distinct(policies):                        # BLAS summation order and breaks exact resume
+            for p in m.parameters():
                 p.data = p.data.clone()
-    if args.teacher == "toy":
-        teacher_tok, teacher, _ = build_toy(args.cache)
-    else:
-        teacher, teacher_tok = load_model(args.teacher, seed=args.seed + 1)
+    else:  # every policy starts from the same base checkpoint (§2.1)
+        base, tok = load_model(resolve(args.student, args.cache), seed=args.seed)
+        policies = {r: base for r in roles} if args.shared_policy else {r: copy.deepcopy(base) for r in roles}
+    teacher, teacher_tok = load_model(resolve(args.teacher, args.cache), seed=args.seed + 1)
     check_same_tokenizer(teacher_tok, tok, (f"--teacher {args.teacher}", f"--student {args.student}"))
     device = torch.device(args.device)
     teacher.to("cpu" if args.teacher_offload else device, dtype=torch.bfloat16 if args.precision == "bf16"
@@ -346,7 +336,7 @@ def main(argv=None):
             kept = [ln for ln in f if json.loads(ln)["step"] < start]
     with open(metrics_path, "w") as f:
         f.writelines(kept)
-    held_out = args.eval_problems or ("toy" if args.problems == "toy" else None)
+    held_out = None if args.no_eval else args.eval_problems or ("toy" if args.problems == "toy" else None)
     if held_out:
         held_out = toy_problems("test") if held_out == "toy" else load_problems(held_out)
         results = {"before": evaluate_policies(held_out, policies, tok, args)} if start == 0 else {}

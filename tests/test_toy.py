@@ -8,15 +8,16 @@ from attribution import attribute_turn
 from data import check_problem
 from rollout import RolloutConfig, code_env, math_env
 from teacher import ROLE_CONDITIONS
-from toy import (ORACLE, ROLE_BLIND, make_phrase_tokenizer, make_tokenizer, sft, sft_examples, simulate, tiny_model,
-                 toy_problems)
+from rollout import ROLES
+from toy import (DRIFT_MARK, ORACLE, ROLE_BLIND, make_phrase_tokenizer, make_tokenizer, respond, sft, sft_examples,
+                 simulate, step_env, tiny_model, toy_problems)
 
 HEADER = "Verification result for the previous turn:"
 
 
 def test_problems_are_valid_and_splits_disjoint():
     train, test = toy_problems("train"), toy_problems("test")
-    assert len(train) == 180 and len(test) == 90
+    assert len(train) == 200 and len(test) == 100
     assert not {p["id"] for p in train} & {p["id"] for p in test}
     for p in train + test:
         check_problem(p)
@@ -33,6 +34,24 @@ def test_simulator_matches_the_real_environment_and_verifier():
             att = attribute_turn(p, real, timeout=5)
             assert att.description == turn.verdict
             assert list(att.checks.values()) == list(turn.checks.values())
+
+
+def test_oracle_revises_iff_wrong_and_its_artefact_is_then_right():
+    """What the teacher is trained on: at every state of role-blind episodes the oracle keeps a right artefact
+    (without the teammate's work a drift appended) and replaces a wrong one by a right one."""
+    rng, problems, seen = random.Random(3), toy_problems("train"), 0
+    for _ in range(80):
+        p = rng.choice(problems)
+        turns = simulate(p, ROLE_BLIND, rng)
+        for t in range(1, len(turns)):
+            for r in ROLES[p["domain"]]:
+                was_right = turns[t - 1].checks[r]
+                text = respond(r, p, turns[:t], ORACLE, rng, was_right)
+                assert text.startswith("I keep" if was_right else "I revise"), text
+                assert step_env(p, {**turns[t].responses, r: text})[2][r], (p["question"], r, text)
+                assert DRIFT_MARK[r] not in text
+                seen += 1
+    assert seen > 100
 
 
 def test_examples_students_never_see_verdicts_or_role_conditions():
@@ -65,3 +84,33 @@ def test_sft_fits_a_small_set():
     with torch.no_grad():
         after = torch.stack([lp.mean() for lp in sequence_logprobs(model, *zip(*ex))]).mean().item()
     assert after > before + 1.0
+
+
+def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path):
+    """`python train.py` in miniature: the toy build (a few SFT steps), cached; MAS-OPD steps; evaluation
+    before and after on held-out toy problems; and the teacher report."""
+    import json
+    import os
+
+    import train
+    from models import load_model
+    from toy import build_toy, resolve, teacher_report
+    cache = str(tmp_path / "cache")
+    root = build_toy(cache, student_steps=3, teacher_steps=3)
+    assert sorted(os.listdir(cache)) == [os.path.basename(root)]  # no temporary directory left behind
+    assert build_toy(cache, student_steps=10**9) == root  # cached: built once, never rebuilt
+    held = tmp_path / "held.jsonl"
+    held.write_text("".join(json.dumps(p) + "\n" for p in toy_problems("test")[::25]))
+    out = str(tmp_path / "run")
+    train.main(["--cache", cache, "--out", out, "--steps", "2", "--batch", "4", "--mini-batch", "2",
+                "--max-new-tokens", "12", "--max-turns", "2", "--eval-problems", str(held), "--eval-seeds", "5"])
+    with open(os.path.join(out, "results.json")) as f:
+        results = json.load(f)
+    assert set(results) == {"before", "after"}
+    for r in results.values():
+        assert 0 <= r["acc_code"]["mean"] <= 100 and 0 <= r["acc_math"]["mean"] <= 100
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        assert [json.loads(line)["step"] for line in f] == [0, 1]
+    teacher, tok = load_model(resolve("toy-teacher", cache))
+    report = teacher_report(tok, teacher, toy_problems("train"), n=8)
+    assert {"decide_pac", "decide_blind"} <= set(report) and all(0 <= v <= 100 for v in report.values())

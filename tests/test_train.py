@@ -10,7 +10,7 @@ import train
 from tests.test_workflows import APPLES, SUM
 from toy import make_tokenizer, tiny_model
 
-FAST = ["--max-new-tokens", "6", "--max-turns", "2", "--batch", "2", "--mini-batch", "1", "--micro-batch", "3",
+FAST = ["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--max-new-tokens", "6", "--max-turns", "2", "--batch", "2", "--mini-batch", "1", "--micro-batch", "3",
         "--lr", "1e-3", "--workers", "2"]
 
 
