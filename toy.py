@@ -1,25 +1,28 @@
-"""The laptop world: tokenizers, tiny models, and a toy world where MAS-OPD can be watched learning on a CPU.
+"""The laptop world: tokenizers, tiny models, and a toy world in which MAS-OPD runs end to end on a CPU.
 
-What the toy world is. Synthetic problems small enough for models of ~0.3M parameters, run through the *same*
+What the toy world is. Synthetic problems small enough for models of ~0.2M parameters, run through the *same*
 workflows, prompts, schema, sandbox, verifier, teacher and loss as the real path; only the tokenizer and the
-model sizes differ. Code: "The input is one integer x. Print x times 4." (27 problems, stdin/stdout, golden
-tests, a reference solution). Math: "What is 7 times 8?" (243 problems). A third of each is held out.
+model sizes differ. Code: "The input is one integer x. Print x times 17." (57 problems, stdin/stdout, golden
+tests, a reference solution). Math: "What is 7 times 8?" (243 problems). A third of each is held out, so the
+held-out problems need arithmetic facts no model here has seen: there, the roles that compute (Tester,
+Reasoner) can only be right by adopting the value their teammate's program printed.
 
-The agents start from models trained in code, in seconds, on simulated trajectories (the "pretraining" a real
-checkpoint would bring):
-  - the teacher (larger) on oracle behaviour rendered exactly as teacher.py renders teacher contexts: role
-    condition in place of the opening line, verdicts after each earlier turn (half the time; the other half
-    without, so it must judge conflicts itself), and, for a quarter of the examples, a contrast condition
-    with the response that the contrast role would write (so r_i vs kappa(r_i) changes its distribution);
-  - the students (smaller) on role-blind behaviour from student-visible prompts: arithmetic and copying
-    errors, deference after a conflict (revising whatever its own correctness, the Tester adopting the printed
-    output, the Reasoner the printed result), and drift into the teammate's job (the Coder appending a test
-    case, which also breaks its program's extraction; the Reasoner appending a program).
+The agents start from models trained in code on simulated trajectories (the "pretraining" a real checkpoint
+would bring), both of one shape (SHAPE):
+  - the base student on role-blind behaviour in student-visible prompts: slips when copying or computing,
+    deference after a conflict (revising whatever its own correctness, the Tester adopting the printed output,
+    the Reasoner the printed result), and drift into the teammate's job (the Coder appending a test case, which
+    also breaks its program's extraction; the Reasoner appending a program);
+  - the teacher, fine-tuned from the base student, on oracle behaviour (revise iff wrong) rendered exactly as
+    teacher.py renders teacher contexts: role condition in place of the opening line, verdicts after each
+    earlier turn (half the time; the other half without, so it must also act without them), and, for a quarter
+    of the examples, a contrast condition with the response the contrast role would write.
 
-What it shows: the RAS and PAC mechanisms operating on real token-level teacher signals, and their effect on
-accuracy, revise-iff-wrong and seat exchange. What it cannot show: anything about language-model scale,
-natural-language reasoning, or real benchmarks; its numbers are about this world only. Nothing here gives the
-students a verdict, a reference value or a role condition: the simulator only shapes the starting checkpoints.
+What it shows: the RAS and PAC mechanisms operating on real token-level teacher signals through the real code,
+and their measured effect on accuracy, revise-iff-wrong and seat exchange (README: in this world they do not yet
+help, because the teacher miscopies digits in multi-turn contexts). What it cannot show: anything about scale,
+natural-language reasoning, or real benchmarks. Nothing here gives the students a verdict, a reference value or
+a role condition, nor the teacher a reference value: the simulator only shapes the starting checkpoints.
 """
 import copy
 import math
