@@ -7,21 +7,20 @@ Trains, from the same base students with the same training seed, MAS-OPD, w/o RA
 (the teacher sees only the student-visible context), then evaluates them and the untrained students on the
 held-out toy problems with the evaluation decoding of App. D.5 over the same seeds. Prints two Markdown tables
 (accuracy: the Table 2 analogue; coordination: exchange penalty, revise-iff-wrong with its failure modes,
-turns) and writes everything to OUT/ablation.json. Any train.py flag can follow `--`, e.g. `-- --lr 1e-4`.
+turns) and writes everything to OUT/ablation.json. Any train.py flag can follow `--`, e.g. `-- --lr 1e-4`;
+`-- --eval-problems FILE` evaluates on FILE instead of the toy held-out split.
 """
 import argparse
 import json
 import os
 import sys
 
-import torch
-
 import train
 from data import write_atomic
-from eval import EVAL_DECODING, evaluate, load_policies, markdown
+from eval import load_policies, markdown
 from models import load_model
-from rollout import ROLES, RolloutConfig
-from toy import resolve, toy_problems
+from rollout import ROLES
+from toy import load_problem_set, resolve
 
 VARIANTS = {"MAS-OPD": [], "w/o RAS (lambda=0)": ["--lam", "0"], "w/o PAC": ["--no-pac"]}
 
@@ -35,19 +34,18 @@ def main(argv=None):
     ap.add_argument("--eval-seeds", type=int, nargs="+", default=[2000, 2001, 2002])
     ap.add_argument("--cache", default=".cache")
     args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
-    common = ["--cache", args.cache, "--no-eval"] + (["--steps", str(args.steps)] if args.steps else []) + extra
+    common = (["--cache", args.cache, "--no-eval", "--eval-seeds"] + [str(x) for x in args.eval_seeds]
+              + (["--steps", str(args.steps)] if args.steps else []) + extra)
     print("config:", json.dumps({**vars(args), "train_args": common}))
-    targs = train.get_args(common)  # the shared settings, for the evaluation below
+    targs = train.get_args(common)  # the shared settings, also those of the evaluation below
     if targs.problems != "toy" or targs.student != "toy":
         sys.exit("error: ablation.py runs the toy world (--problems toy --student toy)")
     for name, flags in VARIANTS.items():
         print(f"== training {name}")
         train.main(common + flags + ["--out", os.path.join(args.out, _slug(name))])
 
-    problems = toy_problems("test")
+    problems = load_problem_set(targs.eval_problems or "toy", "test")
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
-    cfg = RolloutConfig(max_new_tokens=targs.max_new_tokens, max_prompt_tokens=targs.max_prompt_tokens,
-                        workers=targs.workers, **EVAL_DECODING)
     base, tok = load_model(resolve(targs.student, args.cache), device=targs.device)
     systems = {"untrained": {r: base for r in roles}}
     for name in VARIANTS:
@@ -55,8 +53,7 @@ def main(argv=None):
     results = {}
     for name, policies in systems.items():
         print(f"== evaluating {name} on {len(problems)} held-out problems, seeds {args.eval_seeds}")
-        with torch.no_grad():
-            results[name] = evaluate(problems, policies, tok, args.eval_seeds, cfg, exchange=True)
+        results[name] = train.evaluate_policies(problems, policies, tok, targs, exchange=True)
     accuracy = {n: {k: v for k, v in m.items() if k.startswith("acc_")} for n, m in results.items()}
     coordination = {n: {k: v for k, v in m.items() if not k.startswith("acc_")} for n, m in results.items()}
     print("\nTable 2 analogue: team accuracy / Pass@1 (%), held-out toy problems, mean ± std over seeds\n")

@@ -21,11 +21,11 @@ import sys
 import torch
 
 from attribution import answers_equivalent, attribute_turn
-from data import ProblemError, load_problems, write_atomic
+from data import ProblemError, write_atomic
 from models import load_model
 from rollout import ROLES, Generation, RolloutConfig, run_episodes, stop_ids_of
 from teacher import KAPPA, score, teacher_context
-from toy import resolve, toy_problems
+from toy import load_problem_set, resolve
 
 EVAL_DECODING = dict(temperature=0.6, top_p=0.95, top_k=20, max_turns=4)  # App. D.5
 SWAP = {"coder": "tester", "tester": "coder", "reasoner": "tool_user", "tool_user": "reasoner"}
@@ -166,8 +166,8 @@ def heatmap_html(teacher, tok, items, block=4, levels=11):
 
 
 def load_policies(ckpt, roles, device):
-    """The policies saved in a checkpoint directory (<role>/ each, or shared/), in their own seats, and the
-    tokenizer saved with them."""
+    """The policies saved in a checkpoint directory (<role>/ each, one policy per role as in §2.1, or shared/),
+    in their own seats, and the tokenizer saved with them."""
     if not os.path.isdir(ckpt):
         raise ValueError(f"no checkpoint directory {ckpt}")
     shared = os.path.isdir(os.path.join(ckpt, "shared"))
@@ -212,7 +212,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     print("config:", json.dumps(vars(args)))
     try:
-        problems = toy_problems("test") if args.problems == "toy" else load_problems(args.problems)
+        problems = load_problem_set(args.problems, "test")
         roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
         cfg = RolloutConfig(max_new_tokens=args.max_new_tokens, **EVAL_DECODING)
         if args.single_agent:

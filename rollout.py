@@ -517,7 +517,7 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, progre
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 3. Command line: run episodes and print their transcripts (the demo until the toy lab lands)
+# 3. Command line: run episodes and print their transcripts (every step of the protocol, tiny models)
 
 
 def episode_record(e):

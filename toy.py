@@ -119,6 +119,12 @@ def toy_problems(split):
     return out
 
 
+def load_problem_set(spec, split):
+    """'toy' -> the toy world's `split` ('train' or 'test'); anything else is a problem file (data.load_problems)."""
+    from data import load_problems
+    return toy_problems(split) if spec == "toy" else load_problems(spec)
+
+
 def _spec(problem):
     """(a or None, op, b): code 'x op k' has a = None (x comes from stdin)."""
     m = re.search(r"(?:What is (\d+)|Print x) (plus|minus|times) (\d+)", problem["question"])
@@ -198,15 +204,13 @@ def _correction(role, problem, last, rng):
     """The oracle's revision of a wrong artefact. Where the teammate's artefact was right, the Tester and the
     Reasoner take over the value that the program printed, as a careful agent would once it knows its own side
     is at fault; this needs no arithmetic, so it works on problems whose facts the model never learnt."""
-    a, op, k = _spec(problem)
-    printed = last.artefacts.get("program_output" if role == "tester" else "program_answer") or ""
-    partner_ok = last.checks["coder" if role == "tester" else "tool_user"] if role in ("tester", "reasoner") else False
     if role == "tester":
+        a, op, k = _spec(problem)
         x = last.artefacts["test_input"].strip() if (last.artefacts["test_input"] or "").strip().isdigit() \
             else str(rng.randint(0, 9))
-        return _test(x, printed.strip() if partner_ok else _calc(int(x), op, k))
-    if role == "reasoner" and partner_ok:
-        return f"Reasoning Steps: I adopt the printed result.\n#### {printed.strip()}"
+        return _test(x, last.artefacts["program_output"].strip() if last.checks["coder"] else _calc(int(x), op, k))
+    if role == "reasoner" and last.checks["tool_user"]:
+        return f"Reasoning Steps: I adopt the printed result.\n#### {last.artefacts['program_answer'].strip()}"
     return _fresh(role, problem, ORACLE, rng)[0]
 
 
@@ -415,7 +419,8 @@ def teacher_report(tok, teacher, problems, n=300, seed=0):
       - decide_pac / decide_blind: after a disagreement, 'I keep' / 'I revise' openings that match
         revise-iff-wrong, with the verdicts of earlier turns in the context (PAC) and without them;
       - right_after_pac / right_after_blind: after a disagreement, artefacts that are right after the response.
-    The gap between the PAC and blind figures is what PAC can add in this world."""
+    The gap between the PAC and blind figures is what PAC (§3.3, Eq. 12: verdicts in the teacher context only)
+    can add in this world."""
     from rollout import ROLES, build_context, generate, stop_ids_of
     from teacher import teacher_context
     rng, stops = random.Random(seed), stop_ids_of(tok)
@@ -431,8 +436,7 @@ def teacher_report(tok, teacher, problems, n=300, seed=0):
             else:
                 for kind, verdicts in (("pac", [x.verdict for x in turns[:t]]), ("blind", None)):
                     jobs.append((kind, p, r, turns, t, teacher_context(tok, segs, r, verdicts)))
-    with torch.no_grad():
-        out = generate(teacher, [j[5] for j in jobs], 48, temperature=0, stop_ids=stops)
+    out = generate(teacher, [j[5] for j in jobs], 48, temperature=0, stop_ids=stops)
     hits = {}
     for (kind, p, r, turns, t, _), ids in zip(jobs, out.tokens):
         text = tok.decode(ids, skip_special_tokens=True)

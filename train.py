@@ -29,14 +29,14 @@ from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
 from attribution import attribute_turn, verdicts_before
-from data import ProblemError, load_problems, write_atomic
+from data import ProblemError, write_atomic
 import memory
 from eval import EVAL_DECODING, evaluate, load_policies, markdown
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
 from models import check_same_tokenizer, load_model
 from rollout import ROLES, RolloutConfig, run_episodes
 from teacher import KAPPA, score, sequence_logprobs, teacher_context
-from toy import resolve, toy_problems
+from toy import load_problem_set, resolve
 
 
 def get_args(argv=None):
@@ -273,7 +273,7 @@ def save_checkpoint(out, step, policies, optims, tok, gen, skipped, args):
 
 def build(args):
     """Problems, policies (one per role, or shared), the frozen teacher, tokenizer, optimizers, sampler RNG."""
-    problems = toy_problems("train") if args.problems == "toy" else load_problems(args.problems)
+    problems = load_problem_set(args.problems, "train")
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
     ckpt = os.path.join(args.out, "checkpoint")
     if args.resume and not os.path.isdir(ckpt) and os.path.isdir(ckpt + ".old"):
@@ -338,7 +338,7 @@ def main(argv=None):
         f.writelines(kept)
     held_out = None if args.no_eval else args.eval_problems or ("toy" if args.problems == "toy" else None)
     if held_out:
-        held_out = toy_problems("test") if held_out == "toy" else load_problems(held_out)
+        held_out = load_problem_set(held_out, "test")
         results = {"before": evaluate_policies(held_out, policies, tok, args)} if start == 0 else {}
     bar = tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps)
     for step in bar:
@@ -362,11 +362,12 @@ def main(argv=None):
         write_atomic(os.path.join(args.out, "results.json"), json.dumps(results, indent=1))
 
 
-def evaluate_policies(problems, policies, tok, args):
-    """Team accuracy, revise-iff-wrong and turns on held-out problems, with eval.py's decoding (App. D.5)."""
+def evaluate_policies(problems, policies, tok, args, exchange=False):
+    """Team accuracy, revise-iff-wrong and turns on held-out problems over args.eval_seeds, with eval.py's
+    decoding (App. D.5); with exchange=True also the exchange penalty (Fig. 3a)."""
     cfg = RolloutConfig(max_new_tokens=args.max_new_tokens, max_prompt_tokens=args.max_prompt_tokens,
                         workers=args.workers, **EVAL_DECODING)
-    return evaluate(problems, policies, tok, args.eval_seeds, cfg, exchange=False)
+    return evaluate(problems, policies, tok, args.eval_seeds, cfg, exchange=exchange)
 
 
 if __name__ == "__main__":

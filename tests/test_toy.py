@@ -1,7 +1,10 @@
 """The toy world: its problems are valid, its simulator agrees with the real sandboxed environment and verifier,
 and its training examples respect who may see what."""
+import json
+import os
 import random
 
+import pytest
 import torch
 
 from attribution import attribute_turn
@@ -86,24 +89,31 @@ def test_sft_fits_a_small_set():
     assert after > before + 1.0
 
 
-def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path):
+@pytest.fixture(scope="module")
+def small_toy(tmp_path_factory):
+    """A toy build of a few SFT steps, and a file of 4 held-out toy problems: (cache dir, problem file)."""
+    from toy import build_toy
+    root = tmp_path_factory.mktemp("toy")
+    cache = str(root / "cache")
+    build_toy(cache, student_steps=3, teacher_steps=3)
+    held = root / "held.jsonl"
+    held.write_text("".join(json.dumps(p) + "\n" for p in toy_problems("test")[::25]))
+    return cache, str(held)
+
+
+def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path, small_toy):
     """`python train.py` in miniature: the toy build (a few SFT steps), cached; MAS-OPD steps; evaluation
     before and after on held-out toy problems; and the teacher report."""
-    import json
-    import os
-
     import train
     from models import load_model
-    from toy import build_toy, resolve, teacher_report
-    cache = str(tmp_path / "cache")
-    root = build_toy(cache, student_steps=3, teacher_steps=3)
-    assert sorted(os.listdir(cache)) == [os.path.basename(root)]  # no temporary directory left behind
+    from toy import TOY_VERSION, build_toy, resolve, teacher_report
+    cache, held = small_toy
+    root = os.path.join(cache, TOY_VERSION)
+    assert os.listdir(cache) == [TOY_VERSION]  # no temporary directory left behind
     assert build_toy(cache, student_steps=10**9) == root  # cached: built once, never rebuilt
-    held = tmp_path / "held.jsonl"
-    held.write_text("".join(json.dumps(p) + "\n" for p in toy_problems("test")[::25]))
     out = str(tmp_path / "run")
     train.main(["--cache", cache, "--out", out, "--steps", "2", "--batch", "4", "--mini-batch", "2",
-                "--max-new-tokens", "12", "--max-turns", "2", "--eval-problems", str(held), "--eval-seeds", "5"])
+                "--max-new-tokens", "12", "--max-turns", "2", "--eval-problems", held, "--eval-seeds", "5"])
     with open(os.path.join(out, "results.json")) as f:
         results = json.load(f)
     assert set(results) == {"before", "after"}
@@ -114,3 +124,20 @@ def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path):
     teacher, tok = load_model(resolve("toy-teacher", cache))
     report = teacher_report(tok, teacher, toy_problems("train"), n=8)
     assert {"decide_pac", "decide_blind"} <= set(report) and all(0 <= v <= 100 for v in report.values())
+
+
+def test_ablation_trains_three_variants_and_tables_four_systems(tmp_path, small_toy, capsys):
+    import ablation
+    cache, held = small_toy
+    out = str(tmp_path / "abl")
+    ablation.main(["--out", out, "--steps", "1", "--eval-seeds", "5", "--cache", cache, "--", "--batch", "2",
+                   "--mini-batch", "2", "--max-new-tokens", "8", "--max-turns", "2", "--eval-problems", held])
+    for run in ("mas_opd", "w_o_ras", "w_o_pac"):
+        assert os.path.isdir(os.path.join(out, run, "checkpoint", "coder"))
+    with open(os.path.join(out, "ablation.json")) as f:
+        results = json.load(f)
+    assert list(results) == ["untrained", "MAS-OPD", "w/o RAS (lambda=0)", "w/o PAC"]
+    for m in results.values():
+        assert {"acc_code", "acc_math", "exchange_penalty_code", "exchange_penalty_math"} <= set(m)
+    assert results["untrained"]["exchange_penalty_code"]["mean"] == 0  # one model in both seats
+    assert "Table 2 analogue" in capsys.readouterr().out
