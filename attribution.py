@@ -10,6 +10,7 @@ import logging
 import math
 import multiprocessing
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import math_verify
@@ -282,3 +283,15 @@ def attribute_turn(problem: dict, artefacts: dict, *, timeout: float = 30.0) -> 
         return attribute_math(problem, a["derivation_answer"], a["program_answer"])
     case = None if a["test_input"] is None else (a["test_input"], a["test_output"])
     return attribute_code(problem, a["program"], case, program_output=a["program_output"], timeout=timeout)
+
+
+def attribute_episodes(episodes, *, timeout: float = 30.0, workers: int = 4) -> dict:
+    """a^t of every turn of every episode (rollout.Episode), `workers` turns at a time: most of a code turn's
+    cost is waiting on sandboxed runs. Returns {id(episode): [Attribution of turn 0, 1, ...]}."""
+    jobs = [(e, turn) for e in episodes for turn in e.turns]
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        atts = list(pool.map(lambda j: attribute_turn(j[0].problem, j[1].artefacts, timeout=timeout), jobs))
+    out = {id(e): [] for e in episodes}
+    for (e, _), a in zip(jobs, atts):
+        out[id(e)].append(a)
+    return out

@@ -20,7 +20,7 @@ import sys
 
 import torch
 
-from attribution import answers_equivalent, attribute_turn
+from attribution import answers_equivalent, attribute_episodes
 from data import ProblemError, write_atomic
 from models import load_model
 from rollout import ROLES, Generation, RolloutConfig, run_episodes, stop_ids_of
@@ -78,9 +78,7 @@ def run_team(problems, policies, tok, seed, cfg):
     device = next((p.device for p in policies.values() if isinstance(p, torch.nn.Module)), "cpu")
     gen = torch.Generator(device=device).manual_seed(seed)
     episodes = run_episodes(problems, policies, tok, cfg, generator=gen)
-    atts = {id(e): [attribute_turn(e.problem, t.artefacts, timeout=cfg.code_timeout) for t in e.turns]
-            for e in episodes}
-    return episodes, atts
+    return episodes, attribute_episodes(episodes, timeout=cfg.code_timeout, workers=cfg.workers)
 
 
 def team_metrics(episodes, atts):

@@ -129,10 +129,27 @@ def _signal_group(pid: int) -> None:
         pass
 
 
+def _uid_alive(uid: int) -> bool:
+    """Does any process run under uid (real, effective, saved or fs uid)? Only a process of that uid can create
+    another one (the uid is this run's alone), so once none is left none can appear: the kill helper, a process
+    start that costs more than a short program's run, is needed only when this finds one."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                uids = next((ln.split()[1:] for ln in f if ln.startswith("Uid:")), [])
+        except OSError:  # gone meanwhile
+            continue
+        if str(uid) in uids:
+            return True
+    return False
+
+
 def _kill_everything(proc: subprocess.Popen, uid: int | None) -> None:
     """SIGKILL the program's process group and, with a uid drop, every process of that uid; reap the main one."""
     _signal_group(proc.pid)
-    if uid is not None:  # not root: no uid of its own, the group kill is all we can do
+    if uid is not None and _uid_alive(uid):  # not root: no uid of its own, the group kill is all we can do
         # a helper process under the same uid sends kill(-1): reaches processes that setsid()-ed away too.
         # subprocess instead of os.fork: forking a multi-threaded parent in Python code is not safe.
         subprocess.run([_interpreter(), "-I", "-S", "-c", _KILL_UID, str(uid)], env=_env("/"), cwd="/",

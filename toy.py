@@ -20,7 +20,8 @@ would bring), both of one shape (SHAPE):
 
 What it shows: the RAS and PAC mechanisms operating on real token-level teacher signals through the real code,
 and their measured effect on accuracy, revise-iff-wrong and seat exchange (README: in this world they do not yet
-help, because the teacher miscopies digits in multi-turn contexts). What it cannot show: anything about scale,
+help: the untrained team's math score comes from an answer swap that partial training breaks, and the
+teacher's largest signals, on digits, do not favour copying). What it cannot show: anything about scale,
 natural-language reasoning, or real benchmarks. Nothing here gives the students a verdict, a reference value or
 a role condition, nor the teacher a reference value: the simulator only shapes the starting checkpoints.
 """

@@ -21,14 +21,13 @@ import resource
 import shutil
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 
 import torch
 from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
-from attribution import attribute_turn, verdicts_before
+from attribution import attribute_episodes, verdicts_before
 from data import ProblemError, write_atomic
 import memory
 from eval import EVAL_DECODING, evaluate, load_policies, markdown
@@ -139,10 +138,8 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen):
     lap("rollout")
 
     # Phase 2a: a^t for every completed turn, all before any scoring (the last turn's verdict goes unused).
-    jobs = [(e, turn) for e in episodes for turn in e.turns]
-    with ThreadPoolExecutor(args.workers) as pool:
-        atts = list(pool.map(lambda j: attribute_turn(j[0].problem, j[1].artefacts, timeout=rcfg.code_timeout), jobs))
-    per_episode = {id(e): [a for (e2, _), a in zip(jobs, atts) if e2 is e] for e in episodes}
+    per_episode = attribute_episodes(episodes, timeout=rcfg.code_timeout, workers=args.workers)
+    atts = [a for e in episodes for a in per_episode[id(e)]]
     lap("attribution")
 
     # Phase 2b: two teacher passes per response, on u~ = u (+) r (+) c^{<t} (Eq. 12) with r = r_i and kappa(r_i).
@@ -178,7 +175,7 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen):
                    "teacher": sum(len(it["ctx_t"]) + len(it["ctx_c"]) + 2 * len(it["resp"].tokens) for it in items)}
     m["roles"] = role_stats(items) if items else {}
     m["turns_per_episode"] = sum(len(e.turns) for e in episodes) / len(episodes)
-    m["conflict_rate"] = sum(not t.agree for e in episodes for t in e.turns) / max(1, len(jobs))
+    m["conflict_rate"] = sum(not t.agree for e in episodes for t in e.turns) / max(1, len(atts))
     m["stopped"] = {k: sum(e.stopped == k for e in episodes) for k in sorted({e.stopped for e in episodes})}
     m["outcomes"] = {k: sum(a.outcome == k for a in atts) for k in sorted({a.outcome for a in atts})}
 

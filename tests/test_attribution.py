@@ -221,3 +221,18 @@ def test_verdicts_before():
     for t in (-1, 4):
         with pytest.raises(ValueError):
             verdicts_before(atts, t)
+
+
+def test_attribute_episodes_keeps_each_episodes_turns_in_order():
+    from rollout import Episode, Turn
+    math_p = {"id": "m", "domain": "math", "question": "What is 2 plus 2?", "answer": "4"}
+    code_turn = {"program": SUM_BAD, "test_input": "2 3\n", "test_output": "5\n", "program_output": "-1\n"}
+    eps = [Episode(math_p, [Turn(t, {}, {"derivation_answer": d, "program_answer": "4"}, False)
+                            for t, d in enumerate(["5", "4"])]),
+           Episode(SUM, [Turn(0, {}, code_turn, False), Turn(1, {}, {**code_turn, "program": SUM_OK,
+                                                                    "program_output": "5\n"}, True)]),
+           Episode(math_p, [])]
+    got = attribution.attribute_episodes(eps, timeout=T, workers=3)
+    assert set(got) == {id(e) for e in eps} and got[id(eps[2])] == []
+    assert [a.outcome for a in got[id(eps[0])]] == ["DERIVATION_INCONSISTENT", "BOTH_CONSISTENT"]
+    assert [a.checks["program_correct"] for a in got[id(eps[1])]] == [False, True]

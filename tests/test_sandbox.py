@@ -122,6 +122,22 @@ print(os.getuid(), os.read(r, 100).decode())
 
 
 @needs_root
+def test_uid_kill_helper_runs_only_when_a_process_of_the_uid_is_left(monkeypatch):
+    import sandbox
+    assert sandbox._uid_alive(os.getuid()) and not sandbox._uid_alive(sandbox.UID_RANGE[1] + 1)
+    helpers = []
+    real_run = sandbox.subprocess.run
+    monkeypatch.setattr(sandbox.subprocess, "run", lambda argv, **kw: helpers.append(argv) or real_run(argv, **kw))
+    assert run_program("print(2)").stdout == "2\n" and helpers == []  # nothing left: no helper process
+    src = ("import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid(); os.write(w, b'x'); time.sleep(60)\n"
+           "os.read(r, 1)\nprint(os.getuid())")
+    r = run_program(src, timeout=3)
+    assert r.ok, r.error
+    assert len(helpers) == 1  # the child that left the group is found, so the helper kills it
+    _assert_all_dead(int(r.stdout), [])
+
+
+@needs_root
 def test_process_cap_bounds_forks():
     src = """
 import os, time

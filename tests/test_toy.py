@@ -141,3 +141,28 @@ def test_ablation_trains_three_variants_and_tables_four_systems(tmp_path, small_
         assert {"acc_code", "acc_math", "exchange_penalty_code", "exchange_penalty_math"} <= set(m)
     assert results["untrained"]["exchange_penalty_code"]["mean"] == 0  # one model in both seats
     assert "Table 2 analogue" in capsys.readouterr().out
+
+
+def test_diagnose_tables_turns_openings_and_advantages(small_toy):
+    import diagnose
+    from eval import EVAL_DECODING
+    from models import load_model
+    from toy import resolve
+    cache, _ = small_toy
+    student, tok = load_model(resolve("toy", cache))
+    teacher, _ = load_model(resolve("toy-teacher", cache))
+    policies = {r: student for rs in ROLES.values() for r in rs}
+    problems = toy_problems("test")[::25]
+    cfg = RolloutConfig(max_new_tokens=6, **{**EVAL_DECODING, "max_turns": 2})
+    table = diagnose.turn_table(problems, policies, tok, 0, cfg)
+    assert set(table) == {"coder", "tester", "reasoner", "tool_user"}
+    for role, row in table.items():
+        domain = next(d for d, rs in ROLES.items() if role in rs)
+        assert row[0][1] == sum(p["domain"] == domain for p in problems)  # every episode has a turn 0
+        assert all(0 <= right <= n for right, n in row) and [n for _, n in row] == sorted((n for _, n in row), reverse=True)
+    probs = diagnose.opening_probabilities(policies, tok, toy_problems("train"), n=3)
+    assert set(probs) == {"tool_user", "reasoner"} and all(0 <= p <= 1 for p in probs.values())
+    adv = diagnose.advantage_breakdown(policies, teacher, tok, problems, seed=0)
+    responses = sum(n for (_, _, kind), (_, n) in adv.items() if kind == "opening")
+    assert responses >= 2 * len(problems)  # one opening token per response, two responses per turn
+    assert all(kind in ("opening", "digit", "other") for _, _, kind in adv)
