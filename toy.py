@@ -19,9 +19,8 @@ would bring), both of one shape (SHAPE):
     of the examples, a contrast condition with the response the contrast role would write.
 
 What it shows: the RAS and PAC mechanisms operating on real token-level teacher signals through the real code,
-and their measured effect on accuracy, revise-iff-wrong and seat exchange (README: in this world they do not yet
-help: the untrained team's math score comes from an answer swap that partial training breaks, and the
-teacher's largest signals, on digits, do not favour copying). What it cannot show: anything about scale,
+and their measured effect on accuracy, revise-iff-wrong and seat exchange (in this world they do not yet help;
+the README's toy-world section gives what we measured and why, and diagnose.py reproduces it). What it cannot show: anything about scale,
 natural-language reasoning, or real benchmarks. Nothing here gives the students a verdict, a reference value or
 a role condition, nor the teacher a reference value: the simulator only shapes the starting checkpoints.
 """
