@@ -78,7 +78,8 @@ def advantage_breakdown(policies, teacher, tok, problems, seed=0):
         a_opd = lp_t.float() - torch.tensor(x.logprobs)                                  # (L,) Eq. 8
         for k, tid in enumerate(x.tokens):
             text = tok.decode([tid]).strip().lstrip("-")
-            key = (r, "turn 0" if t.t == 0 else "later", "opening" if k == 0 else "digit" if text.isdigit() else "other")
+            kind = "opening" if k == 0 else "digit" if text.isdigit() else "other"
+            key = (r, "turn 0" if t.t == 0 else "later", kind)
             out[key][0] += a_opd[k].item()
             out[key][1] += 1
     return dict(out)

@@ -21,8 +21,9 @@ would bring), both of one shape (SHAPE):
 What it shows: the RAS and PAC mechanisms operating on real token-level teacher signals through the real code,
 and their measured effect on accuracy, revise-iff-wrong and seat exchange (in this world they do not yet help;
 the README's toy-world section gives what we measured and why; diagnose.py measures most of it). What it cannot
-show: anything about scale, natural-language reasoning, or real benchmarks. Nothing here gives the students a verdict, a reference value or
-a role condition, nor the teacher a reference value: the simulator only shapes the starting checkpoints.
+show: anything about scale, natural-language reasoning, or real benchmarks. Nothing here gives the students a
+verdict, a reference value or a role condition, nor the teacher a reference value: the simulator only shapes the
+starting checkpoints.
 """
 import copy
 import math

@@ -159,7 +159,8 @@ def test_diagnose_tables_turns_openings_and_advantages(small_toy):
     for role, row in table.items():
         domain = next(d for d, rs in ROLES.items() if role in rs)
         assert row[0][1] == sum(p["domain"] == domain for p in problems)  # every episode has a turn 0
-        assert all(0 <= right <= n for right, n in row) and [n for _, n in row] == sorted((n for _, n in row), reverse=True)
+        counts = [n for _, n in row]
+        assert all(0 <= right <= n for right, n in row) and counts == sorted(counts, reverse=True)
     probs = diagnose.opening_probabilities(policies, tok, toy_problems("train"), n=3)
     assert set(probs) == {"tool_user", "reasoner"} and all(0 <= p <= 1 for p in probs.values())
     adv = diagnose.advantage_breakdown(policies, teacher, tok, problems, seed=0)
