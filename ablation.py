@@ -1,6 +1,6 @@
 """The ablation of Table 2 (§4.3) in the toy world, plus the coordination analysis of Figs. 3-4.
 
-    python ablation.py                                # the toy preset; about 20 minutes on 2 CPU cores
+    python ablation.py                                # the toy preset; about half an hour on 2 CPU cores
     python ablation.py --steps 4 --eval-seeds 7       # a quick look
 
 Trains, from the same base students with the same training seed, MAS-OPD, w/o RAS (lambda = 0) and w/o PAC

@@ -286,8 +286,9 @@ def attribute_turn(problem: dict, artefacts: dict, *, timeout: float = 30.0) -> 
 
 
 def attribute_episodes(episodes, *, timeout: float = 30.0, workers: int = 4) -> dict:
-    """a^t of every turn of every episode (rollout.Episode), `workers` turns at a time: most of a code turn's
-    cost is waiting on sandboxed runs. Returns {id(episode): [Attribution of turn 0, 1, ...]}."""
+    """a^t (Eq. 11) of every turn of every episode (rollout.Episode): Alg. 1 Phase 2a, also used by evaluation.
+    `workers` turns at a time, since most of a code turn's cost is waiting on sandboxed runs.
+    Returns {id(episode): [Attribution of turn 0, 1, ...]}."""
     jobs = [(e, turn) for e in episodes for turn in e.turns]
     with ThreadPoolExecutor(max(1, workers)) as pool:
         atts = list(pool.map(lambda j: attribute_turn(j[0].problem, j[1].artefacts, timeout=timeout), jobs))

@@ -18,6 +18,7 @@ import torch
 
 from attribution import verdicts_before
 from eval import EVAL_DECODING, WRONG_CHECK, load_policies, run_team
+from loss import opd_advantage
 from models import load_model
 from rollout import ROLES, RolloutConfig, build_context
 from teacher import score, teacher_context
@@ -27,7 +28,8 @@ OPENINGS = {"tool_user": "I keep my program.", "reasoner": "I revise my answer.\
 
 
 def turn_table(problems, policies, tok, seed, cfg):
-    """{role: [[right, n] at turn 0, [right, n] at turn 1, ...]} over one run_episodes pass (eval.run_team)."""
+    """{role: [[right, n] at turn 0, [right, n] at turn 1, ...]} over one run_episodes pass (eval.run_team): the
+    per-turn view behind revise-iff-wrong and turns to agreement (§4.4, Fig. 4)."""
     episodes, atts = run_team(problems, policies, tok, seed, cfg)
     table = defaultdict(list)
     for e in episodes:
@@ -44,7 +46,8 @@ def turn_table(problems, policies, tok, seed, cfg):
 def opening_probabilities(policies, tok, problems, n=120, seed=0):
     """{role: mean probability} that the first token of the role's turn-1 response begins OPENINGS[role], over n
     simulated role-blind states (student contexts) whose turn 0 had the Reasoner wrong and the Tool-User right.
-    Only whole first tokens count (the phrase tokenizer writes each opening as one token)."""
+    Only whole first tokens count (the phrase tokenizer writes each opening as one token). The decision that
+    revise-iff-wrong scores (§4.4, Fig. 4a), read from the policy instead of from sampled episodes."""
     rng, states = random.Random(seed), []
     math = [p for p in problems if p["domain"] == "math"]
     while len(states) < n:
@@ -66,16 +69,16 @@ def opening_probabilities(policies, tok, problems, n=120, seed=0):
 
 
 def advantage_breakdown(policies, teacher, tok, problems, seed=0):
-    """{(role, 'turn 0' | 'later', 'opening' | 'digit' | 'other'): [sum of A^OPD, tokens]} on the students' samples
-    (training temperature 1) of `problems`; the teacher scores each response under its own role with the verdicts
-    of earlier turns (PAC), as train.py does."""
+    """{(role, 'turn 0' | 'later', 'opening' | 'digit' | 'other'): [sum of A^OPD (Eq. 8), tokens]} on the
+    students' samples (training temperature 1) of `problems`; the teacher scores each response under its own role
+    with the verdicts of earlier turns (PAC, Eq. 12), as train.py does."""
     cfg = RolloutConfig(max_new_tokens=48, temperature=1.0, top_p=1.0, top_k=0)
     episodes, atts = run_team(problems, policies, tok, seed, cfg)
     items = [(e, t, r, x) for e in episodes for t in e.turns for r, x in t.responses.items()]
     ctxs = [teacher_context(tok, x.context, r, verdicts_before(atts[id(e)], t.t)) for e, t, r, x in items]
     out = defaultdict(lambda: [0.0, 0])
     for (e, t, r, x), lp_t in zip(items, score(teacher, ctxs, [x.tokens for *_, x in items])):
-        a_opd = lp_t.float() - torch.tensor(x.logprobs)                                  # (L,) Eq. 8
+        a_opd = opd_advantage(lp_t.float(), torch.tensor(x.logprobs))                     # (L,) Eq. 8
         for k, tid in enumerate(x.tokens):
             text = tok.decode([tid]).strip().lstrip("-")
             kind = "opening" if k == 0 else "digit" if text.isdigit() else "other"

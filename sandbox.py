@@ -130,9 +130,10 @@ def _signal_group(pid: int) -> None:
 
 
 def _uid_alive(uid: int) -> bool:
-    """Does any process run under uid (real, effective, saved or fs uid)? Only a process of that uid can create
-    another one (the uid is this run's alone), so once none is left none can appear: the kill helper, a process
-    start that costs more than a short program's run, is needed only when this finds one."""
+    """Does any process run under uid (real, effective, saved or fs uid)? Part of the cleanup after each
+    stateless run (App. D.6.1). Only a process of that uid can create another one (the uid is this run's alone),
+    so once none is left none can appear: the kill helper, a process start that costs more than a short
+    program's run, is needed only when this finds one."""
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue

@@ -10,8 +10,8 @@ import train
 from tests.test_workflows import APPLES, SUM
 from toy import make_tokenizer, tiny_model
 
-FAST = ["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--max-new-tokens", "6", "--max-turns", "2", "--batch", "2", "--mini-batch", "1", "--micro-batch", "3",
-        "--lr", "1e-3", "--workers", "2"]
+FAST = ["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--max-new-tokens", "6", "--max-turns", "2",
+        "--batch", "2", "--mini-batch", "1", "--micro-batch", "3", "--lr", "1e-3", "--workers", "2"]
 
 
 @pytest.fixture(scope="module")
