@@ -150,7 +150,8 @@ def _uid_alive(uid: int) -> bool:
 def _kill_everything(proc: subprocess.Popen, uid: int | None) -> None:
     """SIGKILL the program's process group and, with a uid drop, every process of that uid; reap the main one."""
     _signal_group(proc.pid)
-    if uid is not None and _uid_alive(uid):  # not root: no uid of its own, the group kill is all we can do
+    # uid None (not root): no uid of its own, the group kill is all we can do; none of the uid left: none to kill
+    if uid is not None and _uid_alive(uid):
         # a helper process under the same uid sends kill(-1): reaches processes that setsid()-ed away too.
         # subprocess instead of os.fork: forking a multi-threaded parent in Python code is not safe.
         subprocess.run([_interpreter(), "-I", "-S", "-c", _KILL_UID, str(uid)], env=_env("/"), cwd="/",
