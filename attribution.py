@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import math_verify
 
-from sandbox import outputs_match, run_case, run_cases
+from sandbox import is_error, outputs_match, run_case, run_cases
 
 # We disable math-verify's signal-based timeouts on purpose (see answers_equivalent); silence its warning
 # about that, which it would print on every call.
@@ -201,8 +201,7 @@ def attribute_code(problem: dict, program: str | None, test_case: tuple[str, str
                              None)) is not None:
             test_correct = outputs_match(fmt, golden["output"], declared_output)
         elif program_correct:  # a crash of the verified program on that input = not ok, as above
-            test_correct = (not program_output.startswith("error: ")
-                            and outputs_match(fmt, program_output, declared_output))
+            test_correct = not is_error(program_output) and outputs_match(fmt, program_output, declared_output)
         else:
             test_correct = None
 
@@ -256,8 +255,7 @@ def attribute_math(problem: dict, derivation_answer: str | None, program_answer:
     text could contain a number, e.g. a timeout in seconds)."""
     reference = problem["answer"]
     derivation_correct = answers_equivalent(derivation_answer, reference)
-    crashed = program_answer is not None and program_answer.startswith("error: ")
-    program_correct = not crashed and answers_equivalent(program_answer, reference)
+    program_correct = not is_error(program_answer) and answers_equivalent(program_answer, reference)
     shown_derived = "[none: no answer after '####']" if derivation_answer is None else _show(derivation_answer)
     shown_printed = "[none: no printed result]" if program_answer is None else _show(program_answer)
     observation = f"The derivation reported {shown_derived} and the program printed {shown_printed}."
@@ -278,11 +276,11 @@ def verdicts_before(attributions: list[Attribution], t: int) -> list[str]:
 
 def attribute_turn(problem: dict, artefacts: dict, *, timeout: float = 30.0) -> Attribution:
     """a^t for one completed turn of rollout.py, read from what its environment recorded [Eq. 11]."""
-    a = artefacts
     if problem["domain"] == "math":
-        return attribute_math(problem, a["derivation_answer"], a["program_answer"])
-    case = None if a["test_input"] is None else (a["test_input"], a["test_output"])
-    return attribute_code(problem, a["program"], case, program_output=a["program_output"], timeout=timeout)
+        return attribute_math(problem, artefacts["derivation_answer"], artefacts["program_answer"])
+    case = None if artefacts["test_input"] is None else (artefacts["test_input"], artefacts["test_output"])
+    return attribute_code(problem, artefacts["program"], case, program_output=artefacts["program_output"],
+                          timeout=timeout)
 
 
 def attribute_episodes(episodes, *, timeout: float = 30.0, workers: int = 4) -> dict:
@@ -293,6 +291,6 @@ def attribute_episodes(episodes, *, timeout: float = 30.0, workers: int = 4) -> 
     with ThreadPoolExecutor(max(1, workers)) as pool:
         atts = list(pool.map(lambda j: attribute_turn(j[0].problem, j[1].artefacts, timeout=timeout), jobs))
     out = {id(e): [] for e in episodes}
-    for (e, _), a in zip(jobs, atts):
-        out[id(e)].append(a)
+    for (e, _), att in zip(jobs, atts):
+        out[id(e)].append(att)
     return out

@@ -15,7 +15,7 @@ the argument list and of the expected return value; `solution` (optional, may be
 program. Reference answers, golden tests and solutions are read by the verifier only (App. D.6.1, App. F.6):
 no agent context is ever built from them.
 
-Benchmark and hub datasets are converted into this schema by loaders.py.
+Benchmark and hub datasets are converted into this schema by tools/loaders.py.
 """
 import ast
 import json

@@ -1,10 +1,10 @@
 """Evaluation and the paper's analysis (§4.2-4.4, App. D.5, App. G.2).
 
-    python eval.py --run runs/default                 # a trained run (its checkpoint/ policies in their seats)
-    python eval.py --student toy                      # untrained students (one base model in every seat)
-    python eval.py --single-agent DIR                 # one model alone, one turn (SA+ST, e.g. the teacher)
+    python eval.py --problems FILE --run runs/default     # a trained run (its checkpoint/ policies in their seats)
+    python eval.py --problems FILE --student DIR          # untrained students (one base model in every seat)
+    python eval.py --problems FILE --single-agent DIR     # one model alone, one turn (SA+ST, e.g. the teacher)
 
-Problems: the toy world's held-out split by default (--problems toy), or any problem file (data.py).
+Problems: any problem file (data.py), e.g. examples/problems.jsonl or a benchmark converted by tools/loaders.py.
 Evaluation decoding (App. D.5): temperature 0.6, top-p 0.95, top-k 20, T = 4, over several seeds, mean +- std.
 Reports team accuracy / Pass@1 per domain and, for teams: the exchange penalty (Fig. 3a), the revise-iff-wrong
 rate per role with its two failure modes (Fig. 4a-b), turns to agreement (Fig. 4c); optionally the token-level
@@ -12,6 +12,7 @@ role-advantage heat map of App. G.2 as one HTML file. A Markdown table on stdout
 The verifier scores; no model ever sees a verdict here.
 """
 import argparse
+import dataclasses
 import html
 import json
 import os
@@ -21,21 +22,20 @@ import sys
 import torch
 
 from attribution import answers_equivalent, attribute_episodes
-from data import ProblemError, write_atomic
+from data import ProblemError, load_problems, write_atomic
 from models import load_model
-from rollout import ROLES, Generation, RolloutConfig, run_episodes, stop_ids_of
-from teacher import KAPPA, score, teacher_context
-from toy import load_problem_set, resolve
+from rollout import ROLES, rollout_config, run_episodes, stop_ids_of
+from sampler import Generation
+from teacher import KAPPA, score, teacher_contexts
 
 EVAL_DECODING = dict(temperature=0.6, top_p=0.95, top_k=20, max_turns=4)  # App. D.5
-SWAP = {"coder": "tester", "tester": "coder", "reasoner": "tool_user", "tool_user": "reasoner"}
 ARTEFACT = {"coder": ("program",), "tester": ("test_input", "test_output"), "reasoner": ("derivation_answer",),
             "tool_user": ("program",)}
 WRONG_CHECK = {"coder": "program_correct", "tester": "test_correct", "reasoner": "derivation_correct",
                "tool_user": "program_correct"}
 
 
-def _norm(value):
+def _squash_spaces(value):
     """Artefacts compared for 'revised': whitespace-insensitive text (§10.12 leaves text vs semantic open)."""
     return None if value is None else " ".join(value.split())
 
@@ -64,7 +64,7 @@ def revision_stats(episodes, atts_of):
                 if ok is None:
                     continue
                 before, after = e.turns[t].artefacts, e.turns[t + 1].artefacts
-                revised = any(_norm(before[k]) != _norm(after[k]) for k in ARTEFACT[role])
+                revised = any(_squash_spaces(before[k]) != _squash_spaces(after[k]) for k in ARTEFACT[role])
                 s = stats.setdefault(role, {"n": 0, "success": 0, "revised_when_right": 0, "kept_when_wrong": 0})
                 s["n"] += 1
                 s["success"] += revised == (not ok)
@@ -102,7 +102,7 @@ def single_agent_metrics(problems, model, tok, seed, cfg):
     stop = stop_ids_of(tok)[0]
     silent = lambda prompts: Generation([[stop] for _ in prompts], [[0.0] for _ in prompts])
     seats = {"coder": model, "tester": silent, "reasoner": model, "tool_user": silent}
-    one = RolloutConfig(**{**cfg.__dict__, "max_turns": 1, "math_final": "reasoner"})
+    one = dataclasses.replace(cfg, max_turns=1, math_final="reasoner")
     episodes, atts = run_team(problems, seats, tok, seed, one)
     m = {}
     for domain in ("code", "math"):
@@ -127,8 +127,9 @@ def evaluate(problems, policies, tok, seeds, cfg, exchange=True):
     own = []
     for seed in seeds:
         own.append(team_metrics(*run_team(problems, policies, tok, seed, cfg)))
-        if exchange:  # each policy plays its partner's seat and receives that seat's prompt (Fig. 3a)
-            m = team_metrics(*run_team(problems, {r: policies[SWAP[r]] for r in policies}, tok, seed, cfg))
+        if exchange:  # each policy plays its partner's seat (in a two-role team, kappa of its own role) and
+            # receives that seat's prompt (Fig. 3a)
+            m = team_metrics(*run_team(problems, {r: policies[KAPPA[r]] for r in policies}, tok, seed, cfg))
             own[-1].update({f"exchange_penalty_{d}": own[-1][f"acc_{d}"] - m[f"acc_{d}"]
                             for d in ("code", "math") if f"acc_{d}" in m})
     return mean_std(own)
@@ -138,7 +139,7 @@ def heatmap_html(teacher, tok, items, block=4, levels=11):
     """App. G.2: per-token A^role = l^(i) - l^(j) of chosen responses, averaged over blocks of `block` tokens
     and quantised into `levels` signed levels (the middle one ~ 0). items: (title, Response, role). One
     self-contained HTML page: blue = typical of the target role, red = of its teammate."""
-    ctx = [teacher_context(tok, r.context, c, None) for _, r, role in items for c in (role, KAPPA[role])]
+    ctx = [c for _, r, role in items for c in teacher_contexts(tok, r.context, (role, KAPPA[role]))]
     lps = score(teacher, ctx, [r.tokens for _, r, _ in items for _ in (0, 1)])
     rows, top = [], 1e-9
     for k, (title, resp, role) in enumerate(items):
@@ -196,32 +197,29 @@ def main(argv=None):
     who.add_argument("--run", help="a train.py output directory")
     who.add_argument("--student", help="untrained: this model in every seat")
     who.add_argument("--single-agent", help="this model alone, one turn (e.g. the teacher)")
-    ap.add_argument("--problems", default="toy", help="JSONL problem file (data.py), or 'toy': the toy world's "
-                    "held-out split")
+    ap.add_argument("--problems", required=True, help="JSONL problem file (schema: data.py)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--no-exchange", action="store_true", help="skip the seat-exchange evaluation")
     ap.add_argument("--heatmap", help="write the App. G.2 role-advantage heat map (needs --teacher) here")
-    ap.add_argument("--teacher", help="teacher for --heatmap")
+    ap.add_argument("--teacher", default="tiny-qwen3", help="teacher for --heatmap (a model spec as for --student)")
     ap.add_argument("--json", help="write all figures here")
-    ap.add_argument("--cache", default=".cache", help="where the toy world's models are built once ('toy', "
-                    "'toy-teacher')")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args(argv)
     print("config:", json.dumps(vars(args)))
     try:
-        problems = load_problem_set(args.problems, "test")
+        problems = load_problems(args.problems)
         roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
-        cfg = RolloutConfig(max_new_tokens=args.max_new_tokens, **EVAL_DECODING)
+        cfg = rollout_config(args, **EVAL_DECODING)
         if args.single_agent:
-            model, tok = load_model(resolve(args.single_agent, args.cache), seed=1)
+            model, tok = load_model(args.single_agent, seed=1)
             per_seed = [single_agent_metrics(problems, model.to(args.device), tok, s, cfg) for s in args.seeds]
             result = {f"single agent {args.single_agent}": mean_std(per_seed)}
         else:
             if args.run:
                 policies, tok = load_policies(os.path.join(args.run, "checkpoint"), roles, args.device)
             else:
-                model, tok = load_model(resolve(args.student, args.cache))
+                model, tok = load_model(args.student)
                 policies = {r: model.to(args.device) for r in roles}
             name = args.run or f"untrained {args.student}"
             result = {name: evaluate(problems, policies, tok, args.seeds, cfg, exchange=not args.no_exchange)}
@@ -230,7 +228,7 @@ def main(argv=None):
         sys.exit(2)
     print(markdown(result))
     if args.heatmap and not args.single_agent:
-        teacher, _ = load_model(resolve(args.teacher or "tiny-qwen3", args.cache), seed=1)
+        teacher, _ = load_model(args.teacher, seed=1)
         episodes, _ = run_team(problems, policies, tok, args.seeds[0], cfg)
         items = [(f"{e.problem['id']} turn {t.t + 1}", resp, role) for e in episodes for t in e.turns[:1]
                  for role, resp in t.responses.items()]

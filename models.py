@@ -1,6 +1,6 @@
 """Where the students and the teacher come from: one loader for every kind of model spec.
 
-    load_model("tiny-qwen3")                      # random tiny model + in-code tokenizer (toy.py): tests, demo
+    load_model("tiny-qwen3")                      # random tiny model + in-code byte tokenizer: tests, smoke runs
     load_model("runs/default/checkpoint/coder")   # a local transformers directory (save_pretrained)
     load_model("SmolLM2-135M-Instruct.Q4_1.gguf") # a GGUF file, de-quantized to plain weights
     load_model("Qwen/Qwen3-1.7B")                 # a hub id (needs the network, or the hub cache)
@@ -16,18 +16,69 @@ import os
 import re
 
 import torch
-
-from toy import make_tokenizer, tiny_model
+from tokenizers import Tokenizer, decoders, models as bpe, pre_tokenizers
+from transformers import (AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM,
+                          PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM)
 
 TINY = ("tiny-qwen3", "tiny-llama")
 THINK_OFF = "<think>\n\n</think>\n\n"  # what Qwen3's template appends with enable_thinking=False
 _HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")  # owner/name; anything else that is not on disk is a typo
 
 
+# ------------------------------------------------------------------------------ tiny models: tests and smoke runs
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
+
+# Qwen3's template reduced to what our prompts use: plain messages, a generation prompt, and the
+# no-thinking switch (an empty think block after the assistant header).
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+    "{%- endif %}"
+)
+
+
+def hf_tokenizer(tok):
+    """A `tokenizers` Tokenizer as a transformers tokenizer with Qwen3's special tokens and our chat template."""
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    hf.chat_template = CHAT_TEMPLATE
+    return hf
+
+
+def make_tokenizer():
+    """A 261-entry byte-level tokenizer: 256 byte symbols, then the five special tokens above."""
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    tok = Tokenizer(bpe.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(SPECIAL_TOKENS)
+    return hf_tokenizer(tok)
+
+
+def tiny_model(arch="qwen3", vocab_size=261, hidden=64, layers=2, heads=4, kv_heads=2, seed=0, **overrides):
+    """A randomly initialised Qwen3 (per-head q/k RMSNorm, GQA) or Llama (SmolLM2's family) model, fp32, eval mode."""
+    torch.manual_seed(seed)
+    common = dict(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=hidden * 3, num_hidden_layers=layers,
+                  num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=4096,
+                  tie_word_embeddings=True, bos_token_id=None, eos_token_id=2 + 256, pad_token_id=256)
+    common.update(overrides)
+    if arch == "qwen3":
+        model = Qwen3ForCausalLM(Qwen3Config(head_dim=hidden // heads, **common))
+    elif arch == "llama":
+        model = LlamaForCausalLM(LlamaConfig(**common))
+    else:
+        raise ValueError(f"tiny_model: unknown arch {arch!r} (expected 'qwen3' or 'llama')")
+    return model.float().eval()
+
+
+# ---------------------------------------------------------------------------------------- every kind of model spec
+
 def load_model(spec, *, seed=0, dtype=torch.float32, device="cpu"):
     """-> (model, tokenizer). spec: 'tiny-qwen3' | 'tiny-llama' (weights drawn from `seed`), a local
     transformers directory, a .gguf file, or a hub id. Raises ValueError with one line when it cannot."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     if spec in TINY:
         model, tok = tiny_model(spec.split("-")[1], layers=2, hidden=64, seed=seed), make_tokenizer()
     elif os.path.isfile(spec) and spec.endswith(".gguf"):
@@ -62,7 +113,6 @@ def _load_gguf(path, mtime):
     """De-quantize a GGUF file once per process (~30 s for a 135M model on 2 cores: transformers parses the
     file three times), so train.py's one-per-role student loads cost one conversion. Keeps one copy of the
     latest GGUF model in memory; `mtime` in the key notices a file that changed."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     missing = [p for p in ("gguf", "accelerate") if importlib.util.find_spec(p) is None]
     if missing:
         raise ValueError(f"model {path!r}: loading a GGUF file needs the package(s) {', '.join(missing)} "

@@ -1,185 +1,29 @@
-"""Phase 1 of Algorithm 1 (App. C): the students' joint rollout.
+"""Phase 1 of Algorithm 1 (App. C): the students' joint rollout in the two parallel, multi-turn workflows of
+App. D.6.1 (code: Coder + Tester; math: Reasoner + Tool-User), sampled with sampler.generate.
 
-Two parts, top to bottom:
-  1. `generate`: a hand-written KV-cached sampler over a transformers model's weights. It returns, per
-     sampled token, the student log-prob log pi_theta(y_k | x, y_<k) that Eq. 8 subtracts.
-  2. The two parallel, multi-turn workflows of App. D.6.1 (code: Coder + Tester; math: Reasoner + Tool-User).
+    python rollout.py                  # tiny random models on examples/problems.jsonl: every step of the protocol
+
+Top to bottom: the prompts (App. F.1-F.2) and how a student context is built from them; parsing of responses;
+the environment of each workflow (Table 3); the turn loop `run_episodes`; a command line that prints transcripts.
 """
 import argparse
 import json
 import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
 from attribution import answers_equivalent, attribute_turn
 from data import ProblemError, load_problems, write_atomic
 from models import load_model
-from sandbox import outputs_match, run_case, run_program
+from sampler import Generation, generate
+from sandbox import ERROR, is_error, outputs_match, run_case, run_program
 
 # ----------------------------------------------------------------------------------------------------------
-# 1. The sampler
-
-
-@dataclass
-class Generation:
-    tokens: list[list[int]]     # per prompt: the new token ids (a produced stop token is included)
-    logprobs: list[list[float]]  # same lengths: log-prob of each token under the unmodified model
-
-
-def _rotate_half(x):
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def _check_supported(model):
-    """Our forward re-implements the Llama/Qwen3 block; refuse anything we would silently get wrong."""
-    body = getattr(model, "model", None)
-    if body is None or not hasattr(body, "layers") or not hasattr(body, "rotary_emb"):
-        raise ValueError(f"generate: unsupported model {type(model).__name__} (need a Llama- or Qwen3-style CausalLM)")
-    if getattr(model.config, "use_sliding_window", False):
-        raise ValueError("generate: sliding-window attention is not implemented; set config.use_sliding_window=False")
-
-
-def _norm(module, x):
-    """The model's RMSNorm as one fused op (same formula; fewer kernel launches per decode step). The weight
-    follows x's dtype so that under bf16 autocast (fp32 master weights) the fused kernel still applies."""
-    return F.rms_norm(x, module.weight.shape, module.weight.to(x.dtype), module.variance_epsilon)
-
-
-def _forward(model, ids, cos, sin, mask, cache_k, cache_v, start):
-    """One forward over new tokens, writing their K/V into our cache.
-
-    ids: (B, S) token ids; cos, sin: (B, 1, S, D) RoPE tables at their positions; mask: (B, 1, S, start + S)
-    bool, True = may attend; cache_k/v: per layer (B, Hkv, Tmax, D); the new tokens occupy cache slots
-    [start, start + S). Returns the final hidden states (B, S, C).
-    """
-    body = model.model
-    B, S = ids.shape
-    x = body.embed_tokens(ids)                              # (B, S, C)
-    end = start + S
-    for i, layer in enumerate(body.layers):
-        attn = layer.self_attn
-        h = _norm(layer.input_layernorm, x)
-        q = attn.q_proj(h).view(B, S, -1, attn.head_dim)    # (B, S, H, D)
-        k = attn.k_proj(h).view(B, S, -1, attn.head_dim)    # (B, S, Hkv, D)
-        v = attn.v_proj(h).view(B, S, -1, attn.head_dim)
-        if hasattr(attn, "q_norm"):                         # Qwen3: RMSNorm per head, before RoPE
-            q, k = _norm(attn.q_norm, q), _norm(attn.k_norm, k)
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, D)
-        q = q * cos + _rotate_half(q) * sin
-        k = k * cos + _rotate_half(k) * sin
-        cache_k[i][:, :, start:end] = k
-        cache_v[i][:, :, start:end] = v
-        o = F.scaled_dot_product_attention(q, cache_k[i][:, :, :end], cache_v[i][:, :, :end], attn_mask=mask,
-                                           scale=attn.scaling, enable_gqa=True)  # (B, H, S, D)
-        x = x + attn.o_proj(o.transpose(1, 2).reshape(B, S, -1))
-        x = x + layer.mlp(_norm(layer.post_attention_layernorm, x))
-    return _norm(body.norm, x)
-
-
-def _sample(logits, temperature, top_p, top_k, generator):
-    """logits: (B, V) float32 -> (B,) token ids. temperature 0 = greedy."""
-    if temperature == 0:
-        return logits.argmax(dim=-1)
-    logits = logits / temperature
-    if top_k > 0:
-        kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-        probs = sorted_logits.softmax(dim=-1)
-        # keep a token while the mass strictly before it is < top_p, so the top token always survives
-        drop = (probs.cumsum(dim=-1) - probs) >= top_p
-        logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
-    # Inverse-CDF draw, one uniform per row: exact categorical sampling, and on CPU ~40x faster than
-    # torch.multinomial at Qwen3's 152k vocabulary. Zero-probability tokens are never drawn (side="right").
-    cdf = logits.softmax(dim=-1).cumsum(dim=-1)                                        # (B, V)
-    u = torch.rand(cdf.size(0), 1, generator=generator, device=cdf.device) * cdf[:, -1:]
-    return torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.size(-1) - 1).squeeze(1)
-
-
-@torch.inference_mode()
-def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_k=0, stop_ids=(), generator=None):
-    """Sample continuations of a batch of token-id prompts with our own KV cache.
-
-    model: a transformers Llama- or Qwen3-style CausalLM (its weights are used; its forward and cache are not).
-    prompts: list of B non-empty lists of token ids, any lengths (left-padded internally).
-    Sampling: temperature (0 = greedy), then top-k (0 = off), then top-p (1.0 = off), with `generator`.
-    A row stops after producing any id in `stop_ids` (that token is kept and scored) or after max_new_tokens.
-
-    Returns Generation(tokens, logprobs): per row the new ids and, for each, log_softmax of the model's raw
-    logits (temperature 1, no top-k/top-p) at that position. These are the student log-probs of Eq. 8 and the
-    ones training differentiates; when temperature != 1 or top-k/top-p are active they are NOT the
-    probabilities of the distribution the token was drawn from.
-    """
-    _check_supported(model)
-    if not prompts or any(len(p) == 0 for p in prompts):
-        raise ValueError("generate: prompts must be a non-empty list of non-empty token-id lists")
-    B, T = len(prompts), max(len(p) for p in prompts)
-    tokens, logprobs = [[] for _ in range(B)], [[] for _ in range(B)]
-    if max_new_tokens <= 0:
-        return Generation(tokens, logprobs)
-    param = next(model.parameters())
-    device = param.device
-    # Under autocast (bf16 compute over fp32 master weights) K and V come out in the autocast dtype: cache them
-    # so, at half the bytes of the weights' dtype.
-    dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else param.dtype
-    cfg = model.config
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    t_max = T + max_new_tokens
-    cache_k = [torch.zeros(B, cfg.num_key_value_heads, t_max, head_dim, device=device, dtype=dtype)
-               for _ in range(cfg.num_hidden_layers)]
-    cache_v = [torch.zeros_like(c) for c in cache_k]
-
-    # Left-pad so every row's next token lands in the same cache slot; pad slots are never attended to.
-    pad = torch.tensor([T - len(p) for p in prompts], device=device)                  # (B,)
-    ids = torch.tensor([[0] * (T - len(p)) + list(p) for p in prompts], device=device)  # (B, T)
-    slot = torch.arange(t_max, device=device)                                          # (Tmax,)
-    valid = slot[None, :] >= pad[:, None]                                              # (B, Tmax) real tokens
-    pos = (slot[None, :] - pad[:, None]).clamp(min=0)                                  # (B, Tmax)
-    # RoPE tables for every slot, once; the model's own rotary module, so its rope scaling applies.
-    cos, sin = model.model.rotary_emb(cache_k[0], pos)                                 # (B, Tmax, D) each
-    cos, sin = cos[:, None], sin[:, None]                                              # (B, 1, Tmax, D)
-    causal = slot[:T, None] >= slot[None, :T]                                          # (T, T)
-    # A pad query may see itself so that no row of the softmax is empty (an empty row gives NaN, and a NaN
-    # in a pad slot's K/V would leak into real rows through 0 * NaN).
-    mask = causal & (valid[:, None, :T] | torch.eye(T, dtype=torch.bool, device=device))  # (B, T, T)
-    h = _forward(model, ids, cos[:, :, :T], sin[:, :, :T], mask[:, None], cache_k, cache_v, 0)
-
-    stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
-    done = torch.zeros(B, dtype=torch.bool, device=device)
-    new_ids, new_lps = [], []
-    for step in range(max_new_tokens):
-        logits = model.lm_head(h[:, -1]).float()                                       # (B, V)
-        nxt = _sample(logits, temperature, top_p, top_k, generator)                    # (B,)
-        lp = logits.log_softmax(dim=-1).gather(1, nxt[:, None]).squeeze(1)             # (B,)
-        new_ids.append(torch.where(done, -1, nxt))
-        new_lps.append(lp)
-        done = done | torch.isin(nxt, stop)
-        if step == max_new_tokens - 1 or bool(done.all()):
-            break
-        cur = T + step                                                                 # this token's slot
-        h = _forward(model, nxt[:, None], cos[:, :, cur:cur + 1], sin[:, :, cur:cur + 1],
-                     valid[:, None, None, :cur + 1], cache_k, cache_v, cur)
-
-    # One device->host copy at the end instead of one per step.
-    ids_cpu, lps_cpu = torch.stack(new_ids, 1).tolist(), torch.stack(new_lps, 1).tolist()
-    for b in range(B):
-        for tok, lp in zip(ids_cpu[b], lps_cpu[b]):
-            if tok < 0:
-                break
-            tokens[b].append(tok)
-            logprobs[b].append(lp)
-    return Generation(tokens, logprobs)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# 2. The two parallel workflows (§2.1, App. D.6.1, App. F.1-F.2)
+# The two parallel workflows (§2.1, App. D.6.1, App. F.1-F.2)
 #
 # Each turn both agents answer the same state independently (neither sees the other's same-turn output); the
 # environment compares their artefacts; agreement ends the episode, otherwise both see the mismatch history and
@@ -261,7 +105,14 @@ class RolloutConfig:
     # choice falls back to the other answer when its own is missing.
     math_final: str = "reasoner"
     workers: int = 4                # episodes whose programs run at once
-    max_batch: int = 0              # prompts per generate call (0 = all of a turn at once); bounds the KV cache
+    rollout_chunk: int = 0          # prompts per generate call (0 = all of a turn at once); bounds the KV cache
+
+
+def rollout_config(args, **overrides):
+    """A RolloutConfig from a command line's parsed args: every field named like one of args' attributes (e.g.
+    --max-new-tokens), then `overrides` (e.g. the evaluation decoding); the rest keep their defaults."""
+    names = {f.name for f in fields(RolloutConfig)}
+    return RolloutConfig(**{**{k: v for k, v in vars(args).items() if k in names}, **overrides})
 
 
 @dataclass
@@ -303,33 +154,34 @@ class Episode:
 NO_PROGRAM = "(no program found in the response)"
 NO_TEST = "(no test case found in the response)"
 NO_ANSWER = '(no "####" answer found in the response)'
+NO_CODE_BLOCK = ERROR + "no ```python code block found in the response"  # the outcome when there is no program
 
 
 def _fence(text, lang=""):
     return f"```{lang}\n" + text.rstrip("\n") + "\n```"
 
 
-def history_entry(role, t, a):
+def history_entry(role, t, artefacts):
     """The mismatch-history entry of earlier turn t as `role` sees it: its own artefact in full and what the
     environment observed of its partner (App. F.1: the Coder sees its programs, the test inputs, expected and
     actual outputs; the Tester its test cases and the differing program output). Every past turn is shown."""
-    program, answer = a.get("program") or NO_PROGRAM, a.get("derivation_answer") or NO_ANSWER
+    program, answer = artefacts.get("program") or NO_PROGRAM, artefacts.get("derivation_answer") or NO_ANSWER
     if role in ("coder", "tester"):
-        test_in, test_out = a["test_input"], a["test_output"]
+        test_in, test_out = artefacts["test_input"], artefacts["test_output"]
         shown = {"test input": _fence(NO_TEST if test_in is None else test_in),
                  "expected output": _fence(NO_TEST if test_out is None else test_out),
-                 "program output": _fence(a["program_output"] or "(not run: there was no test case)")}
+                 "program output": _fence(artefacts["program_output"] or "(not run: there was no test case)")}
         if role == "coder":
             lines = ["Your program:", _fence(program, "python"), "Test input:", shown["test input"], "Expected output:",
                      shown["expected output"], "Your program's output:", shown["program output"]]
         else:
             lines = ["Your test input:", shown["test input"], "Your expected output:", shown["expected output"],
                      "The program's output:", shown["program output"]]
-    elif role == "reasoner":
-        lines = ["Your derivation:", a["derivation"].strip(), f"Your answer: {answer}",
-                 f"The program printed: {a['program_answer']}"]
+    elif role == "reasoner":  # App. F.2: prior derivation and answer, the teammate's program and its output
+        lines = ["Your derivation:", artefacts["derivation"].strip(), f"Your answer: {answer}", "The program:",
+                 _fence(program, "python"), f"It printed: {artefacts['program_answer']}"]
     else:
-        lines = ["Your program:", _fence(program, "python"), f"It printed: {a['program_answer']}",
+        lines = ["Your program:", _fence(program, "python"), f"It printed: {artefacts['program_answer']}",
                  f"The derivation's answer: {answer}"]
     return f"Turn {t + 1}:\n" + "\n".join(lines) + "\n\n"
 
@@ -370,16 +222,22 @@ def fit_context(segments, limit):
     return segs
 
 
-# Parsing rules (§10.5, our choices): a program is the last fenced block (any language tag), so a
-# revised program written after an old one wins; an unclosed fence (truncated response) yields no program. A
-# test case is the first fenced block after the last "Test Input:" and the first after the following
-# "Test Output:"; only one test case is read per turn.
-_FENCE = re.compile(r"```[\w+-]*[ \t]*\n(.*?)```", re.S)
+# Parsing rules (§10.5, our choices). A program is the last ```python block, so a revised program written after
+# an old one wins and an example-output block after the program is not taken for it; without a python-tagged
+# block, the first fenced block after the last "Code:" (the answer format's label); without that either, the
+# last fenced block of any tag. An unclosed fence (truncated response) yields no program. A test case is the
+# first fenced block after the last "Test Input:" and the first after the following "Test Output:"; only one
+# test case is read per turn.
+_FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.S)
 
 
 def extract_program(text):
-    blocks = _FENCE.findall(text)
-    return blocks[-1] if blocks and blocks[-1].strip() else None
+    """The program of a Coder or Tool-User response (rules above), or None."""
+    blocks = list(_FENCE.finditer(text))
+    python = [b for b in blocks if b.group(1).lower() in ("python", "py", "python3")]
+    after_label = [b for b in blocks if b.start() > text.rfind("Code:") >= 0]
+    chosen = python[-1] if python else after_label[0] if after_label else blocks[-1] if blocks else None
+    return chosen.group(2) if chosen is not None and chosen.group(2).strip() else None
 
 
 def extract_test_case(text):
@@ -391,7 +249,7 @@ def extract_test_case(text):
     inp, out = _FENCE.search(text, i, j), _FENCE.search(text, j)
     if inp is None or out is None:
         return None
-    return inp.group(1), out.group(1)
+    return inp.group(2), out.group(2)
 
 
 def extract_answer(text):
@@ -407,44 +265,45 @@ def printed_answer(result):
     if not result.ok:
         return result.error
     lines = [ln.strip() for ln in result.stdout.splitlines() if ln.strip()]
-    return lines[-1] if lines else "error: the program printed nothing"
+    return lines[-1] if lines else ERROR + "the program printed nothing"
 
 
 def code_env(problem, texts, cfg):
     """Run the Coder's program on the Tester's case (Table 3, run 1: the only outcome agents see). Golden tests
     are not run here: they belong to the verifier (attribution.py)."""
     program, case = extract_program(texts["coder"]), extract_test_case(texts["tester"])
-    a = {"program": program, "test_input": case and case[0], "test_output": case and case[1], "program_output": None}
+    artefacts = {"program": program, "test_input": case and case[0], "test_output": case and case[1],
+                 "program_output": None}
     if program is None:
-        a["program_output"] = "error: no ```python code block found in the response"
+        artefacts["program_output"] = NO_CODE_BLOCK
     elif case is not None:
         r = run_case(problem, program, case[0], timeout=cfg.code_timeout)
-        a["program_output"] = r.stdout if r.ok else r.error
-        return a, r.ok and outputs_match(problem["format"], r.stdout, case[1])
-    return a, False
+        artefacts["program_output"] = r.stdout if r.ok else r.error
+        return artefacts, r.ok and outputs_match(problem["format"], r.stdout, case[1])
+    return artefacts, False
 
 
 def math_env(problem, texts, cfg):
     """Parse the derivation's answer, run the program, compare the two with the symbolic verifier (App. D.6.1)."""
     program = extract_program(texts["tool_user"])
-    a = {"derivation": texts["reasoner"], "derivation_answer": extract_answer(texts["reasoner"]), "program": program}
+    artefacts = {"derivation": texts["reasoner"], "derivation_answer": extract_answer(texts["reasoner"]),
+                 "program": program}
     if program is None:
-        a["program_answer"] = "error: no ```python code block found in the response"
+        artefacts["program_answer"] = NO_CODE_BLOCK
     else:
-        a["program_answer"] = printed_answer(run_program(program, timeout=cfg.math_timeout))
-    agree = not a["program_answer"].startswith("error:") and answers_equivalent(a["derivation_answer"],
-                                                                                a["program_answer"])
-    return a, agree
+        artefacts["program_answer"] = printed_answer(run_program(program, timeout=cfg.math_timeout))
+    printed = artefacts["program_answer"]
+    return artefacts, not is_error(printed) and answers_equivalent(artefacts["derivation_answer"], printed)
 
 
 def final_answer(episode, cfg):
     """Eq. 17's submitted answer: the Coder's last program; for math see RolloutConfig.math_final."""
-    a = episode.turns[-1].artefacts if episode.turns else {}
+    artefacts = episode.turns[-1].artefacts if episode.turns else {}
     if episode.problem["domain"] == "code":
-        return a.get("program")
-    deriv = a.get("derivation_answer")
-    prog = a.get("program_answer")
-    prog = None if prog is None or prog.startswith("error:") else prog
+        return artefacts.get("program")
+    deriv = artefacts.get("derivation_answer")
+    prog = artefacts.get("program_answer")
+    prog = None if is_error(prog) else prog
     if cfg.math_final not in ("reasoner", "tool_user"):
         raise ValueError(f"RolloutConfig.math_final must be 'reasoner' or 'tool_user', got {cfg.math_final!r}")
     first, second = (deriv, prog) if cfg.math_final == "reasoner" else (prog, deriv)
@@ -488,9 +347,9 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, progre
         for model in {id(policies[r]): policies[r] for _, r, _ in jobs}.values():
             mine = [j for j in jobs if policies[j[1]] is model]
             prompts = [[i for s in c for i in s.ids] for _, _, c in mine]
-            step = cfg.max_batch or len(prompts)
+            step = cfg.rollout_chunk or len(prompts)
             gen = Generation([], [])
-            for lo in range(0, len(prompts), step):  # in rounds of at most max_batch prompts
+            for lo in range(0, len(prompts), step):  # in rounds of at most rollout_chunk prompts
                 if isinstance(model, torch.nn.Module):
                     part = generate(model, prompts[lo:lo + step], cfg.max_new_tokens, temperature=cfg.temperature,
                                     top_p=cfg.top_p, top_k=cfg.top_k, stop_ids=stops, generator=generator)
@@ -562,8 +421,7 @@ def main(argv=None):
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    cfg = RolloutConfig(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                        top_p=args.top_p, top_k=args.top_k, math_final=args.math_final)
+    cfg = rollout_config(args)
     torch.manual_seed(args.seed)
     gen = torch.Generator(device=next(model.parameters()).device).manual_seed(args.seed)
     roles = {r for p in problems for r in ROLES[p["domain"]]}

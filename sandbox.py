@@ -62,11 +62,18 @@ if os.getuid() == int(sys.argv[1]) != 0:
 
 _uids_in_use, _uids_lock = set(), threading.Lock()
 
+ERROR = "error: "  # every failed run's outcome starts with this; agents see it verbatim (App. D.6.1)
+
+
+def is_error(outcome: str | None) -> bool:
+    """Whether an outcome string (a program's output, printed answer or environment note) reports a failure."""
+    return outcome is not None and outcome.startswith(ERROR)
+
 
 @dataclass
 class RunResult:
     stdout: str          # captured stdout (up to MAX_STDOUT bytes), also whatever was flushed before an error
-    error: str | None    # None: exited 0 within the timeout; else one line "error: ..."
+    error: str | None    # None: exited 0 within the timeout; else one line starting with ERROR
 
     @property
     def ok(self) -> bool:
@@ -182,13 +189,13 @@ def _error_line(returncode: int, stderr: str) -> str:
     """One line for a failed run: last non-empty stderr line (traceback's exception), else signal/exit code."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     if lines:
-        return ("error: " + lines[-1])[:MAX_ERROR]
+        return (ERROR + lines[-1])[:MAX_ERROR]
     if returncode < 0:
         try:
-            return f"error: killed by signal {signal.Signals(-returncode).name}"
+            return f"{ERROR}killed by signal {signal.Signals(-returncode).name}"
         except ValueError:
-            return f"error: killed by signal {-returncode}"
-    return f"error: exit code {returncode}"
+            return f"{ERROR}killed by signal {-returncode}"
+    return f"{ERROR}exit code {returncode}"
 
 
 def run_program(source: str, stdin: str = "", *, timeout: float = 30.0, memory_mb: int = 1024,
@@ -232,7 +239,7 @@ def run_program(source: str, stdin: str = "", *, timeout: float = 30.0, memory_m
             ferr.seek(max(0, ferr.seek(0, os.SEEK_END) - 8192))  # the tail holds the exception line
             stderr = ferr.read().decode("utf-8", "replace")
         if timed_out:
-            return RunResult(stdout, f"error: timed out after {timeout:g} s")
+            return RunResult(stdout, f"{ERROR}timed out after {timeout:g} s")
         return RunResult(stdout, None if proc.returncode == 0 else _error_line(proc.returncode, stderr))
     finally:
         if uid is not None:

@@ -5,11 +5,12 @@ turn (attribution.py), then the frozen teacher scores every response twice, unde
 role condition (teacher.py); advantages A^RAS (Eq. 10); Phase 3 the loss of Eq. 13 (loss.py) updates each
 role's policy from its own responses, all policies synchronously. Verdicts and teacher scores are then dropped.
 
-    python train.py                                  # the toy preset (toy.py): build, evaluate, train, evaluate
-    python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3
-                                                     # tiny random models: every step of the protocol, seconds
-    python train.py --problems FILE --student DIR --teacher DIR --steps 150 --batch 128 --mini-batch 64 \
-        --micro-batch 8 --max-new-tokens 4096 --lr 1e-6  # the paper's schedule on real models
+    python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3 \
+        --batch 2 --max-new-tokens 32      # tiny random models: every phase of the protocol, seconds
+    python train.py --problems FILE --student DIR --teacher DIR   # the paper's schedule (defaults) on real models
+    python -m toy                          # the laptop demo: the toy world's models and problems through this file
+
+Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows them in brackets.
 """
 import argparse
 import copy
@@ -22,64 +23,59 @@ import shutil
 import sys
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass
 
 import torch
 from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
 from attribution import attribute_episodes, verdicts_before
-from data import ProblemError, write_atomic
-import memory
+from data import ProblemError, load_problems, write_atomic
 from eval import EVAL_DECODING, evaluate, load_policies, markdown
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
 from models import check_same_tokenizer, load_model
-from rollout import ROLES, RolloutConfig, run_episodes
-from teacher import KAPPA, score, sequence_logprobs, teacher_context
-from toy import load_problem_set, resolve
+from rollout import ROLES, Response, rollout_config, run_episodes
+from sampler import sequence_logprobs
+from teacher import KAPPA, score, teacher_contexts
 
 
 def get_args(argv=None):
     ap = argparse.ArgumentParser(description="MAS-OPD training (Algorithm 1). Paper values in brackets.")
-    a = ap.add_argument
-    a("--problems", default="toy", help="JSONL problem file (schema: data.py), or 'toy': the toy world's train "
-      "split")
-    a("--student", default="toy", help="toy | tiny-qwen3 | tiny-llama | local dir | .gguf | hub id [Qwen3-1.7B]")
-    a("--teacher", default="toy-teacher", help="toy-teacher | same choices as --student; a tiny random teacher is "
-      "drawn from seed+1 [Qwen3-14B]")
-    a("--eval-problems", default=None, help="held-out problems evaluated before and after training "
-      "(default: the toy world's test split when --problems toy, else none)")
-    a("--eval-seeds", type=int, nargs="+", default=[1000, 1001])
-    a("--no-eval", action="store_true", help="skip the evaluation before and after training")
-    a("--cache", default=".cache", help="where the toy world's models are built once")
-    a("--out", default="runs/default", help="metrics.jsonl and checkpoint/ go here")
-    a("--resume", action="store_true", help="continue from OUT/checkpoint")
-    a("--steps", type=int, default=20, help="[150]")
-    a("--batch", type=int, default=16, help="problems (episodes) per step [128]")
-    a("--mini-batch", type=int, default=8, help="episodes per optimizer update [64]")
-    a("--micro-batch", type=int, default=64, help="responses per forward/backward (gradient accumulation)")
-    a("--lam", type=float, default=0.1, help="lambda of Eq. 10; 0 = w/o RAS [0.1]")
-    a("--no-pac", action="store_true", help="teacher sees only the student-visible context (w/o PAC)")
-    a("--shared-policy", action="store_true", help="one student in every seat")
-    a("--lr", type=float, default=2e-4, help="toy preset; the paper's models: [1e-6]")
-    a("--weight-decay", type=float, default=0.01, help="[0.01]")
-    a("--grad-clip", type=float, default=1.0, help="[1.0]")
-    a("--max-turns", type=int, default=4, help="[4]")
-    a("--max-new-tokens", type=int, default=48, help="student response limit [4096]")
-    a("--max-prompt-tokens", type=int, default=8192, help="student prompt limit [8192]")
-    a("--teacher-max-prompt-tokens", type=int, default=12288, help="teacher prompt limit [12288]")
-    a("--teacher-batch-tokens", type=int, default=16384, help="padded tokens per teacher forward")
-    a("--temperature", type=float, default=1.0, help="[1.0]")
-    a("--top-p", type=float, default=1.0, help="[1.0]")
-    a("--top-k", type=int, default=0, help="0 = off [off]")
-    a("--precision", choices=("fp32", "bf16"), default=None, help="default: bf16 on GPU, fp32 on CPU")
-    a("--grad-checkpointing", action="store_true")
-    a("--rollout-chunk", type=int, default=0, help="prompts per generate call, 0 = all (bounds the KV cache)")
-    a("--teacher-offload", action="store_true", help="keep the teacher on the CPU except while it scores")
-    a("--dry-run", action="store_true", help="print the memory plan (memory.py) for these settings and exit")
-    a("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    a("--workers", type=int, default=4, help="sandbox runs at once")
-    a("--save-every", type=int, default=1, help="steps between checkpoints (and always at the end)")
-    a("--seed", type=int, default=0)
+    add = ap.add_argument
+    add("--problems", required=True, help="JSONL problem file (schema: data.py)")
+    add("--student", required=True, help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id [Qwen3-1.7B]")
+    add("--teacher", required=True, help="same choices as --student; a tiny random teacher is drawn from seed+1 "
+      "[Qwen3-14B]")
+    add("--eval-problems", default=None, help="held-out problems evaluated before and after training")
+    add("--eval-seeds", type=int, nargs="+", default=[1000, 1001])
+    add("--out", default="runs/default", help="metrics.jsonl and checkpoint/ go here")
+    add("--resume", action="store_true", help="continue from OUT/checkpoint")
+    add("--steps", type=int, default=150, help="[150]")
+    add("--batch", type=int, default=128, help="problems (episodes) per step [128]")
+    add("--mini-batch", type=int, default=64, help="episodes per optimizer update [64]")
+    add("--micro-batch", type=int, default=8, help="responses per forward/backward (gradient accumulation)")
+    add("--lam", type=float, default=0.1, help="lambda of Eq. 10; 0 = w/o RAS [0.1]")
+    add("--no-pac", action="store_true", help="teacher sees only the student-visible context (w/o PAC)")
+    add("--shared-policy", action="store_true", help="one student in every seat")
+    add("--lr", type=float, default=1e-6, help="[1e-6]")
+    add("--weight-decay", type=float, default=0.01, help="[0.01]")
+    add("--grad-clip", type=float, default=1.0, help="[1.0]")
+    add("--max-turns", type=int, default=4, help="[4]")
+    add("--max-new-tokens", type=int, default=4096, help="student response limit [4096]")
+    add("--max-prompt-tokens", type=int, default=8192, help="student prompt limit [8192]")
+    add("--teacher-max-prompt-tokens", type=int, default=12288, help="teacher prompt limit [12288]")
+    add("--teacher-batch-tokens", type=int, default=16384, help="padded tokens per teacher forward")
+    add("--temperature", type=float, default=1.0, help="[1.0]")
+    add("--top-p", type=float, default=1.0, help="[1.0]")
+    add("--top-k", type=int, default=0, help="0 = off [off]")
+    add("--precision", choices=("fp32", "bf16"), default=None, help="default: bf16 on GPU, fp32 on CPU")
+    add("--grad-checkpointing", action="store_true")
+    add("--rollout-chunk", type=int, default=0, help="prompts per generate call, 0 = all (bounds the KV cache)")
+    add("--teacher-offload", action="store_true", help="keep the teacher on the CPU except while it scores")
+    add("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    add("--workers", type=int, default=4, help="sandbox runs at once")
+    add("--save-every", type=int, default=1, help="steps between checkpoints (and always at the end)")
+    add("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     args.precision = args.precision or ("bf16" if args.device.startswith("cuda") else "fp32")
     for name in ("steps", "batch", "mini_batch", "micro_batch", "max_turns", "max_new_tokens", "save_every"):
@@ -100,137 +96,177 @@ def batch_for_step(problems, step, batch, seed):
     return out
 
 
-def peak_memory_mb(device):
-    if device.startswith("cuda"):
-        return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+@dataclass
+class Scored:
+    """One student response on its way through Phases 2 and 3. Per-token tensors have shape (L,), L = its tokens."""
+    episode: int                 # its episode's index in the step's batch (Eq. 13 averages per episode)
+    role: str                    # its author's role: its gradient goes to policies[role] only
+    response: Response           # the student's context x_i^t and its sampled tokens y_i^t
+    ctx_target: list             # u~ with the target role's condition r_i (Eq. 12), token ids
+    ctx_contrast: list           # u~ with the contrast role's condition kappa(r_i) (Eq. 23), token ids
+    lp_student: torch.Tensor     # log pi_theta_i(y_k | x, y_<k) kept from the sampler (App. C)
+    lp_target: torch.Tensor = None    # l^(i)_k, the teacher under r_i (Eq. 7)
+    lp_contrast: torch.Tensor = None  # l^(j)_k, the teacher under r_j, j = kappa(i)
+    adv: torch.Tensor = None          # A^RAS_k (Eq. 10), detached
 
 
-def role_stats(items):
-    """Per role: token means of A^OPD, A^role and the sampled reverse-KL estimate log pi_theta - log pi_T."""
-    out = {}
-    for role in sorted({it["role"] for it in items}):
-        mine = [it for it in items if it["role"] == role]
-        lp_s, lp_t, lp_c = (torch.cat([it[k] for it in mine]) for k in ("lp_s", "lp_t", "lp_c"))
-        out[role] = {"a_opd": opd_advantage(lp_t, lp_s).mean().item(),
-                     "a_role": role_advantage(lp_t, lp_c).mean().item(),
-                     "reverse_kl": (lp_s - lp_t).mean().item(), "responses": len(mine), "tokens": len(lp_s)}
-    return out
+def stopwatch():
+    """-> lap(): seconds since the previous lap (or the start), to the millisecond."""
+    last = [time.perf_counter()]
+
+    def lap():
+        now = time.perf_counter()
+        seconds, last[0] = now - last[0], now
+        return round(seconds, 3)
+    return lap
+
+
+def autocast(args):
+    """bf16 compute over the fp32 master weights, or nothing."""
+    if args.precision != "bf16":
+        return nullcontext()
+    return torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16)
 
 
 def train_step(step, problems, policies, optims, teacher, tok, args, gen):
-    """One iteration of Algorithm 1. Returns the step's metrics; the caller decides what to save."""
-    m = {"step": step, "seconds": {}, "tokens": {}}
-    amp = torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16) if args.precision == "bf16" else nullcontext()
-    rcfg = RolloutConfig(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                         max_prompt_tokens=args.max_prompt_tokens, top_p=args.top_p, top_k=args.top_k,
-                         workers=args.workers, max_batch=args.rollout_chunk)
-    clock = time.perf_counter()
+    """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes -> advantages -> update.
+    Returns the step's metrics; the caller decides what to save."""
+    lap, cfg = stopwatch(), rollout_config(args)
+    with autocast(args):  # Phase 1: joint rollout, students only
+        episodes = run_episodes(batch_for_step(problems, step, args.batch, args.seed), policies, tok, cfg, gen)
+    seconds = {"rollout": lap()}
+    # Phase 2a: a^t of every completed turn, all before any scoring (the last turn's verdict goes unused)
+    attributions = attribute_episodes(episodes, timeout=cfg.code_timeout, workers=args.workers)
+    seconds["attribution"] = lap()
+    items, overlong = teacher_inputs(episodes, attributions, tok, args)          # u~ under r_i and kappa(r_i)
+    with autocast(args):
+        score_both_passes(items, teacher, args)                                  # Phase 2b: Eq. 7, twice
+    for it in items:                                                             # Eq. 10, sampler log-probs
+        it.adv = ras_advantage(it.lp_target, it.lp_contrast, it.lp_student, args.lam)
+    seconds["teacher"] = lap()
+    metrics = {"step": step, **rollout_metrics(episodes, attributions, items), "teacher_overlong": overlong}
+    metrics.update(update(items, len(episodes), policies, optims, args))  # Phase 3: Eq. 13, synchronously
+    seconds["update"] = lap()
+    return {**metrics, "seconds": seconds, "peak_memory_mb": round(peak_memory_mb(args.device), 1)}
 
-    def lap(phase):
-        nonlocal clock
-        m["seconds"][phase] = round(time.perf_counter() - clock, 3)
-        clock = time.perf_counter()
 
-    # Phase 1: joint rollout, students only.
-    with amp:
-        episodes = run_episodes(batch_for_step(problems, step, args.batch, args.seed), policies, tok, rcfg, gen)
-    lap("rollout")
-
-    # Phase 2a: a^t for every completed turn, all before any scoring (the last turn's verdict goes unused).
-    per_episode = attribute_episodes(episodes, timeout=rcfg.code_timeout, workers=args.workers)
-    atts = [a for e in episodes for a in per_episode[id(e)]]
-    lap("attribution")
-
-    # Phase 2b: two teacher passes per response, on u~ = u (+) r (+) c^{<t} (Eq. 12) with r = r_i and kappa(r_i).
-    items, m["teacher_overlong"] = [], 0
+def teacher_inputs(episodes, attributions, tok, args):
+    """One Scored per response with its two teacher contexts u~ = u (+) r (+) c^{<t} (Eq. 12): r = r_i and
+    r = kappa(r_i), the same verdicts c^{<t} in both (none with --no-pac), cut to the teacher limit together.
+    Returns (items, number of responses left out because even their shortest teacher context is too long)."""
+    items, overlong = [], 0
     for ei, e in enumerate(episodes):
         for turn in e.turns:
-            verdicts = None if args.no_pac else verdicts_before(per_episode[id(e)], turn.t)
+            verdicts = None if args.no_pac else verdicts_before(attributions[id(e)], turn.t)
             for role, resp in turn.responses.items():
-                ctx = [teacher_context(tok, resp.context, r, verdicts, args.teacher_max_prompt_tokens)
-                       for r in (role, KAPPA[role])]
-                if None in ctx:
-                    m["teacher_overlong"] += 1
+                ctx = teacher_contexts(tok, resp.context, (role, KAPPA[role]), verdicts, args.teacher_max_prompt_tokens)
+                if ctx is None:
+                    overlong += 1
                     continue
-                items.append({"episode": ei, "role": role, "resp": resp, "ctx_t": ctx[0], "ctx_c": ctx[1],
-                              "lp_s": torch.tensor(resp.logprobs)})
+                items.append(Scored(ei, role, resp, ctx[0], ctx[1], torch.tensor(resp.logprobs)))
+    return items, overlong
+
+
+def score_both_passes(items, teacher, args):
+    """The frozen teacher force-decodes every response under both contexts (Eq. 7): lp_target and lp_contrast."""
     if args.teacher_offload:
         teacher.to(args.device)
-    with amp:
-        for key, lp in (("ctx_t", "lp_t"), ("ctx_c", "lp_c")):
-            scores = score(teacher, [it[key] for it in items], [it["resp"].tokens for it in items],
-                           max_batch_tokens=args.teacher_batch_tokens)
-            for it, s in zip(items, scores):
-                it[lp] = s.float()
+    tokens = [it.response.tokens for it in items]
+    target = score(teacher, [it.ctx_target for it in items], tokens, max_batch_tokens=args.teacher_batch_tokens)
+    contrast = score(teacher, [it.ctx_contrast for it in items], tokens, max_batch_tokens=args.teacher_batch_tokens)
+    for it, lp_t, lp_c in zip(items, target, contrast):
+        it.lp_target, it.lp_contrast = lp_t.float(), lp_c.float()
     if args.teacher_offload:
         teacher.to("cpu")
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()
-    for it in items:  # Eq. 10, with the sampler's student log-probs (App. C)
-        it["adv"] = ras_advantage(it["lp_t"], it["lp_c"], it["lp_s"], args.lam)
-    lap("teacher")
 
-    m["tokens"] = {"rollout": sum(len(it["resp"].tokens) for it in items),
-                   "teacher": sum(len(it["ctx_t"]) + len(it["ctx_c"]) + 2 * len(it["resp"].tokens) for it in items)}
-    m["roles"] = role_stats(items) if items else {}
-    m["turns_per_episode"] = sum(len(e.turns) for e in episodes) / len(episodes)
-    m["conflict_rate"] = sum(not t.agree for e in episodes for t in e.turns) / max(1, len(atts))
-    m["stopped"] = {k: sum(e.stopped == k for e in episodes) for k in sorted({e.stopped for e in episodes})}
-    m["outcomes"] = {k: sum(a.outcome == k for a in atts) for k in sorted({a.outcome for a in atts})}
 
-    # Phase 3: Eq. 13 over mini-batches of episodes, gradient accumulation over micro-batches of responses.
-    m["skipped"], m["loss"], m["updates"] = 0, [], 0
-    if not items:
-        m["skipped"] = 1
-    elif not all(torch.isfinite(it["adv"]).all() for it in items):
-        print(f"!!! step {step}: non-finite advantage; step skipped, no update", file=sys.stderr)
-        m["skipped"] = 1
-        items = []
+def author_logprobs(items, policies):
+    """Eq. 13's log pi_theta_i(y_k | x, y_<k), with grad: each response re-scored by its author's policy only."""
+    logps = [None] * len(items)
+    for model in distinct(policies):
+        idx = [k for k, it in enumerate(items) if policies[it.role] is model]
+        if idx:
+            lps = sequence_logprobs(model, [items[k].response.context_ids for k in idx],
+                                    [items[k].response.tokens for k in idx])
+            for k, lp in zip(idx, lps):
+                logps[k] = lp
+    return logps
+
+
+def update(items, n_episodes, policies, optims, args):
+    """Phase 3: the loss of Eq. 13 over mini-batches of `args.mini_batch` episodes (one optimizer step each, all
+    policies together), accumulated over micro-batches of `args.micro_batch` responses. A non-finite advantage
+    skips the step; a non-finite loss or gradient skips that update. Returns the update's metrics."""
+    out = {"loss": [], "updates": 0, "skipped": int(not items)}
+    if not all(torch.isfinite(it.adv).all() for it in items):
+        print("!!! non-finite advantage; step skipped, no update", file=sys.stderr)
+        return {**out, "skipped": 1}
     unique = distinct(policies)
     for model in unique:
         model.train()
-    for first in range(0, len(episodes), args.mini_batch):
-        mb = [it for it in items if first <= it["episode"] < first + args.mini_batch]
+    for first in range(0, n_episodes, args.mini_batch):
+        mb = [it for it in items if first <= it.episode < first + args.mini_batch]
         if not mb:
             continue
-        weights = eq13_weights([it["role"] for it in mb], [it["episode"] for it in mb])
+        weights = eq13_weights([it.role for it in mb], [it.episode for it in mb])  # from the whole mini-batch
         loss_sum = 0.0
         for lo in range(0, len(mb), args.micro_batch):
-            chunk, w = mb[lo:lo + args.micro_batch], weights[lo:lo + args.micro_batch]
-            logps = [None] * len(chunk)
-            with amp:
-                for model in unique:  # each response is re-scored, with grad, by its author's policy only
-                    idx = [k for k, it in enumerate(chunk) if policies[it["role"]] is model]
-                    if idx:
-                        lps = sequence_logprobs(model, [chunk[k]["resp"].context_ids for k in idx],
-                                                [chunk[k]["resp"].tokens for k in idx])
-                        for k, lp in zip(idx, lps):
-                            logps[k] = lp
-            if first == 0 and lo == 0:  # on-policy here: recomputed log-probs must match the sampler's
-                m["logprob_gap"] = max((lp.detach().cpu() - it["lp_s"]).abs().max().item()
-                                       for lp, it in zip(logps, chunk))
-            loss = weighted_loss(logps, [it["adv"].to(lp.device) for it, lp in zip(chunk, logps)], w)
+            chunk = mb[lo:lo + args.micro_batch]
+            with autocast(args):
+                logps = author_logprobs(chunk, policies)
+            if "logprob_gap" not in out:  # on-policy here: the trainer's log-probs must match the sampler's
+                out["logprob_gap"] = max((lp.detach().cpu() - it.lp_student).abs().max().item()
+                                         for lp, it in zip(logps, chunk))
+            loss = weighted_loss(logps, [it.adv.to(lp.device) for it, lp in zip(chunk, logps)],
+                                 weights[lo:lo + args.micro_batch])
             loss.backward()
             loss_sum += loss.item()
-        norms = [torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip).item() for model in unique]
-        if all(math.isfinite(x) for x in norms + [loss_sum]):
+        out["grad_norm"] = [torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip).item()
+                            for model in unique]
+        if all(math.isfinite(x) for x in out["grad_norm"] + [loss_sum]):
             for opt in optims:
                 opt.step()
-            m["updates"] += 1
+            out["updates"] += 1
         else:
-            print(f"!!! step {step}: non-finite loss/gradient (loss {loss_sum}, grad norms {norms}); update skipped",
+            print(f"!!! non-finite loss/gradient (loss {loss_sum}, grad norms {out['grad_norm']}); update skipped",
                   file=sys.stderr)
-            m["skipped"] = 1
+            out["skipped"] = 1
         for opt in optims:
             opt.zero_grad(set_to_none=True)
-        m["loss"].append(loss_sum)
-        m["grad_norm"] = norms
+        out["loss"].append(loss_sum)
     for model in unique:
         model.eval()
-    lap("update")
-    m["peak_memory_mb"] = round(peak_memory_mb(args.device), 1)
-    return m
+    return out
+
+
+def rollout_metrics(episodes, attributions, items):
+    """What the step's rollout and teacher did: tokens, turns, conflicts, stops, verdict outcomes, and per role
+    the token means of A^OPD, A^role and the sampled reverse-KL estimate log pi_theta - log pi_T."""
+    atts = [a for e in episodes for a in attributions[id(e)]]
+    roles = {}
+    for role in sorted({it.role for it in items}):
+        mine = [it for it in items if it.role == role]
+        lp_s, lp_t, lp_c = (torch.cat([getattr(it, k) for it in mine])
+                            for k in ("lp_student", "lp_target", "lp_contrast"))
+        roles[role] = {"a_opd": opd_advantage(lp_t, lp_s).mean().item(),
+                       "a_role": role_advantage(lp_t, lp_c).mean().item(),
+                       "reverse_kl": (lp_s - lp_t).mean().item(), "responses": len(mine), "tokens": len(lp_s)}
+    return {"tokens": {"rollout": sum(len(it.response.tokens) for it in items),
+                       "teacher": sum(len(it.ctx_target) + len(it.ctx_contrast) + 2 * len(it.response.tokens)
+                                      for it in items)},
+            "roles": roles,
+            "turns_per_episode": sum(len(e.turns) for e in episodes) / len(episodes),
+            "conflict_rate": sum(not t.agree for e in episodes for t in e.turns) / max(1, len(atts)),
+            "stopped": {k: sum(e.stopped == k for e in episodes) for k in sorted({e.stopped for e in episodes})},
+            "outcomes": {k: sum(a.outcome == k for a in atts) for k in sorted({a.outcome for a in atts})}}
+
+
+def peak_memory_mb(device):
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 # ---------------------------------------------------------------------------------------------- checkpoints
@@ -270,7 +306,7 @@ def save_checkpoint(out, step, policies, optims, tok, gen, skipped, args):
 
 def build(args):
     """Problems, policies (one per role, or shared), the frozen teacher, tokenizer, optimizers, sampler RNG."""
-    problems = load_problem_set(args.problems, "train")
+    problems = load_problems(args.problems)
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
     ckpt = os.path.join(args.out, "checkpoint")
     if args.resume and not os.path.isdir(ckpt) and os.path.isdir(ckpt + ".old"):
@@ -280,24 +316,24 @@ def build(args):
 
     if args.resume:  # the policies of the checkpoint, in fresh aligned storage like a live run's: loaded
         policies, tok = load_policies(ckpt, roles, "cpu")  # tensors can sit at odd offsets, which changes
-        for m in distinct(policies):                        # BLAS summation order and breaks exact resume
-            for p in m.parameters():
+        for model in distinct(policies):                    # BLAS summation order and breaks exact resume
+            for p in model.parameters():
                 p.data = p.data.clone()
     else:  # every policy starts from the same base checkpoint (§2.1)
-        base, tok = load_model(resolve(args.student, args.cache), seed=args.seed)
+        base, tok = load_model(args.student, seed=args.seed)
         policies = {r: base for r in roles} if args.shared_policy else {r: copy.deepcopy(base) for r in roles}
-    teacher, teacher_tok = load_model(resolve(args.teacher, args.cache), seed=args.seed + 1)
+    teacher, teacher_tok = load_model(args.teacher, seed=args.seed + 1)
     check_same_tokenizer(teacher_tok, tok, (f"--teacher {args.teacher}", f"--student {args.student}"))
     device = torch.device(args.device)
     teacher.to("cpu" if args.teacher_offload else device, dtype=torch.bfloat16 if args.precision == "bf16"
                else torch.float32).eval().requires_grad_(False)
     unique = distinct(policies)
-    for m in unique:  # fp32 master weights in every precision: lr 1e-6 updates would vanish in bf16 weights
-        m.to(device)
+    for model in unique:  # fp32 master weights in every precision: lr 1e-6 updates would vanish in bf16 weights
+        model.to(device)
         if args.grad_checkpointing:
-            m.activation_checkpointing_enable()
+            model.activation_checkpointing_enable()
     # AdamW, i.e. Adam with decoupled weight decay 0.01 (the paper says Adam with wd; §10.10 leaves the form open)
-    optims = [torch.optim.AdamW(m.parameters(), lr=args.lr, weight_decay=args.weight_decay) for m in unique]
+    optims = [torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay) for model in unique]
     gen = torch.Generator(device=device).manual_seed(args.seed)
     start, skipped = 0, 0
     if args.resume:
@@ -315,12 +351,10 @@ def main(argv=None):
     args = get_args(argv)
     hf_logging.disable_progress_bar()  # one bar (ours) per run, not one per saved shard
     print("config:", json.dumps(vars(args)))
-    if args.dry_run:  # configs only, no weights: e.g. --student Qwen/Qwen3-1.7B --teacher Qwen/Qwen3-14B
-        print(memory.dry_run(args))
-        return
     torch.manual_seed(args.seed)
     random.seed(args.seed)
     try:
+        held_out = load_problems(args.eval_problems) if args.eval_problems else None
         problems, policies, teacher, tok, optims, gen, start, skipped = build(args)
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -333,21 +367,18 @@ def main(argv=None):
             kept = [ln for ln in f if json.loads(ln)["step"] < start]
     with open(metrics_path, "w") as f:
         f.writelines(kept)
-    held_out = None if args.no_eval else args.eval_problems or ("toy" if args.problems == "toy" else None)
     if held_out:
-        held_out = load_problem_set(held_out, "test")
         results = {"before": evaluate_policies(held_out, policies, tok, args)} if start == 0 else {}
     bar = tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps)
     for step in bar:
-        m = train_step(step, problems, policies, optims, teacher, tok, args, gen)
-        skipped += m["skipped"]
-        m["skipped_total"] = skipped
+        metrics = train_step(step, problems, policies, optims, teacher, tok, args, gen)
+        skipped += metrics["skipped"]
+        metrics["skipped_total"] = skipped
         with open(metrics_path, "a") as f:
-            f.write(json.dumps(m) + "\n")
-        roles = m["roles"]
-        bar.set_postfix(loss=f"{sum(m['loss']):.4f}", turns=f"{m['turns_per_episode']:.2f}",
-                        conflict=f"{m['conflict_rate']:.2f}", skipped=skipped,
-                        **{f"a_role[{r}]": f"{s['a_role']:+.3f}" for r, s in roles.items()})
+            f.write(json.dumps(metrics) + "\n")
+        bar.set_postfix(loss=f"{sum(metrics['loss']):.4f}", turns=f"{metrics['turns_per_episode']:.2f}",
+                        conflict=f"{metrics['conflict_rate']:.2f}", skipped=skipped,
+                        **{f"a_role[{r}]": f"{s['a_role']:+.3f}" for r, s in metrics["roles"].items()})
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
             save_checkpoint(args.out, step, policies, optims, tok, gen, skipped, args)
     print(f"done: {args.steps - start} steps, {skipped} skipped; metrics in {metrics_path}, "
@@ -362,9 +393,7 @@ def main(argv=None):
 def evaluate_policies(problems, policies, tok, args, exchange=False):
     """Team accuracy, revise-iff-wrong and turns on held-out problems over args.eval_seeds, with eval.py's
     decoding (App. D.5); with exchange=True also the exchange penalty (Fig. 3a)."""
-    cfg = RolloutConfig(max_new_tokens=args.max_new_tokens, max_prompt_tokens=args.max_prompt_tokens,
-                        workers=args.workers, **EVAL_DECODING)
-    return evaluate(problems, policies, tok, args.eval_seeds, cfg, exchange=exchange)
+    return evaluate(problems, policies, tok, args.eval_seeds, rollout_config(args, **EVAL_DECODING), exchange=exchange)
 
 
 if __name__ == "__main__":

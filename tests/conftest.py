@@ -1,8 +1,8 @@
 """Shared fixtures: the in-code tokenizer, tiny random models, scripted agents."""
 import pytest
 
-from rollout import Generation
-from toy import make_tokenizer, tiny_model
+from models import make_tokenizer, tiny_model
+from sampler import Generation
 
 
 @pytest.fixture(scope="session")

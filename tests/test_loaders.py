@@ -10,9 +10,9 @@ from collections import Counter
 
 import pytest
 
-import loaders
+from tools import loaders
 from data import ProblemError, check_problem, load_problems
-from loaders import load_dataset_as_problems
+from tools.loaders import load_dataset_as_problems
 
 
 def _jsonl(path, records):
@@ -286,7 +286,7 @@ def test_detect_converter_by_fields():
 def test_cli_writes_a_loadable_problem_file(tmp_path):
     q = "q\u2028é"  # a line separator inside a question must not split the written line
     src, out = _jsonl(tmp_path / "gsm8k.jsonl", [{"question": q, "answer": "#### 1,000"}]), tmp_path / "p.jsonl"
-    r = subprocess.run([sys.executable, "loaders.py", src, "--out", str(out), "--limit", "1"], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "tools.loaders", src, "--out", str(out), "--limit", "1"], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0 and "wrote 1 problems" in r.stderr
     assert load_problems(str(out)) == [{"id": "gsm8k-1", "domain": "math", "question": q, "answer": "1000"}]
@@ -295,7 +295,7 @@ def test_cli_writes_a_loadable_problem_file(tmp_path):
 def test_cli_bad_input_one_line_exit_2_nothing_written(tmp_path):
     src = _jsonl(tmp_path / "gsm8k.jsonl", [{"question": "q", "answer": "#### 1"}, {"question": "q"}])
     out = tmp_path / "p.jsonl"
-    r = subprocess.run([sys.executable, "loaders.py", src, "--out", str(out)], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "tools.loaders", src, "--out", str(out)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [f"error: {src}:2: missing field 'answer'"]
     assert not out.exists() and not (tmp_path / "p.jsonl.tmp").exists()

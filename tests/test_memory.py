@@ -1,5 +1,5 @@
-"""memory.py: exact parameter counts, the activation formula against what autograd saves, monotonicity of the
-plan, its table, the fit report, and a smoke run of device_check.py --tiny."""
+"""tools/memory.py: exact parameter counts, the activation formula against what autograd saves, monotonicity of the
+plan, its table, the fit report, and a smoke run of tools/device_check.py --tiny."""
 import os
 import subprocess
 import sys
@@ -8,10 +8,13 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-import memory
-from memory import GiB, QWEN3, fit_report, fits, format_plan, layer_act_bytes, outside_layers_bytes, param_count, plan
+import train
+from tools import memory
+from tools.memory import (GiB, QWEN3, fit_report, fits, format_plan, layer_act_bytes, outside_layers_bytes,
+                          param_count, plan)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples", "problems.jsonl")
 S, T = QWEN3["Qwen3-1.7B"], QWEN3["Qwen3-14B"]
 
 
@@ -170,23 +173,34 @@ def test_fit_report_names_options_and_finds_what_fits():
 
 
 def test_dry_run_uses_train_args():
-    import train
-    args = train.get_args(["--student", "Qwen3-1.7B", "--teacher", "Qwen3-14B", "--shared-policy",
-                           "--max-new-tokens", "1024", "--batch", "16", "--micro-batch", "2", "--grad-checkpointing"])
+    args = train.get_args(["--problems", EXAMPLES, "--student", "Qwen3-1.7B", "--teacher", "Qwen3-14B",
+                           "--shared-policy", "--max-new-tokens", "1024", "--batch", "16", "--micro-batch", "2",
+                           "--grad-checkpointing", "--precision", "bf16"])
     text = memory.dry_run(args)
     assert "1 student policy" in text and "response 1024" in text and "rollout batch 16" in text
     assert "grad checkpointing on" in text and "GPU 80 GiB" in text
-    for spec in ("tiny-qwen3", "toy"):  # small models: 4 roles (code + math) in the example problems
-        small = memory.dry_run(train.get_args(["--student", spec, "--teacher", spec, "--problems",
-                                               os.path.join(ROOT, "examples", "problems.jsonl")]))
-        assert "4 student policies" in small and small.splitlines()[-1].endswith(" fits")
+    small = memory.dry_run(train.get_args(["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--problems",
+                                           EXAMPLES]))
+    assert "4 student policies" in small and small.splitlines()[-1].endswith(" fits")  # code + math: 4 roles
     with pytest.raises(ValueError, match="no config for"):
         memory.config_of(os.path.join(ROOT, "no-such-model-dir"))
 
 
+def test_command_line_reads_train_flags_and_loads_nothing(tmp_path, capsys):
+    out = str(tmp_path / "never")
+    memory.main(["--gib", "141", "--student", "Qwen/Qwen3-1.7B", "--teacher", "Qwen/Qwen3-14B", "--problems",
+                 EXAMPLES, "--batch", "128", "--grad-checkpointing", "--out", out])
+    text = capsys.readouterr().out
+    assert "teacher 14,768,307,200" in text and "TOTAL peak" in text and "GPU 141 GiB" in text
+    assert "'precision': 'bf16'" in text and not os.path.exists(out)  # planned for a GPU by default
+    with pytest.raises(SystemExit) as e:
+        memory.main(["--student", "Qwen3-1.7B", "--teacher", "Qwen3-14B", "--problems", str(tmp_path / "gone")])
+    assert e.value.code == 2 and "gone" in capsys.readouterr().err
+
+
 def test_device_check_tiny_runs_on_cpu(tmp_path):
     out = tmp_path / "device_check.txt"
-    r = subprocess.run([sys.executable, "device_check.py", "--tiny", "--out", str(out)], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", "tools.device_check", "--tiny", "--out", str(out)], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     text = out.read_text()

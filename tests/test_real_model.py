@@ -21,12 +21,12 @@ import eval as evaluation
 import models
 import rollout
 import train
-from toy import make_tokenizer, tiny_model
+from models import make_tokenizer, tiny_model
 
 # ------------------------------------------------------------------------------------- every kind of spec
 
 
-def test_tiny_specs_are_the_toy_models():
+def test_tiny_specs_are_the_tiny_models():
     model, tok = models.load_model("tiny-qwen3", seed=3)
     ref = tiny_model("qwen3", layers=2, hidden=64, seed=3)
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), ref.parameters())) and not model.training

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from rollout import generate
+from sampler import _sample, generate
 
 LENGTHS = (5, 17, 1, 30, 9)
 
@@ -102,7 +102,6 @@ def test_hostile_arguments(qwen3):
 
 
 def test_sampling_frequencies_follow_the_distribution():
-    from rollout import _sample
     probs = torch.tensor([0.1, 0.2, 0.3, 0.4, 0.0])
     logits = probs.log().expand(40000, 5).clone()  # the last token has -inf logit
     draws = _sample(logits, 1.0, 1.0, 0, torch.Generator().manual_seed(0))

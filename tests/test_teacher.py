@@ -4,7 +4,8 @@ import torch
 
 from attribution import Attribution, verdicts_before
 from rollout import OPENING, RolloutConfig, run_episodes
-from teacher import KAPPA, ROLE_CONDITIONS, score, sequence_logprobs, teacher_context
+from sampler import sequence_logprobs
+from teacher import KAPPA, ROLE_CONDITIONS, score, teacher_contexts
 from tests.test_workflows import BAD, SUM, TEST_WRONG
 
 HEADER = "Verification result for the previous turn:"
@@ -17,7 +18,7 @@ def test_role_conditions_are_isomorphic_and_kappa_pairs_teammates(tok):
         paragraphs = text.split("\n\n")
         assert len(paragraphs) == 2
         mate = {"coder": "Tester", "tester": "Coder", "reasoner": "Tool-User", "tool_user": "Reasoner"}[role]
-        assert f"teammate is the {mate}" in paragraphs[0] and f"{mate}'s duty" in paragraphs[1]
+        assert f"teammate is the {mate}" in paragraphs[0] and f"{mate}'s core duty" in paragraphs[1]
     assert all(KAPPA[KAPPA[r]] == r != KAPPA[r] for r in KAPPA)
     assert {frozenset((r, KAPPA[r])) for r in KAPPA} == {frozenset(("coder", "tester")),
                                                          frozenset(("reasoner", "tool_user"))}
@@ -38,8 +39,7 @@ def test_teacher_context_replaces_only_the_opening_line(tok, episode):
     for turn in episode.turns:
         for role, resp in turn.responses.items():
             student = tok.decode(resp.context_ids)
-            for r in (role, KAPPA[role]):
-                ids = teacher_context(tok, resp.context, r, None)
+            for r, ids in zip((role, KAPPA[role]), teacher_contexts(tok, resp.context, (role, KAPPA[role]))):
                 text = tok.decode(ids)
                 opening = OPENING[role][min(turn.t, 1)]
                 assert opening not in text and ROLE_CONDITIONS[r] in text
@@ -52,7 +52,7 @@ def test_verdicts_come_only_from_completed_turns_each_before_the_turn_it_guides(
     for turn in episode.turns:
         for role, resp in turn.responses.items():
             assert HEADER not in tok.decode(resp.context_ids)  # students never see a verdict
-            text = tok.decode(teacher_context(tok, resp.context, role, verdicts_before(atts, turn.t)))
+            text = tok.decode(teacher_contexts(tok, resp.context, (role,), verdicts_before(atts, turn.t))[0])
             assert text.count(HEADER) == turn.t
             for t in range(len(episode.turns)):
                 assert (f"verdict on turn {t}" in text) == (t < turn.t)
@@ -69,20 +69,36 @@ def test_verdicts_come_only_from_completed_turns_each_before_the_turn_it_guides(
 def test_missing_verdict_for_a_recorded_turn_is_an_error(tok, episode):
     resp = episode.turns[2].responses["coder"]
     with pytest.raises(ValueError, match="needs its verdict"):
-        teacher_context(tok, resp.context, "coder", verdicts_before(_atts(1), 1))
+        teacher_contexts(tok, resp.context, ("coder",), verdicts_before(_atts(1), 1))
     with pytest.raises(ValueError, match="opening"):
-        teacher_context(tok, [s for s in resp.context if s.kind != "opening"], "coder", None)
+        teacher_contexts(tok, [s for s in resp.context if s.kind != "opening"], ("coder",), None)
 
 
 def test_teacher_prompt_limit_drops_oldest_entry_with_its_verdict(tok, episode):
     resp = episode.turns[2].responses["tester"]
     verdicts = verdicts_before(_atts(2), 2)
-    full = teacher_context(tok, resp.context, "tester", verdicts)
-    cut = teacher_context(tok, resp.context, "tester", verdicts, limit=len(full) - 1)
+    full = teacher_contexts(tok, resp.context, ("tester",), verdicts)[0]
+    cut = teacher_contexts(tok, resp.context, ("tester",), verdicts, limit=len(full) - 1)[0]
     text = tok.decode(cut)
     assert "Turn 1:" not in text and "verdict on turn 0" not in text
     assert "Turn 2:" in text and "verdict on turn 1" in text
-    assert teacher_context(tok, resp.context, "tester", verdicts, limit=50) is None
+    assert teacher_contexts(tok, resp.context, ("tester",), verdicts, limit=50) is None
+
+
+def test_target_and_contrast_contexts_are_cut_together_and_differ_only_in_the_role_condition(tok, episode):
+    """App. D.6.3: near the teacher limit both passes must drop the same history entries. The Coder's condition is
+    shorter than the Tester's, so a limit between the two full lengths would cut only the Tester's if each were
+    cut alone."""
+    resp = episode.turns[2].responses["tester"]
+    roles, verdicts = ("tester", "coder"), verdicts_before(_atts(2), 2)
+    full = teacher_contexts(tok, resp.context, roles, verdicts)
+    lengths = sorted(len(c) for c in full)
+    assert lengths[0] < lengths[1]
+    for limit in (lengths[1] - 1, lengths[0]):
+        target, contrast = (tok.decode(c) for c in teacher_contexts(tok, resp.context, roles, verdicts, limit=limit))
+        assert max(len(tok(x)["input_ids"]) for x in (target, contrast)) <= limit
+        assert target.replace(ROLE_CONDITIONS["tester"], ROLE_CONDITIONS["coder"]) == contrast
+        assert "Turn 1:" not in target and "Turn 2:" in target and "verdict on turn 1" in target
 
 
 def _naive(model, ctx, resp):

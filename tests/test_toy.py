@@ -8,12 +8,15 @@ import pytest
 import torch
 
 from attribution import attribute_turn
-from data import check_problem
-from rollout import RolloutConfig, code_env, math_env
+from data import check_problem, load_problems
+from models import load_model, make_tokenizer, tiny_model
+from rollout import ROLES, RolloutConfig, code_env, math_env
+from sampler import sequence_logprobs
 from teacher import ROLE_CONDITIONS
-from rollout import ROLES
-from toy import (DRIFT_MARK, ORACLE, ROLE_BLIND, make_phrase_tokenizer, make_tokenizer, respond, sft, sft_examples,
-                 simulate, step_env, tiny_model, toy_problems)
+from toy import ablation, diagnose
+from toy.__main__ import main as toy_main
+from toy.world import (DRIFT_MARK, ORACLE, ROLE_BLIND, TOY_VERSION, build_toy, make_phrase_tokenizer, respond, sft,
+                       sft_examples, simulate, step_env, teacher_report, toy_problems)
 
 HEADER = "Verification result for the previous turn:"
 
@@ -81,7 +84,6 @@ def test_sft_fits_a_small_set():
     tok = make_tokenizer()
     ex = sft_examples(tok, toy_problems("train"), 4, False, 3)
     model = tiny_model("qwen3", layers=1, hidden=32, seed=0)
-    from teacher import sequence_logprobs
     before = torch.stack([lp.mean() for lp in sequence_logprobs(model, *zip(*ex))]).mean().item()
     sft(model, ex, 12, batch=4, lr=2e-2)
     with torch.no_grad():
@@ -92,7 +94,6 @@ def test_sft_fits_a_small_set():
 @pytest.fixture(scope="module")
 def small_toy(tmp_path_factory):
     """A toy build of a few SFT steps, and a file of 4 held-out toy problems: (cache dir, problem file)."""
-    from toy import build_toy
     root = tmp_path_factory.mktemp("toy")
     cache = str(root / "cache")
     build_toy(cache, student_steps=3, teacher_steps=3)
@@ -102,18 +103,16 @@ def small_toy(tmp_path_factory):
 
 
 def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path, small_toy):
-    """`python train.py` in miniature: the toy build (a few SFT steps), cached; MAS-OPD steps; evaluation
-    before and after on held-out toy problems; and the teacher report."""
-    import train
-    from models import load_model
-    from toy import TOY_VERSION, build_toy, resolve, teacher_report
+    """`python -m toy` in miniature: the toy build (a few SFT steps), cached, with its problem files; MAS-OPD
+    steps through train.py; evaluation before and after on the held-out toy problems; and the teacher report."""
     cache, held = small_toy
     root = os.path.join(cache, TOY_VERSION)
     assert os.listdir(cache) == [TOY_VERSION]  # no temporary directory left behind
     assert build_toy(cache, student_steps=10**9) == root  # cached: built once, never rebuilt
+    assert [p["id"] for p in load_problems(os.path.join(root, "test.jsonl"))] == [p["id"] for p in toy_problems("test")]
     out = str(tmp_path / "run")
-    train.main(["--cache", cache, "--out", out, "--steps", "2", "--batch", "4", "--mini-batch", "2",
-                "--max-new-tokens", "12", "--max-turns", "2", "--eval-problems", held, "--eval-seeds", "5"])
+    toy_main(["--cache", cache, "--out", out, "--steps", "2", "--batch", "4", "--mini-batch", "2",
+              "--max-new-tokens", "12", "--max-turns", "2", "--eval-seeds", "5", "--eval-problems", held])
     with open(os.path.join(out, "results.json")) as f:
         results = json.load(f)
     assert set(results) == {"before", "after"}
@@ -121,16 +120,15 @@ def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path, small_toy):
         assert 0 <= r["acc_code"]["mean"] <= 100 and 0 <= r["acc_math"]["mean"] <= 100
     with open(os.path.join(out, "metrics.jsonl")) as f:
         assert [json.loads(line)["step"] for line in f] == [0, 1]
-    teacher, tok = load_model(resolve("toy-teacher", cache))
+    teacher, tok = load_model(os.path.join(root, "teacher"))
     report = teacher_report(tok, teacher, toy_problems("train"), n=8)
     assert {"decide_pac", "decide_blind"} <= set(report) and all(0 <= v <= 100 for v in report.values())
 
 
 def test_ablation_trains_three_variants_and_tables_four_systems(tmp_path, small_toy, capsys):
-    import ablation
     cache, held = small_toy
     out = str(tmp_path / "abl")
-    ablation.main(["--out", out, "--steps", "1", "--eval-seeds", "5", "--cache", cache, "--", "--batch", "2",
+    ablation.main(["--out", out, "--steps", "1", "--eval-seeds", "5", "--cache", cache, "--batch", "2",
                    "--mini-batch", "2", "--max-new-tokens", "8", "--max-turns", "2", "--eval-problems", held])
     for run in ("mas_opd", "w_o_ras", "w_o_pac"):
         assert os.path.isdir(os.path.join(out, run, "checkpoint", "coder"))
@@ -144,13 +142,10 @@ def test_ablation_trains_three_variants_and_tables_four_systems(tmp_path, small_
 
 
 def test_diagnose_tables_turns_openings_and_advantages(small_toy):
-    import diagnose
     from eval import EVAL_DECODING
-    from models import load_model
-    from toy import resolve
-    cache, _ = small_toy
-    student, tok = load_model(resolve("toy", cache))
-    teacher, _ = load_model(resolve("toy-teacher", cache))
+    root = os.path.join(small_toy[0], TOY_VERSION)
+    student, tok = load_model(os.path.join(root, "student"))
+    teacher, _ = load_model(os.path.join(root, "teacher"))
     policies = {r: student for rs in ROLES.values() for r in rs}
     problems = toy_problems("test")[::25]
     cfg = RolloutConfig(max_new_tokens=6, **{**EVAL_DECODING, "max_turns": 2})

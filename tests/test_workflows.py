@@ -87,11 +87,13 @@ def test_math_agreement_disagreement_and_final_answer_flag(tok, scripted):
                       tok, CFG)[0]
     assert (ok.stopped, ok.final, len(ok.turns)) == ("agreed", "29", 1)
     for flag, want in (("reasoner", "29"), ("tool_user", "30")):
-        tu = scripted(["Code:\n```python\nprint(30)\n```"])
-        e = run_episodes([APPLES], {"reasoner": scripted(["#### 29"]), "tool_user": tu}, tok,
+        tu, reasoner = scripted(["Code:\n```python\nprint(30)\n```"]), scripted(["#### 29"])
+        e = run_episodes([APPLES], {"reasoner": reasoner, "tool_user": tu}, tok,
                          RolloutConfig(max_turns=2, math_timeout=5, math_final=flag))[0]
         assert (e.stopped, e.final) == ("max_turns", want)
         assert "It printed: 30" in tu.seen[1][0] and "The derivation's answer: 29" in tu.seen[1][0]
+        # App. F.2: the Reasoner's history holds the Tool-User's program and its printed output
+        assert "The program:\n```python\nprint(30)\n```\nIt printed: 30" in reasoner.seen[1][0]
 
 
 def test_math_program_crash_falls_back_to_the_derivation(tok, scripted):
@@ -134,6 +136,11 @@ def test_parsers_on_hostile_text():
     assert extract_program("```python\nprint(1)\n") is None  # truncated: unclosed fence
     assert extract_program("```python\n   \n```") is None
     assert extract_program("```\nx = 1\n```") == "x = 1\n"
+    # an example-output block after the program is not the program: the last ```python block wins ...
+    assert extract_program("Code:\n```python\nprint(5)\n```\nIt prints:\n```\n5\n```") == "print(5)\n"
+    # ... and without a language tag, the first block after the last "Code:" label
+    assert extract_program("Code:\n```\nprint(5)\n```\nOutput:\n```text\n5\n```") == "print(5)\n"
+    assert extract_program("Sketch:\n```\na\n```\nCode:\n```\nb\n```\n```\nc\n```") == "b\n"
     assert extract_test_case("Test Input:\n```\n1\n```") is None
     assert extract_test_case("Test Output:\n```\n1\n```\nTest Input:\n```\n2\n```") is None
     assert extract_test_case("Test Input:\n```\n1\n```\nTest Output:\n```\n2\n```\n"
@@ -175,7 +182,7 @@ def test_generating_in_rounds_changes_nothing_under_greedy(tok, qwen3):
     cfg = dict(max_turns=2, max_new_tokens=8, code_timeout=5, math_timeout=5, temperature=0)
     seats = {r: qwen3 for r in ("coder", "tester", "reasoner", "tool_user")}
     one = run_episodes([SUM, APPLES, REV], seats, tok, RolloutConfig(**cfg))
-    rounds = run_episodes([SUM, APPLES, REV], seats, tok, RolloutConfig(max_batch=2, **cfg))
+    rounds = run_episodes([SUM, APPLES, REV], seats, tok, RolloutConfig(rollout_chunk=2, **cfg))
     for a, b in zip(one, rounds):
         assert [t.artefacts for t in a.turns] == [t.artefacts for t in b.turns]
         for ta, tb in zip(a.turns, b.turns):

@@ -1,7 +1,7 @@
 """Why MAS-OPD does or does not help in the toy world: the three measurements behind the README's "Why" list.
 
-    python diagnose.py                                         # the untrained toy students
-    python diagnose.py --checkpoint runs/default/checkpoint    # policies trained by train.py
+    python -m toy.diagnose                                     # the untrained toy students
+    python -m toy.diagnose --checkpoint runs/toy/checkpoint    # policies trained by `python -m toy`
 
 1. turns: per role and turn, the artefacts the verifier checks as right in one evaluation pass on the held-out
    split. It tells a team that coordinates from one that is right only where an answer swap happens to stop.
@@ -11,6 +11,7 @@
    turn 0 or later, and token kind (the opening token, digits, the rest): where the distillation signal sits.
 """
 import argparse
+import os
 import random
 from collections import defaultdict
 
@@ -21,8 +22,8 @@ from eval import EVAL_DECODING, WRONG_CHECK, load_policies, run_team
 from loss import opd_advantage
 from models import load_model
 from rollout import ROLES, RolloutConfig, build_context
-from teacher import score, teacher_context
-from toy import ROLE_BLIND, resolve, simulate, toy_problems
+from teacher import score, teacher_contexts
+from toy.world import ROLE_BLIND, build_toy, simulate, toy_problems
 
 OPENINGS = {"tool_user": "I keep my program.", "reasoner": "I revise my answer.\nReasoning Steps: I adopt"}
 
@@ -75,7 +76,7 @@ def advantage_breakdown(policies, teacher, tok, problems, seed=0):
     cfg = RolloutConfig(max_new_tokens=48, temperature=1.0, top_p=1.0, top_k=0)
     episodes, atts = run_team(problems, policies, tok, seed, cfg)
     items = [(e, t, r, x) for e in episodes for t in e.turns for r, x in t.responses.items()]
-    ctxs = [teacher_context(tok, x.context, r, verdicts_before(atts[id(e)], t.t)) for e, t, r, x in items]
+    ctxs = [teacher_contexts(tok, x.context, (r,), verdicts_before(atts[id(e)], t.t))[0] for e, t, r, x in items]
     out = defaultdict(lambda: [0.0, 0])
     for (e, t, r, x), lp_t in zip(items, score(teacher, ctxs, [x.tokens for *_, x in items])):
         a_opd = opd_advantage(lp_t.float(), torch.tensor(x.logprobs))                     # (L,) Eq. 8
@@ -98,11 +99,12 @@ def main(argv=None):
     args = ap.parse_args(argv)
     print(f"config: {vars(args)}")
     roles = [r for rs in ROLES.values() for r in rs]
-    teacher, tok = load_model(resolve("toy-teacher", args.cache))
+    root = build_toy(args.cache)
+    teacher, tok = load_model(os.path.join(root, "teacher"))
     if args.checkpoint:
         policies = load_policies(args.checkpoint, roles, "cpu")[0]
     else:
-        base = load_model(resolve("toy", args.cache))[0]
+        base = load_model(os.path.join(root, "student"))[0]
         policies = {r: base for r in roles}
     test, train = toy_problems("test"), toy_problems("train")
     cfg = RolloutConfig(max_new_tokens=48, **EVAL_DECODING)

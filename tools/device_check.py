@@ -1,16 +1,16 @@
-"""One prepared GPU check for issue 5 ("One GPU at 1.7B"): real Qwen3 shapes, random weights, < 8 min on an H200.
+"""One prepared GPU check of one GPU at 1.7B: real Qwen3 shapes, random weights, < 8 min on an H200.
 
-    python device_check.py --out $OUT/device_check.txt    # 2 x Qwen3-1.7B students (fp32) + Qwen3-14B teacher (bf16)
-    python device_check.py --tiny --out /tmp/dc.txt       # the same script, tiny shapes, CPU, well under a minute
+    python -m tools.device_check --out $OUT/device_check.txt  # 2 x Qwen3-1.7B students (fp32) + Qwen3-14B teacher
+    python -m tools.device_check --tiny --out /tmp/dc.txt     # the same script, tiny shapes, CPU, under a minute
 
 It first builds everything train.py keeps on the GPU at once -- two students in fp32 with their AdamW moments, the
 frozen teacher in bf16 -- and then measures each phase with train.py's own building blocks, under bf16 autocast
 as train.py runs them:
-  (a) rollout: rollout.generate vs transformers generate on one student (decode tokens/s and their ratio), and
+  (a) rollout: sampler.generate vs transformers generate on one student (decode tokens/s and their ratio), and
       one long-prompt generate for the prefill and KV-cache memory
   (b) teacher scoring: teacher.score of responses at realistic lengths (one pass; train.py makes two)
-  (c) update: sequence_logprobs with grad + weighted_loss + backward + clip + AdamW step for both students
-      (one micro-batch, as train_step's Phase 3), with and without gradient checkpointing
+  (c) update: train.update, train_step's Phase 3 itself (Eq. 13 over one micro-batch, backward, clip, AdamW step
+      for both students), with and without gradient checkpointing
 Per phase: seconds, the measured peak (torch.cuda.max_memory_allocated since the phase began; everything
 persistent included) and memory.plan's prediction for the same settings. Every line printed is also written
 to --out as it is printed, so a run cut short still leaves its lines. No checkpoint or tokenizer is needed: the
@@ -18,25 +18,19 @@ token ids are random ids below 256, valid for the real 151,936-entry vocabulary.
 """
 import argparse
 import gc
-import math
-import sys
 import time
+from types import SimpleNamespace
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 from transformers import Qwen3Config, Qwen3ForCausalLM
 from transformers.utils import logging as hf_logging
 
-try:  # rollout imports attribution, which imports math_verify; this script never verifies an answer, and the
-    import math_verify  # noqa: F401   GPU image lacks the package: a stand-in lets the import go through
-except ImportError:
-    import types
-    sys.modules["math_verify"] = types.SimpleNamespace(parse=lambda *a, **k: [], verify=lambda *a, **k: False)
-    print("note: math_verify is not installed; a stand-in was used (device_check never verifies answers)")
-
-import memory
-from loss import eq13_weights, weighted_loss
-from rollout import generate
-from teacher import score, sequence_logprobs
+import train
+from rollout import Response, Segment
+from sampler import generate, sequence_logprobs
+from teacher import score
+from tools import memory
 
 TINY_S = dict(model_type="qwen3", hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
               head_dim=16, intermediate_size=192, vocab_size=1024, tie_word_embeddings=True)
@@ -81,7 +75,6 @@ def build(shape, dtype, device):
 
 def sdpa_ops(fn):
     """Names of the SDPA kernels that run inside fn() (flash / efficient / cudnn / math / flash_for_cpu)."""
-    from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         fn()
     names = {e.key for e in prof.key_averages() if e.key.startswith("aten::_scaled_dot_product")}
@@ -168,7 +161,7 @@ def main(argv=None):
     student = students[0]
     probe = [rand_ids(24), rand_ids(16)]
     with amp():
-        log("SDPA kernels: rollout.generate (prefill + decode):",
+        log("SDPA kernels: sampler.generate (prefill + decode):",
             sdpa_ops(lambda: generate(student, probe, 2, generator=torch.Generator(dev).manual_seed(0))))
         with torch.no_grad():
             log("SDPA kernels: sequence_logprobs, one sequence:",
@@ -197,7 +190,7 @@ def main(argv=None):
     ours(4)  # warm-ups
     theirs(4)
     pred = predict("rollout", prompt_len=P, response_len=N, rollout_batch=B)
-    _, t_ours = measure("(a1) rollout.generate", lambda: ours(N), pred)
+    _, t_ours = measure("(a1) sampler.generate", lambda: ours(N), pred)
     _, t_theirs = measure("(a2) transformers generate (DynamicCache)", lambda: theirs(N))
     if t_ours and t_theirs:
         log(f"    decode: ours {B * N / t_ours:,.0f} tokens/s, transformers {B * N / t_theirs:,.0f} tokens/s, "
@@ -207,7 +200,7 @@ def main(argv=None):
     bf = build(S, torch.bfloat16, dev)
     bf.load_state_dict(student.state_dict())
     ours(4, bf)
-    _, t_bf = measure("(a3) rollout.generate on a bf16 copy of the student", lambda: ours(N, bf),
+    _, t_bf = measure("(a3) sampler.generate on a bf16 copy of the student", lambda: ours(N, bf),
                       predict("rollout", prompt_len=P, response_len=N, rollout_batch=B, kv_bytes=2)
                       + 2 * base["params"]["student"])
     if t_bf and t_ours:
@@ -219,7 +212,7 @@ def main(argv=None):
     fused = predict("rollout", prompt_len=Pl, response_len=Nl, rollout_batch=Bl)
     mathp = predict("rollout", prompt_len=Pl, response_len=Nl, rollout_batch=Bl, rollout_attention="math")
     with amp():
-        measure(f"(a4) rollout.generate batch {Bl}, prompts {Pl}, {Nl} new", lambda: generate(
+        measure(f"(a4) sampler.generate batch {Bl}, prompts {Pl}, {Nl} new", lambda: generate(
             student, long_prompts, Nl, generator=torch.Generator(dev).manual_seed(0)), fused)
     log(f"    (prediction with the math-fallback prefill: {mathp / unit:.2f} {uname})")
 
@@ -238,43 +231,31 @@ def main(argv=None):
             log(f"    {per:.2f} s per response per pass, {(ctx_len + resp_len) / per:,.0f} tokens/s; a paper step "
                 f"at these lengths, 128 episodes x 4 turns x 2 roles x 2 passes: {2048 * per / 60:.1f} min")
 
-    # (c) Update: train_step's Phase 3 for one micro-batch, each response re-scored with grad by its author's
-    # policy, Eq. 13 weights, backward, clip, AdamW step on both students.
-    def update(ctx_len, resp_len, mb, ckpt):
-        roles = ["a", "b"] * (mb // 2)
-        ctxs = [rand_ids(ctx_len - ctx_len // 32 * (i // 2)) for i in range(mb)]  # mb > 2: padded per policy
-        resps = [rand_ids(resp_len) for _ in range(mb)]
-        advs = [torch.randn(resp_len, device=dev) for _ in range(mb)]
-        w = eq13_weights(roles, [0] * mb)
-        logps = [None] * mb
-        with amp():
-            for k, m in enumerate(students):
-                idx = [i for i in range(mb) if i % 2 == k]
-                for i, lp in zip(idx, sequence_logprobs(m, [ctxs[i] for i in idx], [resps[i] for i in idx])):
-                    logps[i] = lp
-        loss = weighted_loss(logps, advs, w)
-        loss.backward()
-        for m in students:
-            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-        for opt in optims:
-            opt.step()
-        return loss.item()
+    # (c) Update: train.update, train_step's Phase 3 itself, on one micro-batch of responses that alternate
+    # between the two students, with random advantages; Eq. 13 weights, backward, clip, AdamW step on both.
+    policies = {"a": students[0], "b": students[1]}
 
-    for m in students:
-        m.train()
+    def update(ctx_len, resp_len, mb):
+        items = []
+        for i in range(mb):
+            ctx, resp = rand_ids(ctx_len - ctx_len // 32 * (i // 2)), rand_ids(resp_len)  # mb > 2: padded per policy
+            response = Response("ab"[i % 2], [Segment("task", ctx)], resp, [0.0] * resp_len, "")
+            items.append(train.Scored(0, "ab"[i % 2], response, [], [], torch.zeros(resp_len),
+                                      adv=torch.randn(resp_len, device=dev)))
+        args = SimpleNamespace(mini_batch=1, micro_batch=mb, grad_clip=1.0, precision="bf16", device=dev)
+        return train.update(items, 1, policies, optims, args)
+
     log("(c) update: both students, bf16 autocast, AdamW moments present; micro-batch responses alternate policies")
-    update(64, 32, 2, False)  # warm-up
-    for opt in optims:
-        opt.zero_grad(set_to_none=True)
+    update(64, 32, 2)  # warm-up
     for ctx_len, resp_len, mb, ckpt in sizes["update"]:
-        for m in students:  # transformers >= 5.2x: activation_checkpointing_*; older: gradient_checkpointing_*
+        for model in students:  # transformers >= 5.2x: activation_checkpointing_*; older: gradient_checkpointing_*
             if ckpt:
-                (getattr(m, "activation_checkpointing_enable", None) or m.gradient_checkpointing_enable)()
+                (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
             else:
-                (getattr(m, "activation_checkpointing_disable", None) or m.gradient_checkpointing_disable)()
+                (getattr(model, "activation_checkpointing_disable", None) or model.gradient_checkpointing_disable)()
         pred = predict("update", prompt_len=ctx_len, response_len=resp_len, micro_batch=mb, grad_checkpointing=ckpt)
         measure(f"(c) micro-batch {mb} x ({ctx_len} + {resp_len}), checkpointing {'on' if ckpt else 'off'}",
-                lambda: update(ctx_len, resp_len, mb, ckpt), pred)
+                lambda: update(ctx_len, resp_len, mb), pred)
     log(f"device_check done in {time.perf_counter() - start:.0f} s")
 
 

@@ -1,4 +1,5 @@
-"""The laptop world: tokenizers, tiny models, and a toy world in which MAS-OPD runs end to end on a CPU.
+"""The toy world: problems, simulated agents and the cached build of a toy student and teacher, small enough
+for MAS-OPD to run end to end on a laptop CPU (`python -m toy`).
 
 What the toy world is. Synthetic problems small enough for models of ~0.2M parameters, run through the *same*
 workflows, prompts, schema, sandbox, verifier, teacher and loss as the real path; only the tokenizer and the
@@ -20,12 +21,13 @@ would bring), both of one shape (SHAPE):
 
 What it shows: the RAS and PAC mechanisms operating on real token-level teacher signals through the real code,
 and their measured effect on accuracy, revise-iff-wrong and seat exchange (in this world they do not yet help;
-the README's toy-world section gives what we measured and why; diagnose.py measures most of it). What it cannot
+the README's toy-world section gives what we measured and why; toy/diagnose.py measures most of it). What it cannot
 show: anything about scale, natural-language reasoning, or real benchmarks. Nothing here gives the students a
 verdict, a reference value or a role condition, nor the teacher a reference value: the simulator only shapes the
 starting checkpoints.
 """
 import copy
+import json
 import math
 import os
 import random
@@ -33,67 +35,29 @@ import re
 from dataclasses import dataclass
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import (LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen3Config,
-                          Qwen3ForCausalLM)
+from tokenizers import Tokenizer, decoders, models as bpe, pre_tokenizers, trainers
+from tqdm import tqdm
 
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
-
-# Qwen3's template reduced to what our prompts use: plain messages, a generation prompt, and the
-# no-thinking switch (an empty think block after the assistant header).
-CHAT_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
-    "{%- if enable_thinking is defined and enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
-    "{%- endif %}"
-)
-
-
-def _wrap(tok):
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    hf.chat_template = CHAT_TEMPLATE
-    return hf
-
-
-def make_tokenizer():
-    """A 261-entry byte-level tokenizer: 256 byte symbols, then the five special tokens above."""
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens(SPECIAL_TOKENS)
-    return _wrap(tok)
-
+from attribution import answers_equivalent, attribute_math, describe_code
+from models import SPECIAL_TOKENS, hf_tokenizer, make_tokenizer, tiny_model
+from rollout import (NO_CODE_BLOCK, ROLES, build_context, extract_answer, extract_program, extract_test_case,
+                     printed_answer, stop_ids_of)
+from sampler import generate, sequence_logprobs
+from sandbox import ERROR, RunResult, is_error, outputs_match
+from teacher import KAPPA, ROLE_CONDITIONS, teacher_contexts
 
 def make_phrase_tokenizer(corpus, vocab_size=2048):
     """Byte-level BPE whose merges may cross spaces (whole template phrases become one token) but never touch
     a digit (numbers stay digit by digit, so arithmetic generalises). Any string still round-trips."""
-    tok = Tokenizer(models.BPE())
+    tok = Tokenizer(bpe.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
                                                  pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(corpus, trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False, max_token_length=256))
-    return _wrap(tok)
+    return hf_tokenizer(tok)
 
-
-def tiny_model(arch="qwen3", vocab_size=261, hidden=64, layers=2, heads=4, kv_heads=2, seed=0, **overrides):
-    """A randomly initialised Qwen3 (per-head q/k RMSNorm, GQA) or Llama (SmolLM2's family) model, fp32, eval mode."""
-    torch.manual_seed(seed)
-    common = dict(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=hidden * 3, num_hidden_layers=layers,
-                  num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=4096,
-                  tie_word_embeddings=True, bos_token_id=None, eos_token_id=2 + 256, pad_token_id=256)
-    common.update(overrides)
-    if arch == "qwen3":
-        model = Qwen3ForCausalLM(Qwen3Config(head_dim=hidden // heads, **common))
-    elif arch == "llama":
-        model = LlamaForCausalLM(LlamaConfig(**common))
-    else:
-        raise ValueError(f"tiny_model: unknown arch {arch!r} (expected 'qwen3' or 'llama')")
-    return model.float().eval()
 
 
 # ---------------------------------------------------------------------------------------------- problems
@@ -118,12 +82,6 @@ def toy_problems(split):
         held = set(rng.sample(range(len(ps)), len(ps) // 3))
         out += [p for i, p in enumerate(ps) if (i in held) == (split == "test")]
     return out
-
-
-def load_problem_set(spec, split):
-    """'toy' -> the toy world's `split` ('train' or 'test'); anything else is a problem file (data.load_problems)."""
-    from data import load_problems
-    return toy_problems(split) if spec == "toy" else load_problems(spec)
 
 
 def _spec(problem):
@@ -166,7 +124,7 @@ def _run(program, stdin=""):
     try:
         exec(program, {"input": lambda: next(lines), "print": lambda *a: out.append(" ".join(map(str, a)))})
     except Exception as e:
-        return f"error: {type(e).__name__}: {e}"
+        return f"{ERROR}{type(e).__name__}: {e}"
     return "".join(o + "\n" for o in out)
 
 
@@ -227,10 +185,10 @@ def respond(role, problem, turns, b, rng, correct):
         prev, agree_to = turns[-1].artefacts, None
         revise = (not correct) if b.oracle else (rng.random() < b.defer)
         printed = prev.get("program_output") or ""
-        if revise and not b.oracle and role == "tester" and printed and "error" not in printed:
+        if revise and not b.oracle and role == "tester" and printed and not is_error(printed):
             agree_to = prev["program_output"].strip()  # deference: adopt what the program printed
             text = _test(prev["test_input"].strip(), agree_to)
-        elif revise and not b.oracle and role == "reasoner" and not prev["program_answer"].startswith("error"):
+        elif revise and not b.oracle and role == "reasoner" and not is_error(prev["program_answer"]):
             text = f"Reasoning Steps: I adopt the printed result.\n#### {prev['program_answer']}"
         elif revise and not b.oracle and role == "tool_user" and prev["derivation_answer"]:
             text = _program(f"print({prev['derivation_answer']})")
@@ -252,36 +210,33 @@ def respond(role, problem, turns, b, rng, correct):
 def step_env(problem, texts):
     """The environment of rollout.code_env / math_env, on simulator programs without a sandbox.
     Returns (artefacts in rollout's layout, agree, checks of each role's artefact)."""
-    from attribution import answers_equivalent
-    from rollout import extract_answer, extract_program, extract_test_case, printed_answer
-    from sandbox import RunResult, outputs_match
     if problem["domain"] == "code":
         program, case = extract_program(texts["coder"]), extract_test_case(texts["tester"])
         out = _run(program, case[0]) if program and case else None
-        a = {"program": program, "test_input": case and case[0], "test_output": case and case[1], "program_output": out}
+        artefacts = {"program": program, "test_input": case and case[0], "test_output": case and case[1],
+                     "program_output": out}
         if program is None:
-            a["program_output"] = "error: no ```python code block found in the response"
-        agree = out is not None and not out.startswith("error") and outputs_match("stdio", out, case[1])
+            artefacts["program_output"] = NO_CODE_BLOCK
+        agree = out is not None and not is_error(out) and outputs_match("stdio", out, case[1])
         passes = program is not None and all(outputs_match("stdio", _run(program, t["input"]), t["output"])
                                              for t in problem["tests"])
         test_ok = case is not None and outputs_match("stdio", _run(problem["solution"], case[0]), case[1])
-        return a, agree, {"coder": passes, "tester": test_ok}
+        return artefacts, agree, {"coder": passes, "tester": test_ok}
     program = extract_program(texts["tool_user"])
-    printed = printed_answer(RunResult(_run(program), None)) if program else "error: no ```python code block found"
-    a = {"derivation": texts["reasoner"], "derivation_answer": extract_answer(texts["reasoner"]), "program": program,
-         "program_answer": printed}
-    agree = not printed.startswith("error") and answers_equivalent(a["derivation_answer"], printed)
-    return a, agree, {"reasoner": answers_equivalent(a["derivation_answer"], problem["answer"]),
-                      "tool_user": not printed.startswith("error") and answers_equivalent(printed, problem["answer"])}
+    printed = printed_answer(RunResult(_run(program), None)) if program else NO_CODE_BLOCK
+    artefacts = {"derivation": texts["reasoner"], "derivation_answer": extract_answer(texts["reasoner"]),
+                 "program": program, "program_answer": printed}
+    agree = not is_error(printed) and answers_equivalent(artefacts["derivation_answer"], printed)
+    return artefacts, agree, {"reasoner": answers_equivalent(artefacts["derivation_answer"], problem["answer"]),
+                      "tool_user": not is_error(printed) and answers_equivalent(printed, problem["answer"])}
 
 
-def verdict(problem, a, checks):
+def verdict(problem, artefacts, checks):
     """c^t for a simulated turn, rendered by attribution.py exactly as for a real one."""
-    from attribution import attribute_math, describe_code
     if problem["domain"] == "math":
-        return attribute_math(problem, a["derivation_answer"], a["program_answer"]).description
-    case = None if a["test_input"] is None else (a["test_input"], a["test_output"])
-    return describe_code(a["program"] is not None, case, a["program_output"], checks["coder"],
+        return attribute_math(problem, artefacts["derivation_answer"], artefacts["program_answer"]).description
+    case = None if artefacts["test_input"] is None else (artefacts["test_input"], artefacts["test_output"])
+    return describe_code(artefacts["program"] is not None, case, artefacts["program_output"], checks["coder"],
                          checks["tester"]).description
 
 
@@ -295,7 +250,6 @@ class SimTurn:  # what rollout.build_context reads of a turn (artefacts), plus t
 
 def simulate(problem, b, rng, max_turns=4):
     """One episode of the workflow in which both agents follow behaviour b."""
-    from rollout import ROLES
     turns = []
     for _ in range(max_turns):
         texts = {r: respond(r, problem, turns, b, rng, turns[-1].checks[r] if turns else True)
@@ -314,8 +268,6 @@ def sft_examples(tok, problems, n, teacher, seed):
     Teacher (teacher=True): the teacher context of teacher.py (verdicts of earlier turns half the time) and the
     oracle response at that state; a quarter of the time the contrast condition kappa(r) with the response
     the contrast role would write."""
-    from rollout import ROLES, build_context, stop_ids_of
-    from teacher import KAPPA, teacher_context
     rng, out, end = random.Random(seed), [], [stop_ids_of(tok)[0]]
     by_domain = [[p for p in problems if p["domain"] == d] for d in ("code", "math")]
     while len(out) < n:
@@ -332,16 +284,14 @@ def sft_examples(tok, problems, n, teacher, seed):
                     crossed = rng.random() < 0.25
                     response = _drift(r, p, rng) if crossed else respond(
                         r, p, turns[:t], ORACLE, rng, turns[t - 1].checks[r] if t else True)
-                    ctx = teacher_context(tok, segs, KAPPA[r] if crossed else r, verdicts)
+                    ctx = teacher_contexts(tok, segs, (KAPPA[r] if crossed else r,), verdicts)[0]
                 out.append((ctx, tok(response, add_special_tokens=False)["input_ids"] + end))
     return out[:n]
 
 
 def sft(model, examples, steps, batch=32, lr=3e-3, seed=0, desc="sft"):
-    """Plain supervised fine-tuning on response tokens (teacher.sequence_logprobs with grad), AdamW, cosine decay.
+    """Plain supervised fine-tuning on response tokens (sampler.sequence_logprobs with grad), AdamW, cosine decay.
     Batches hold examples of similar length (sorted, then shuffled as batches), so little compute goes to padding."""
-    from tqdm import tqdm
-    from teacher import sequence_logprobs
     rng = random.Random(seed)
     ordered = sorted(examples, key=lambda e: len(e[0]) + len(e[1]))
     batches = [ordered[i:i + batch] for i in range(0, len(ordered), batch)]
@@ -364,22 +314,20 @@ def sft(model, examples, steps, batch=32, lr=3e-3, seed=0, desc="sft"):
     return model.eval()
 
 
-TOY_VERSION = "toy-v4"  # bump when anything above changes what gets built
+TOY_VERSION = "toy-v5"  # bump when anything above (or the prompts, parsing or teacher contexts) changes what gets built
 SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2)
-TOY_SPECS = {"toy": "student", "toy-teacher": "teacher"}
 
 
 def build_toy(cache=".cache", student_steps=2000, teacher_steps=1000, seed=0):
     """Build the tokenizer, the base student and the teacher once; -> the directory holding student/ and
-    teacher/ (save_pretrained, each with the tokenizer), under cache/TOY_VERSION. Written to a temporary
-    directory and renamed, so an interrupted build leaves nothing half-made.
+    teacher/ (save_pretrained, each with the tokenizer) and the problem files train.jsonl and test.jsonl, under
+    cache/TOY_VERSION. Written to a temporary directory and renamed, so an interrupted build leaves nothing
+    half-made.
 
     The base student learns the format, copying and some arithmetic from role-blind episodes (its
     "pretraining"). The teacher starts from that checkpoint and is then trained on oracle responses in teacher
     contexts: one family, like Qwen3-14B and Qwen3-1.7B, though not larger here (a larger one would need
     minutes more of CPU to learn what the base already knows; see README, toy world)."""
-    from rollout import ROLES, build_context
-    from teacher import ROLE_CONDITIONS
     root = os.path.join(cache, TOY_VERSION)
     if os.path.isdir(os.path.join(root, "student")):
         return root
@@ -399,18 +347,15 @@ def build_toy(cache=".cache", student_steps=2000, teacher_steps=1000, seed=0):
     teacher = copy.deepcopy(student)
     sft(teacher, sft_examples(tok, train, 4000, True, seed), teacher_steps, desc="toy teacher")
     tmp = f"{root}.tmp{os.getpid()}"
-    for name, m in (("teacher", teacher), ("student", student)):
-        m.save_pretrained(os.path.join(tmp, name))
+    for name, model in (("teacher", teacher), ("student", student)):
+        model.save_pretrained(os.path.join(tmp, name))
         tok.save_pretrained(os.path.join(tmp, name))
+    for split in ("train", "test"):  # the problems as files, so train.py and eval.py read them like any others
+        with open(os.path.join(tmp, f"{split}.jsonl"), "w") as f:
+            f.writelines(json.dumps(p) + "\n" for p in toy_problems(split))
     os.makedirs(cache, exist_ok=True)
     os.replace(tmp, root)
     return root
-
-
-def resolve(spec, cache=".cache"):
-    """'toy' (the base student) and 'toy-teacher' -> their directory, built on first use; any other model
-    spec is returned unchanged (models.load_model reads it)."""
-    return os.path.join(build_toy(cache), TOY_SPECS[spec]) if spec in TOY_SPECS else spec
 
 
 def teacher_report(tok, teacher, problems, n=300, seed=0):
@@ -422,8 +367,6 @@ def teacher_report(tok, teacher, problems, n=300, seed=0):
       - right_after_pac / right_after_blind: after a disagreement, artefacts that are right after the response.
     The gap between the PAC and blind figures is what PAC (§3.3, Eq. 12: verdicts in the teacher context only)
     can add in this world."""
-    from rollout import ROLES, build_context, generate, stop_ids_of
-    from teacher import teacher_context
     rng, stops = random.Random(seed), stop_ids_of(tok)
     jobs = []  # (kind, problem, role, turns, t, context)
     while len(jobs) < n:
@@ -433,10 +376,10 @@ def teacher_report(tok, teacher, problems, n=300, seed=0):
         for r in ROLES[p["domain"]]:
             segs = build_context(tok, p, r, turns[:t])
             if t == 0:
-                jobs.append((f"fresh_{r}", p, r, turns, t, teacher_context(tok, segs, r)))
+                jobs.append((f"fresh_{r}", p, r, turns, t, teacher_contexts(tok, segs, (r,))[0]))
             else:
                 for kind, verdicts in (("pac", [x.verdict for x in turns[:t]]), ("blind", None)):
-                    jobs.append((kind, p, r, turns, t, teacher_context(tok, segs, r, verdicts)))
+                    jobs.append((kind, p, r, turns, t, teacher_contexts(tok, segs, (r,), verdicts)[0]))
     out = generate(teacher, [j[5] for j in jobs], 48, temperature=0, stop_ids=stops)
     hits = {}
     for (kind, p, r, turns, t, _), ids in zip(jobs, out.tokens):
@@ -449,3 +392,15 @@ def teacher_report(tok, teacher, problems, n=300, seed=0):
             hits.setdefault(f"decide_{kind}", []).append(text.startswith(opening))
             hits.setdefault(f"right_after_{kind}", []).append(right)
     return {k: round(100 * sum(map(bool, v)) / len(v), 1) for k, v in sorted(hits.items())}
+
+
+# The toy preset: what 2 CPU cores finish in minutes at the toy models' size. The paper's values are train.py's
+# defaults; the toy differs in steps, batch, learning rate (tiny models from scratch, not lr 1e-6) and lengths.
+PRESET = ["--steps", "20", "--batch", "16", "--mini-batch", "8", "--micro-batch", "64", "--lr", "2e-4",
+          "--max-new-tokens", "48"]
+
+
+def train_args(root, out):
+    """train.py's arguments for the toy world built at `root` (build_toy), writing to `out`."""
+    return ["--problems", os.path.join(root, "train.jsonl"), "--student", os.path.join(root, "student"),
+            "--teacher", os.path.join(root, "teacher"), "--out", out] + PRESET

@@ -1,7 +1,7 @@
 """Tokens/s of our `generate` vs transformers `model.generate`, same model, batch, lengths and settings.
 
-    python bench_sampler.py                # 4-layer d=256 Qwen3 (Qwen3's 151,936-entry vocabulary), batch 16 x 128 new
-    python bench_sampler.py --vocab 261    # the same with the toy tokenizer's vocabulary
+    python -m tools.bench_sampler              # 4-layer d=256 Qwen3 (Qwen3's 151,936-entry vocabulary), batch 16 x 128
+    python -m tools.bench_sampler --vocab 261  # the same with the tiny byte tokenizer's vocabulary
 
 Both samplers are timed side by side in one process, alternating, best of --repeats; prompts have mixed
 lengths (left-padded for transformers). No stop tokens, so both produce exactly --new tokens per row.
@@ -11,8 +11,8 @@ import time
 
 import torch
 
-from rollout import generate
-from toy import tiny_model
+from models import tiny_model
+from sampler import generate
 
 
 def main():

@@ -1,14 +1,13 @@
 """The ablation of Table 2 (§4.3) in the toy world, plus the coordination analysis of Figs. 3-4.
 
-    python ablation.py                                # the toy preset; about half an hour on 2 CPU cores
-    python ablation.py --steps 4 --eval-seeds 7       # a quick look
+    python -m toy.ablation                            # the toy preset; about half an hour on 2 CPU cores
+    python -m toy.ablation --steps 4 --eval-seeds 7   # a quick look
 
 Trains, from the same base students with the same training seed, MAS-OPD, w/o RAS (lambda = 0) and w/o PAC
 (the teacher sees only the student-visible context), then evaluates them and the untrained students on the
 held-out toy problems with the evaluation decoding of App. D.5 over the same seeds. Prints two Markdown tables
 (accuracy: the Table 2 analogue; coordination: exchange penalty, revise-iff-wrong with its failure modes,
-turns) and writes everything to OUT/ablation.json. Any train.py flag can follow `--`, e.g. `-- --lr 1e-4`;
-`-- --eval-problems FILE` evaluates on FILE instead of the toy held-out split.
+turns) and writes everything to OUT/ablation.json. Any other train.py flag is passed on, e.g. `--lr 1e-4`.
 """
 import argparse
 import json
@@ -16,37 +15,33 @@ import os
 import sys
 
 import train
-from data import write_atomic
+from data import load_problems, write_atomic
 from eval import load_policies, markdown
 from models import load_model
 from rollout import ROLES
-from toy import load_problem_set, resolve
+from toy.world import build_toy, train_args
 
 VARIANTS = {"MAS-OPD": [], "w/o RAS (lambda=0)": ["--lam", "0"], "w/o PAC": ["--no-pac"]}
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
     ap = argparse.ArgumentParser(description="Table 2 of the paper, in the toy world.")
     ap.add_argument("--out", default="runs/ablation")
-    ap.add_argument("--steps", type=int, default=None, help="training steps per variant (default: train.py's)")
     ap.add_argument("--eval-seeds", type=int, nargs="+", default=[2000, 2001, 2002])
     ap.add_argument("--cache", default=".cache")
-    args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
-    common = (["--cache", args.cache, "--no-eval", "--eval-seeds"] + [str(x) for x in args.eval_seeds]
-              + (["--steps", str(args.steps)] if args.steps else []) + extra)
+    ap.add_argument("--eval-problems", help="held-out problem file (default: the toy world's test split)")
+    args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
+    root = build_toy(args.cache)
+    common = train_args(root, args.out) + ["--eval-seeds"] + [str(s) for s in args.eval_seeds] + rest
     print("config:", json.dumps({**vars(args), "train_args": common}))
     targs = train.get_args(common)  # the shared settings, also those of the evaluation below
-    if targs.problems != "toy" or targs.student != "toy":
-        sys.exit("error: ablation.py runs the toy world (--problems toy --student toy)")
     for name, flags in VARIANTS.items():
         print(f"== training {name}")
-        train.main(common + flags + ["--out", os.path.join(args.out, _slug(name))])
+        train.main(common + flags + ["--out", os.path.join(args.out, _slug(name))])  # evaluated together below
 
-    problems = load_problem_set(targs.eval_problems or "toy", "test")
+    problems = load_problems(args.eval_problems or os.path.join(root, "test.jsonl"))
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
-    base, tok = load_model(resolve(targs.student, args.cache), device=targs.device)
+    base, tok = load_model(targs.student, device=targs.device)
     systems = {"untrained": {r: base for r in roles}}
     for name in VARIANTS:
         systems[name] = load_policies(os.path.join(args.out, _slug(name), "checkpoint"), roles, targs.device)[0]

@@ -1,12 +1,16 @@
-"""How much GPU memory one MAS-OPD training step needs (issue 5, "One GPU at 1.7B"), before you rent the GPU.
+"""How much GPU memory one MAS-OPD training step needs on one GPU, before you rent the GPU.
 
-    python memory.py                                   # 2 x Qwen3-1.7B + Qwen3-14B teacher, the paper's lengths, 80 GiB
-    python memory.py --student Qwen3-4B --gib 141 --response-len 2048 --no-grad-checkpointing
+    python -m tools.memory --problems examples/problems.jsonl --student Qwen3-1.7B --teacher Qwen3-14B
+                           # train.py's flags (the paper's lengths by default), 80 GiB
+    python -m tools.memory --gib 141 --problems FILE --student Qwen3-4B --teacher Qwen3-14B --max-new-tokens 2048
+
+It reads train.py's own flags (and `--gib`, `--rollout-attention`), so the plan is for exactly the run those
+flags would start; it reads model configs only, never weights.
 
 This is an ESTIMATE of what torch.cuda.max_memory_allocated would report for train.py as it is written today
 (torch 2.13, transformers 5.24): the tensors each phase keeps alive, counted from the code paths of
-rollout.generate, teacher.sequence_logprobs and train.train_step. It leaves out the CUDA context, library
-workspaces, allocator fragmentation (`fits` keeps a reserve for them) and small tensors. device_check.py prints
+sampler.generate, sampler.sequence_logprobs and train.update. It leaves out the CUDA context, library
+workspaces, allocator fragmentation (`fits` keeps a reserve for them) and small tensors. tools/device_check.py prints
 it beside measured peaks; trust the measurement where they disagree.
 
 Algorithm 1 runs its phases one after another, so
@@ -21,10 +25,18 @@ bytes (2 under bf16 autocast, 4 in fp32), t = teacher bytes.
 import argparse
 import itertools
 import math
+import sys
+
+from transformers import AutoConfig
+
+import train
+from data import ProblemError, load_problems
+from models import TINY, tiny_model
+from rollout import ROLES
 
 GiB = 2**30
 
-# Real shapes (../shared/qwen3-facts.md). All four: head_dim 128, vocab 151,936, per-head q/k RMSNorm, no bias.
+# Real shapes, from the Qwen3 model cards. All four: head_dim 128, vocab 151,936, per-head q/k RMSNorm, no bias.
 _QWEN3_COMMON = dict(model_type="qwen3", head_dim=128, vocab_size=151936, attention_bias=False)
 QWEN3 = {
     "Qwen3-1.7B": dict(_QWEN3_COMMON, hidden_size=2048, num_hidden_layers=28, num_attention_heads=16,
@@ -133,7 +145,7 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     samples both roles' prompts in one call), in rounds of at most rollout_chunk prompts (--rollout-chunk; 0 = one
     call). micro_batch: responses per backward (--micro-batch), each taken at
     its longest, prompt_len + response_len tokens. kv_bytes: KV-cache element size; default = what
-    rollout.generate allocates: the autocast dtype under bf16 (2 bytes), else fp32. rollout_attention:
+    sampler.generate allocates: the autocast dtype under bf16 (2 bytes), else fp32. rollout_attention:
     "fused" assumes a fused SDPA kernel serves generate's masked GQA attention; "math" assumes torch's math
     fallback (flash rejects explicit masks and the memory-efficient kernel rejects GQA in torch 2.13), which
     materialises (B, H, T, T) fp32 scores in the prefill. device_check.py prints which backend runs.
@@ -156,7 +168,7 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     persistent = sum(b.values()) - (b["teacher weights"] if teacher_offload else 0)
     casts = n * 2 * _autocast_params(student_cfg) if a != p else 0
 
-    # Phase 1, rollout (rollout.generate under `with amp:`). generate runs in inference mode, where autocast does not
+    # Phase 1, rollout (sampler.generate under `with amp:`). generate runs in inference mode, where autocast does not
     # cache its weight casts (checked): each matmul casts its fp32 weight anew, one at a time (largest: the LM head,
     # 2VC). One generate call at a time holds its KV cache:
     #   2 (K, V) x L x B x Hkv x (prompt + new) x D x kv_bytes.
@@ -191,7 +203,7 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     teacher = act_t + (b["teacher weights"] if teacher_offload else 0)
 
     # Phase 3, update: micro_batch responses, each recomputed with grad by its author's policy
-    # (teacher.sequence_logprobs), all graphs alive until loss.backward(). Per token: L x layer_act_bytes (no
+    # (sampler.sequence_logprobs), all graphs alive until loss.backward(). Per token: L x layer_act_bytes (no
     # checkpointing) or L x pC (checkpointing keeps each layer's input) plus one layer recomputed in backward;
     # outside the layers outside_layers_bytes; response positions' hidden states pC (the LM head's checkpoint
     # input). A micro-batch of several sequences per policy is padded: the bool mask L^2 per sequence, and SDPA
@@ -281,7 +293,7 @@ def fits(pl, gib=80.0, reserve=0.1):
     return pl["total"] <= gib * (1 - reserve) * GiB
 
 
-# The knobs of issue 5, each a train.py flag.
+# The knobs that trade memory for time, each a train.py flag.
 OPTIONS = {
     "shared policy (--shared-policy)": dict(n_policies=1),
     "gradient checkpointing (--grad-checkpointing)": dict(grad_checkpointing=True),
@@ -348,74 +360,48 @@ def fit_report(student_cfg, teacher_cfg, gib=80.0, reserve=0.1, top=10, **kw):
 
 
 def config_of(name):
-    """A config for the estimator, without loading weights: a QWEN3 name or hub id ('Qwen/Qwen3-1.7B'), 'toy'
-    (the toy world's shapes, toy.py; its vocabulary is at most 2048), 'tiny-qwen3' / 'tiny-llama', or a local
-    transformers directory or hub id that AutoConfig can read."""
+    """A config for the estimator, without loading weights: a QWEN3 name or hub id ('Qwen/Qwen3-1.7B'),
+    'tiny-qwen3' / 'tiny-llama', or a local transformers directory or hub id that AutoConfig can read."""
     short = name.split("/")[-1]
     if short in QWEN3:
         return QWEN3[short]
-    import toy
-    if name in toy.TOY_SPECS:  # teacher and student share one shape
-        return toy.tiny_model("qwen3", vocab_size=2048, **toy.SHAPE).config
-    if name in ("tiny-qwen3", "tiny-llama"):
-        return toy.tiny_model(name.split("-")[1], layers=2, hidden=64).config
-    from transformers import AutoConfig
+    if name in TINY:
+        return tiny_model(name.split("-")[1]).config
     try:
         return AutoConfig.from_pretrained(name)
     except (OSError, ValueError) as e:
-        raise ValueError(f"memory: no config for {name!r} (give one of {sorted(QWEN3)}, toy, tiny-qwen3, "
-                         f"tiny-llama or a local model directory): {str(e).strip().splitlines()[0]}") from None
+        raise ValueError(f"memory: no config for {name!r} (give one of {sorted(QWEN3)}, {', '.join(TINY)} or a "
+                         f"local model directory): {str(e).strip().splitlines()[0]}") from None
 
 
-def dry_run(args, gib=80.0):
-    """train.py --dry-run: the estimate for train.py's parsed args, as text. Reads configs only, loads no weights.
-    Policies: 1 with --shared-policy, else one per role of the problem file (2 per domain; 2 if unreadable)."""
-    n = 1
-    if not args.shared_policy:
-        try:
-            from rollout import ROLES
-            if args.problems == "toy":
-                from toy import toy_problems
-                problems = toy_problems("train")
-            else:
-                from data import load_problems
-                problems = load_problems(args.problems)
-            n = len({r for p in problems for r in ROLES[p["domain"]]})
-        except Exception:
-            n = 2
+def dry_run(args, gib=80.0, rollout_attention="fused"):
+    """The estimate for train.py's parsed args, as text. Reads configs and the problem file, loads no weights.
+    Policies: 1 with --shared-policy, else one per role of the problem file (2 per domain)."""
+    n = 1 if args.shared_policy else len({r for p in load_problems(args.problems) for r in ROLES[p["domain"]]})
     s, t = config_of(args.student), config_of(args.teacher)
     kw = dict(n_policies=n, precision=args.precision, grad_checkpointing=args.grad_checkpointing,
               prompt_len=args.max_prompt_tokens, response_len=args.max_new_tokens,
               teacher_prompt_len=args.teacher_max_prompt_tokens, micro_batch=args.micro_batch,
               rollout_batch=args.batch, teacher_batch_tokens=args.teacher_batch_tokens,
-              rollout_chunk=args.rollout_chunk, teacher_offload=args.teacher_offload)
+              rollout_attention=rollout_attention, rollout_chunk=args.rollout_chunk,
+              teacher_offload=args.teacher_offload)
     return format_plan(plan(s, t, **kw)) + "\n" + fit_report(s, t, gib, **kw)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Estimate the GPU memory of one MAS-OPD training step.")
-    ap.add_argument("--student", default="Qwen3-1.7B", help=f"one of {sorted(QWEN3)} or a local model dir")
-    ap.add_argument("--teacher", default="Qwen3-14B")
+    ap = argparse.ArgumentParser(description="Estimate the GPU memory of one MAS-OPD training step for train.py's "
+                                 "flags (given after these).")
     ap.add_argument("--gib", type=float, default=80.0, help="GPU memory in GiB")
-    ap.add_argument("--policies", type=int, default=2, help="2 = one per role, 1 = shared policy")
-    ap.add_argument("--precision", choices=("bf16", "fp32"), default="bf16")
-    ap.add_argument("--no-grad-checkpointing", action="store_true")
-    ap.add_argument("--prompt-len", type=int, default=8192)
-    ap.add_argument("--response-len", type=int, default=4096)
-    ap.add_argument("--teacher-prompt-len", type=int, default=12288)
-    ap.add_argument("--micro-batch", type=int, default=8)
-    ap.add_argument("--rollout-batch", type=int, default=128)
-    ap.add_argument("--rollout-attention", choices=("fused", "math"), default="fused")
-    ap.add_argument("--rollout-chunk", type=int, default=0, help="prompts per generate call, 0 = all")
-    ap.add_argument("--teacher-offload", action="store_true")
-    args = ap.parse_args(argv)
-    s, t = config_of(args.student), config_of(args.teacher)
-    kw = dict(n_policies=args.policies, precision=args.precision, grad_checkpointing=not args.no_grad_checkpointing,
-              prompt_len=args.prompt_len, response_len=args.response_len, teacher_prompt_len=args.teacher_prompt_len,
-              micro_batch=args.micro_batch, rollout_batch=args.rollout_batch, rollout_attention=args.rollout_attention,
-              rollout_chunk=args.rollout_chunk, teacher_offload=args.teacher_offload)
-    print(format_plan(plan(s, t, **kw)))
-    print(fit_report(s, t, args.gib, **kw))
+    ap.add_argument("--rollout-attention", choices=("fused", "math"), default="fused",
+                    help="the SDPA backend of the rollout's prefill (device_check prints which one runs)")
+    args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
+    targs = train.get_args(rest + ([] if "--precision" in rest else ["--precision", "bf16"]))  # plan for a GPU
+    print("config:", vars(targs), f"gib {args.gib}, rollout attention {args.rollout_attention}")
+    try:
+        print(dry_run(targs, args.gib, args.rollout_attention))
+    except (ProblemError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 One pure converter per source, record -> problem, so each is testable on a hand-written record of that source.
 `load_dataset_as_problems` reads a local file (.jsonl, .jsonl.gz, .json) or a hub dataset and dispatches;
-`python loaders.py SOURCE --out FILE.jsonl` is its command line. Function-style golden outputs are computed by
+`python -m tools.loaders SOURCE --out FILE.jsonl` is its command line. Function-style golden outputs are computed by
 running the reference solution in the sandbox.
 """
 import argparse
@@ -499,7 +499,7 @@ def load_dataset_as_problems(source, split=None, limit=None, *, max_tests=100, w
 
 
 def main(argv=None):
-    """python loaders.py SOURCE --out FILE.jsonl [--limit N]: convert and write a problem file atomically."""
+    """python -m tools.loaders SOURCE --out FILE.jsonl [--limit N]: convert and write a problem file atomically."""
     ap = argparse.ArgumentParser(description="Convert a benchmark file (.jsonl, .jsonl.gz, .json) or a hub source "
                                              f"({', '.join(HUB)}) into a problem file.")
     ap.add_argument("source")

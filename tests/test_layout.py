@@ -1,0 +1,71 @@
+"""The architecture as the README states it: the method imports neither the toy world nor the tools, imports run in
+one direction (no cycles), only at the top of a file, and the sampler can be copied without the rest."""
+import ast
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+METHOD = ["rollout", "attribution", "teacher", "loss", "train", "eval"]
+SUPPORTS = ["sampler", "models", "data", "sandbox"]
+
+
+def project_modules():
+    """module name -> path, for every Python file of the project outside tests/."""
+    out = {}
+    for folder in ("", "toy", "tools"):
+        for name in sorted(os.listdir(os.path.join(ROOT, folder))):
+            if name.endswith(".py"):
+                module = name[:-3] if not folder else f"{folder}.{name[:-3]}".replace(".__init__", "")
+                out[module] = os.path.join(ROOT, folder, name)
+    return out
+
+
+def imports(path, modules):
+    """(project modules imported at the top level of the file, project modules imported inside a function)."""
+    tree = ast.parse(open(path).read())
+    top, nested = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        found = {n for n in names if n in modules}
+        (top if node.col_offset == 0 else nested).update(found)
+    return top, nested
+
+
+def test_method_and_supports_import_neither_toy_nor_tools_and_only_at_the_top():
+    modules = project_modules()
+    for name in METHOD + SUPPORTS:
+        top, nested = imports(modules[name], modules)
+        assert not nested, f"{name}.py imports {nested} inside a function"
+        assert not {m for m in top if m.split(".")[0] in ("toy", "tools")}, f"{name}.py imports {top}"
+    assert all(not imports(modules[n], modules)[1] for n in modules), "a function-level import of a project module"
+
+
+def test_project_imports_form_no_cycle():
+    modules = project_modules()
+    graph = {n: {m for m in imports(p, modules)[0] if m != n} for n, p in modules.items()}
+    state = {}
+
+    def visit(n, path):
+        assert state.get(n) != "open", f"import cycle: {' -> '.join(path + [n])}"
+        if state.get(n) is None:
+            state[n] = "open"
+            for m in graph[n]:
+                visit(m, path + [n])
+            state[n] = "done"
+
+    for n in graph:
+        visit(n, [])
+
+
+def test_sampler_needs_only_torch():
+    code = ("import sys, sampler; bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('transformers', 'math_verify', 'attribution', 'rollout', 'teacher', 'models', 'sandbox')); "
+            "assert not bad, bad; assert callable(sampler.generate) and callable(sampler.sequence_logprobs)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
