@@ -42,12 +42,12 @@ def condition_of(text):
 
 
 class Recorder:
-    """train.score's stand-in, plus a tap on train.update (the Scored items) and on train.sequence_logprobs (which
-    model re-scores which contexts with grad)."""
+    """train.score's stand-in, plus taps on train.build (the policies), train.update (the Scored items) and
+    train.sequence_logprobs (which model re-scores which contexts with grad)."""
 
     def __init__(self, monkeypatch, tok):
-        self.tok, self.scored, self.items, self.rescored = tok, [], [], []
-        real_update, real_logprobs = train.update, train.sequence_logprobs
+        self.tok, self.scored, self.items, self.rescored, self.policies = tok, [], [], [], {}
+        real_update, real_logprobs, real_build = train.update, train.sequence_logprobs, train.build
 
         def score(teacher, contexts, responses, **kw):
             out = []
@@ -65,6 +65,12 @@ class Recorder:
             self.rescored.append((model, [list(c) for c in contexts]))
             return real_logprobs(model, contexts, responses, **kw)
 
+        def build(args):
+            built = real_build(args)
+            self.policies.update(built[1])  # (problems, policies, ...): role -> the policy trained for that role
+            return built
+
+        monkeypatch.setattr(train, "build", build)
         monkeypatch.setattr(train, "score", score)
         monkeypatch.setattr(train, "update", update)
         monkeypatch.setattr(train, "sequence_logprobs", sequence_logprobs)
@@ -119,12 +125,14 @@ def test_each_response_is_rescored_with_grad_by_its_authors_policy_only(monkeypa
     by_context = {}
     for it in rec.items:
         by_context.setdefault(tuple(it.response.context_ids), set()).add(it.role)
-    models = {}
+    assert len({id(m) for m in rec.policies.values()}) == len(rec.policies) == 4  # one policy per role
+    seen = set()
     for model, contexts in rec.rescored:
         for c in contexts:
             (role,) = by_context[tuple(c)]
-            assert models.setdefault(role, model) is model  # one policy per role, always the same
-    assert len(models) == 4 and len({id(m) for m in models.values()}) == 4
+            assert model is rec.policies[role], f"a {role} response was re-scored by another role's policy"
+            seen.add(tuple(c))
+    assert seen == set(by_context)  # every response was re-scored
 
 
 def _item(role, adv, tok):
