@@ -110,7 +110,8 @@ class RolloutConfig:
 
 def rollout_config(args, **overrides):
     """A RolloutConfig from a command line's parsed args: every field named like one of args' attributes (e.g.
-    --max-new-tokens), then `overrides` (e.g. the evaluation decoding); the rest keep their defaults."""
+    --max-new-tokens), then `overrides` (e.g. the evaluation decoding of App. D.5); the rest keep their defaults
+    (App. D.6.1, D.6.3)."""
     names = {f.name for f in fields(RolloutConfig)}
     return RolloutConfig(**{**{k: v for k, v in vars(args).items() if k in names}, **overrides})
 
@@ -232,7 +233,8 @@ _FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.S)
 
 
 def extract_program(text):
-    """The program of a Coder or Tool-User response (rules above), or None."""
+    """The program of a Coder or Tool-User response, written after "Code:" in a fenced block as the answer
+    format of App. F.1 asks (rules above, §10.5), or None."""
     blocks = list(_FENCE.finditer(text))
     python = [b for b in blocks if b.group(1).lower() in ("python", "py", "python3")]
     after_label = [b for b in blocks if b.start() > text.rfind("Code:") >= 0]

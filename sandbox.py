@@ -66,7 +66,8 @@ ERROR = "error: "  # every failed run's outcome starts with this; agents see it 
 
 
 def is_error(outcome: str | None) -> bool:
-    """Whether an outcome string (a program's output, printed answer or environment note) reports a failure."""
+    """Whether an outcome string (a program's output, printed answer or environment note) reports a failure: a
+    crash, a timeout or a missing program, which App. D.6.1 turns into an error string instead of an exception."""
     return outcome is not None and outcome.startswith(ERROR)
 
 

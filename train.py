@@ -40,7 +40,8 @@ from teacher import KAPPA, score, teacher_contexts
 
 
 def get_args(argv=None):
-    ap = argparse.ArgumentParser(description="MAS-OPD training (Algorithm 1). Paper values in brackets.")
+    ap = argparse.ArgumentParser(description="MAS-OPD training (Algorithm 1). Paper values in brackets.",
+                                 epilog="The laptop demo runs the toy world through this file: python -m toy")
     add = ap.add_argument
     add("--problems", required=True, help="JSONL problem file (schema: data.py)")
     add("--student", required=True, help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id [Qwen3-1.7B]")
@@ -111,7 +112,8 @@ class Scored:
 
 
 def stopwatch():
-    """-> lap(): seconds since the previous lap (or the start), to the millisecond."""
+    """-> lap(): seconds since the previous lap (or the start), to the millisecond: the per-phase times of
+    Algorithm 1 that metrics.jsonl reports (cf. App. D.6.4, Table 4)."""
     last = [time.perf_counter()]
 
     def lap():
@@ -122,7 +124,7 @@ def stopwatch():
 
 
 def autocast(args):
-    """bf16 compute over the fp32 master weights, or nothing."""
+    """bf16 compute over the fp32 master weights, or nothing (precision is left open by the paper, §10.10)."""
     if args.precision != "bf16":
         return nullcontext()
     return torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16)
@@ -242,8 +244,9 @@ def update(items, n_episodes, policies, optims, args):
 
 
 def rollout_metrics(episodes, attributions, items):
-    """What the step's rollout and teacher did: tokens, turns, conflicts, stops, verdict outcomes, and per role
-    the token means of A^OPD, A^role and the sampled reverse-KL estimate log pi_theta - log pi_T."""
+    """What the step's rollout and teacher did: tokens, turns, conflicts, stops, verdict outcomes (App. F.6), and
+    per role the token means of A^OPD (Eq. 8), A^role (Eq. 9) and the sampled reverse-KL estimate
+    log pi_theta - log pi_T that Eq. 5 minimises."""
     atts = [a for e in episodes for a in attributions[id(e)]]
     roles = {}
     for role in sorted({it.role for it in items}):

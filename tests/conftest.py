@@ -1,8 +1,11 @@
-"""Shared fixtures: the in-code tokenizer, tiny random models, scripted agents."""
+"""Shared fixtures: the in-code tokenizer, tiny random models, scripted agents, a code + math problem file."""
+import json
+
 import pytest
 
 from models import make_tokenizer, tiny_model
 from sampler import Generation
+from tests.test_workflows import APPLES, SUM
 
 
 @pytest.fixture(scope="session")
@@ -38,3 +41,11 @@ class Scripted:
 @pytest.fixture
 def scripted(tok):
     return lambda script: Scripted(tok, script)
+
+
+@pytest.fixture(scope="module")
+def problems(tmp_path_factory):
+    """A problem file with one code (stdio) and one math problem: every role plays."""
+    path = tmp_path_factory.mktemp("data") / "p.jsonl"
+    path.write_text(json.dumps(SUM) + "\n" + json.dumps(APPLES) + "\n")
+    return str(path)

@@ -7,18 +7,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import train
-from tests.test_workflows import APPLES, SUM
 from models import make_tokenizer, tiny_model
 
 FAST = ["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--max-new-tokens", "6", "--max-turns", "2",
         "--batch", "2", "--mini-batch", "1", "--micro-batch", "3", "--lr", "1e-3", "--workers", "2"]
-
-
-@pytest.fixture(scope="module")
-def problems(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "p.jsonl"
-    path.write_text(json.dumps(SUM) + "\n" + json.dumps(APPLES) + "\n")
-    return str(path)
 
 
 def _metrics(out):

@@ -14,19 +14,12 @@ from loss import ras_advantage
 from models import make_tokenizer, tiny_model
 from rollout import Response, Segment
 from teacher import KAPPA, ROLE_CONDITIONS
-from tests.test_workflows import APPLES, SUM
+from tests.test_workflows import SUM
 
 # The recording teacher's log-prob of every token, by the role condition its context holds.
 TEACHER_LP = {"coder": -1.0, "tester": -2.5, "reasoner": -0.5, "tool_user": -4.0}
 ARGS = ["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--max-new-tokens", "6", "--max-turns", "2",
         "--batch", "2", "--mini-batch", "2", "--micro-batch", "3", "--lr", "1e-3", "--workers", "2", "--steps", "1"]
-
-
-@pytest.fixture(scope="module")
-def problems(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "p.jsonl"
-    path.write_text(json.dumps(SUM) + "\n" + json.dumps(APPLES) + "\n")
-    return str(path)
 
 
 def turn_of(item):
