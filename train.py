@@ -45,8 +45,7 @@ def get_args(argv=None):
     add = ap.add_argument
     add("--problems", required=True, help="JSONL problem file (schema: data.py)")
     add("--student", required=True, help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id [Qwen3-1.7B]")
-    add("--teacher", required=True, help="same choices as --student; a tiny random teacher is drawn from seed+1 "
-      "[Qwen3-14B]")
+    add("--teacher", help="same choices as --student; a tiny random teacher is drawn from seed+1 [Qwen3-14B]")
     add("--eval-problems", default=None, help="held-out problems evaluated before and after training")
     add("--eval-seeds", type=int, nargs="+", default=[1000, 1001])
     add("--out", default="runs/default", help="metrics.jsonl and checkpoint/ go here")
@@ -307,8 +306,10 @@ def save_checkpoint(out, step, policies, optims, tok, gen, skipped, args):
     shutil.rmtree(old, ignore_errors=True)
 
 
-def build(args):
-    """Problems, policies (one per role, or shared), the frozen teacher, tokenizer, optimizers, sampler RNG."""
+def build(args, teacher=None):
+    """Problems, policies (one per role, or shared), the frozen teacher, tokenizer, optimizers, sampler RNG.
+    teacher: an already-built teacher (any module sampler.sequence_logprobs can score, over the students'
+    tokenizer) to use instead of loading --teacher."""
     problems = load_problems(args.problems)
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
     ckpt = os.path.join(args.out, "checkpoint")
@@ -325,8 +326,11 @@ def build(args):
     else:  # every policy starts from the same base checkpoint (§2.1)
         base, tok = load_model(args.student, seed=args.seed)
         policies = {r: base for r in roles} if args.shared_policy else {r: copy.deepcopy(base) for r in roles}
-    teacher, teacher_tok = load_model(args.teacher, seed=args.seed + 1)
-    check_same_tokenizer(teacher_tok, tok, (f"--teacher {args.teacher}", f"--student {args.student}"))
+    if teacher is None:
+        if args.teacher is None:
+            raise ValueError("--teacher is required (a model spec, as for --student)")
+        teacher, teacher_tok = load_model(args.teacher, seed=args.seed + 1)
+        check_same_tokenizer(teacher_tok, tok, (f"--teacher {args.teacher}", f"--student {args.student}"))
     device = torch.device(args.device)
     teacher.to("cpu" if args.teacher_offload else device, dtype=torch.bfloat16 if args.precision == "bf16"
                else torch.float32).eval().requires_grad_(False)
@@ -350,15 +354,18 @@ def build(args):
     return problems, policies, teacher, tok, optims, gen, start, skipped
 
 
-def main(argv=None):
+def main(argv=None, teacher=None):
+    """The command line; `teacher`, when given, is used instead of loading --teacher (see build)."""
     args = get_args(argv)
     hf_logging.disable_progress_bar()  # one bar (ours) per run, not one per saved shard
     print("config:", json.dumps(vars(args)))
+    if teacher is not None:
+        print(f"teacher: {type(teacher).__name__}, given by the caller (--teacher is not loaded)")
     torch.manual_seed(args.seed)
     random.seed(args.seed)
     try:
         held_out = load_problems(args.eval_problems) if args.eval_problems else None
-        problems, policies, teacher, tok, optims, gen, start, skipped = build(args)
+        problems, policies, teacher, tok, optims, gen, start, skipped = build(args, teacher)
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -110,6 +110,12 @@ def test_bad_input_exits_2(tmp_path, capsys, problems):
     with pytest.raises(SystemExit) as e:  # no problems, student or teacher: usage error, nothing runs
         train.get_args([])
     assert e.value.code == 2
+    i = FAST.index("--teacher")
+    no_teacher = FAST[:i] + FAST[i + 2:]
+    with pytest.raises(SystemExit) as e:  # no --teacher and no teacher object: one line, nothing written
+        train.main(no_teacher + ["--problems", problems, "--out", str(tmp_path / "w")])
+    assert e.value.code == 2 and "--teacher is required" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "w")
 
 
 def test_bf16_autocast_and_gradient_checkpointing_path_runs(tmp_path, problems):

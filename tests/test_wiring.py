@@ -58,8 +58,8 @@ class Recorder:
             self.rescored.append((model, [list(c) for c in contexts]))
             return real_logprobs(model, contexts, responses, **kw)
 
-        def build(args):
-            built = real_build(args)
+        def build(args, teacher=None):
+            built = real_build(args, teacher)
             self.policies.update(built[1])  # (problems, policies, ...): role -> the policy trained for that role
             return built
 

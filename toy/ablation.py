@@ -19,6 +19,7 @@ from data import load_problems, write_atomic
 from eval import load_policies, markdown
 from models import load_model
 from rollout import ROLES
+from toy.expert import toy_teacher
 from toy.world import build_toy, train_args
 
 VARIANTS = {"MAS-OPD": [], "w/o RAS (lambda=0)": ["--lam", "0"], "w/o PAC": ["--no-pac"]}
@@ -30,14 +31,17 @@ def main(argv=None):
     ap.add_argument("--eval-seeds", type=int, nargs="+", default=[2000, 2001, 2002])
     ap.add_argument("--cache", default=".cache")
     ap.add_argument("--eval-problems", help="held-out problem file (default: the toy world's test split)")
+    ap.add_argument("--teacher", choices=("learned", "hand"), default="learned", help="as for python -m toy")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     root = build_toy(args.cache)
-    common = train_args(root, args.out) + ["--eval-seeds"] + [str(s) for s in args.eval_seeds] + rest
+    common = (train_args(root, args.out, args.teacher == "learned") + ["--eval-seeds"]
+              + [str(s) for s in args.eval_seeds] + rest)
     print("config:", json.dumps({**vars(args), "train_args": common}))
     targs = train.get_args(common)  # the shared settings, also those of the evaluation below
     for name, flags in VARIANTS.items():
         print(f"== training {name}")
-        train.main(common + flags + ["--out", os.path.join(args.out, _slug(name))])  # evaluated together below
+        train.main(common + flags + ["--out", os.path.join(args.out, _slug(name))],  # evaluated together below
+                   teacher=toy_teacher(args.teacher, root))
 
     problems = load_problems(args.eval_problems or os.path.join(root, "test.jsonl"))
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})

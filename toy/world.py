@@ -65,7 +65,7 @@ def make_phrase_tokenizer(corpus, vocab_size=2048):
 OPS = {"+": "plus", "-": "minus", "*": "times"}
 
 
-def _calc(a, op, b):
+def calc(a, op, b):
     return a + b if op == "+" else a - b if op == "-" else a * b
 
 
@@ -73,10 +73,10 @@ def toy_problems(split):
     """'train' or 'test': disjoint, deterministic; in the project's problem schema (data.py)."""
     code = [{"id": f"code:x{op}{k}", "domain": "code", "format": "stdio",
              "question": f"The input is one integer x. Print x {OPS[op]} {k}.",
-             "tests": [{"input": f"{x}\n", "output": f"{_calc(x, op, k)}\n"} for x in (2, 5, 9)],
+             "tests": [{"input": f"{x}\n", "output": f"{calc(x, op, k)}\n"} for x in (2, 5, 9)],
              "solution": f"x = int(input())\nprint(x {op} {k})\n"} for op in OPS for k in range(1, 20)]
     math = [{"id": f"math:{a}{op}{b}", "domain": "math", "question": f"What is {a} {OPS[op]} {b}?",
-             "answer": str(_calc(a, op, b))} for op in OPS for a in range(1, 10) for b in range(1, 10)]
+             "answer": str(calc(a, op, b))} for op in OPS for a in range(1, 10) for b in range(1, 10)]
     out, rng = [], random.Random(1234)
     for ps in (code, math):
         held = set(rng.sample(range(len(ps)), len(ps) // 3))
@@ -84,9 +84,9 @@ def toy_problems(split):
     return out
 
 
-def _spec(problem):
-    """(a or None, op, b): code 'x op k' has a = None (x comes from stdin)."""
-    m = re.search(r"(?:What is (\d+)|Print x) (plus|minus|times) (\d+)", problem["question"])
+def question_spec(question):
+    """(a or None, op, b) of a toy question: code 'x op k' has a = None (x comes from stdin)."""
+    m = re.search(r"(?:What is (\d+)|Print x) (plus|minus|times) (\d+)", question)
     op = {w: o for o, w in OPS.items()}[m.group(2)]
     return (int(m.group(1)) if m.group(1) else None), op, int(m.group(3))
 
@@ -130,16 +130,16 @@ def _run(program, stdin=""):
 
 def _fresh(role, problem, b, rng):
     """A turn-0 (or revised) artefact: (response text, artefact values)."""
-    a, op, k = _spec(problem)
+    a, op, k = question_spec(problem["question"])
     wrong = rng.random() < b.err
     if role == "coder":
         kk = _slip(k, rng) if wrong else k
         return _program(f"x = int(input())\nprint(x {op} {kk})"), None
     if role == "tester":
         x = rng.randint(0, 9)
-        y = _calc(x, op, k)
+        y = calc(x, op, k)
         return _test(x, _slip(y, rng) if wrong else y), None
-    v = _calc(a, op, k)
+    v = calc(a, op, k)
     if role == "reasoner":
         shown = _slip(v, rng) if wrong else v
         return f"Reasoning Steps: {a} {op} {k} = {shown}\n#### {shown}", None
@@ -148,15 +148,15 @@ def _fresh(role, problem, b, rng):
 
 def _drift(role, problem, rng):
     """The teammate's kind of artefact, as a role-blind agent appends it (and the teacher under kappa writes it)."""
-    a, op, k = _spec(problem)
+    a, op, k = question_spec(problem["question"])
     if role == "coder":
         x = rng.randint(0, 9)
-        return _test(x, _calc(x, op, k))
+        return _test(x, calc(x, op, k))
     if role == "tester":
         return _program(f"x = int(input())\nprint(x {op} {k})")
     if role == "reasoner":
         return _program(f"print({a} {op} {k})")
-    return f"Reasoning Steps: {a} {op} {k} = {_calc(a, op, k)}\n#### {_calc(a, op, k)}"
+    return f"Reasoning Steps: {a} {op} {k} = {calc(a, op, k)}\n#### {calc(a, op, k)}"
 
 
 def _correction(role, problem, last, rng):
@@ -164,10 +164,10 @@ def _correction(role, problem, last, rng):
     Reasoner take over the value that the program printed, as a careful agent would once it knows its own side
     is at fault; this needs no arithmetic, so it works on problems whose facts the model never learnt."""
     if role == "tester":
-        a, op, k = _spec(problem)
+        a, op, k = question_spec(problem["question"])
         x = last.artefacts["test_input"].strip() if (last.artefacts["test_input"] or "").strip().isdigit() \
             else str(rng.randint(0, 9))
-        return _test(x, last.artefacts["program_output"].strip() if last.checks["coder"] else _calc(int(x), op, k))
+        return _test(x, last.artefacts["program_output"].strip() if last.checks["coder"] else calc(int(x), op, k))
     if role == "reasoner" and last.checks["tool_user"]:
         return f"Reasoning Steps: I adopt the printed result.\n#### {last.artefacts['program_answer'].strip()}"
     return _fresh(role, problem, ORACLE, rng)[0]
@@ -400,7 +400,9 @@ PRESET = ["--steps", "20", "--batch", "16", "--mini-batch", "8", "--micro-batch"
           "--max-new-tokens", "48"]
 
 
-def train_args(root, out):
-    """train.py's arguments for the toy world built at `root` (build_toy), writing to `out`."""
+def train_args(root, out, learned_teacher=True):
+    """train.py's arguments for the toy world built at `root` (build_toy), writing to `out`; without
+    learned_teacher, no --teacher (the caller hands train.main a teacher object)."""
+    teacher = ["--teacher", os.path.join(root, "teacher")] if learned_teacher else []
     return ["--problems", os.path.join(root, "train.jsonl"), "--student", os.path.join(root, "student"),
-            "--teacher", os.path.join(root, "teacher"), "--out", out] + PRESET
+            "--out", out] + teacher + PRESET

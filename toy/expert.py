@@ -1,0 +1,317 @@
+"""The toy world's teacher: a hand-written language model that is right on every prefix.
+
+What it stands for. The paper's teacher is a far stronger model (Qwen3-14B) that prices *any* prefix sensibly.
+A small teacher fine-tuned only on oracle trajectories cannot: it has never seen the prefixes the students
+produce. This one is written by hand instead. It reads the teacher context exactly as teacher.py renders it (the
+role condition, the problem text, the history the student saw, and the verdicts of completed turns when PAC is
+on) and the response prefix, and puts its mass on what an expert of that role would write next *from that
+prefix*: it knows the toy world's arithmetic and response formats. It reads nothing the paper's teacher does not
+get: no reference answer, no golden test, no hidden field of the problem; the values it prefers are computed from
+the question's text, as a competent model would.
+
+How it decides. After a conflict it keeps or revises as the verdict on the previous turn says (PAC); without a
+verdict it is at chance (w/o PAC). A revision is a fresh artefact or, for the roles that compute (Tester,
+Reasoner), taking over what the program printed, which it prefers when the verdict clears the program. Under the
+contrast condition kappa(r) it also expects the contrast role's kind of artefact to follow the seat's own (half of
+its mass), so A^role = l^(r) - l^(kappa r) is negative on the teammate's work that a role-blind student appends,
+positive on ending the response, and about zero elsewhere. It is as sure as an expert (SURE, DECIDE): on-policy
+distillation pulls a student towards the teacher's whole distribution, so a hesitant teacher makes hesitant
+students.
+
+How it is a language model. Each candidate response is a *plan*: literal text and number slots with a preferred
+value. The teacher is the Bayesian mixture of its plans: each plan predicts the next characters from the prefix
+(a wrong number ends its slot and the plan goes on with the text after it, so closing a program the student began
+is never penalised), the plans' weights follow how well they predicted the prefix so far, and a small uniform share
+keeps every token possible. What it cannot show: anything about a learned teacher's errors or about scale.
+
+base_model() returns log-probabilities as "hidden states" and get_output_embeddings() is the identity, so
+sampler.sequence_logprobs and teacher.score use it unchanged.
+"""
+import functools
+import math
+import os
+import re
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+
+from rollout import ANSWER_FMT
+from models import load_model
+from teacher import KAPPA, ROLE_CONDITIONS
+from toy.world import calc, question_spec
+
+NOUN = {"coder": "program", "tester": "test case", "reasoner": "answer", "tool_user": "program"}
+DECIDE = 0.97        # P(keep) or P(revise) when the verdict names the side at fault (PAC)
+SMOOTH = 1e-3        # share of each plan's mass spread over every token
+SURE = 0.99          # its confidence in a digit of its own arithmetic, and in where a number ends
+PRINT_VALUE = 0.2    # a Tool-User's share of programs that print the value rather than compute it
+ADOPT = 0.9          # P(adopt what the program printed | revise) when the verdict clears the program
+CANONICAL = 0.99     # share of a continuation's mass on the tokenizer's own first token for it
+DIGITS = "0123456789"
+FAULT = {"coder": ("in the program", "in both", "at least in the program"),
+         "tester": ("in the test case", "in both"),
+         "reasoner": ("in the derivation", "in both"),
+         "tool_user": ("in the program's computation", "in both")}
+
+
+def lit(text):
+    return ("lit", text)
+
+
+def num(value):
+    """A number slot. value: the preferred digits, a function of the earlier slots' fills, or None (any digit)."""
+    return ("num", value)
+
+
+# --------------------------------------------------------------------------------------------- the plans
+
+def fresh(role, question):
+    """Parts of a right turn-0 artefact of `role` for the toy question (its own arithmetic, from the text)."""
+    a, op, k = question_spec(question)
+    if role == "coder":
+        return [lit(f"Code:\n```python\nx = int(input())\nprint(x {op} "), num(str(k)), lit(")\n```")]
+    if role == "tester":
+        out = lambda fills: str(calc(int(fills[-1]), op, k)) if fills and fills[-1].lstrip("-").isdigit() else "0"
+        return [lit("Test Input:\n```\n"), num(None), lit("\n```\nTest Output:\n```\n"), num(out), lit("\n```")]
+    v = str(calc(a, op, k))
+    if role == "reasoner":
+        return [lit("Reasoning Steps: "), num(str(a)), lit(f" {op} "), num(str(k)), lit(" = "), num(v),
+                lit("\n#### "), num(v)]
+    return [lit("Code:\n```python\nprint("), num(str(a)), lit(f" {op} "), num(str(k)), lit(")\n```")]
+
+
+def artefacts(role, question):
+    """[(prior, parts)] of the artefacts an expert of `role` writes afresh; a Tool-User may also print the value
+    it worked out instead of the expression (PRINT_VALUE of its mass), so closing `print(8` is never a surprise."""
+    if role != "tool_user":
+        return [(1.0, fresh(role, question))]
+    v = fresh("reasoner", question)[-1][1]
+    return [(1 - PRINT_VALUE, fresh(role, question)),
+            (PRINT_VALUE, [lit("Code:\n```python\nprint("), num(v), lit(")\n```")])]
+
+
+def adopted(role, history):
+    """The revision of a computing role that takes over what the program printed last turn, read from its history:
+    the Reasoner the printed result, the Tester the program's output for its own test input. None for the other
+    roles, or when nothing usable was printed."""
+    last = history.split("\nTurn ")[-1]
+    if role == "reasoner":
+        m = re.search(r"It printed: (-?\d+)\n", last)
+        return m and [lit("Reasoning Steps: I adopt the printed result.\n#### "), num(m.group(1))]
+    if role == "tester":
+        m = re.search(r"Your test input:\n```\n(-?\d+)\n```.*The program's output:\n```\n(-?\d+)\n```", last, re.S)
+        return m and [lit(f"Test Input:\n```\n{m.group(1)}\n```\nTest Output:\n```\n"), num(m.group(2)),
+                      lit("\n```")]
+    return None
+
+
+def kept(role, history):
+    """The seat's own artefact of the last turn, as a literal, from the history it was shown; None if it had none."""
+    last = history.split("\nTurn ")[-1]
+    if role in ("coder", "tool_user"):
+        m = re.search(r"Your program:\n```python\n(.*?)```", last, re.S)
+        return None if m is None or "(no program" in m.group(1) else [lit(f"Code:\n```python\n{m.group(1)}```")]
+    if role == "tester":
+        m = re.search(r"Your test input:\n```\n(.*?)```\nYour expected output:\n```\n(.*?)```", last, re.S)
+        if m is None or "(no test case" in m.group(1):
+            return None
+        return [lit(f"Test Input:\n```\n{m.group(1)}```\nTest Output:\n```\n{m.group(2)}```")]
+    m = re.search(r"Your derivation:\n(.*?)\nYour answer: ", last, re.S)
+    if m is None or "####" not in m.group(1):
+        return None
+    text = re.sub(r"^I (keep|revise) my answer\.\n", "", m.group(1)).split("\nCode:")[0]  # no appended program
+    return [lit(text)]
+
+
+def plans(context):
+    """[(prior, parts)] for the teacher context (text): who speaks, under which condition, after what."""
+    seat = next(r for r in ANSWER_FMT if ANSWER_FMT[r] in context)
+    cond = next(r for r in ROLE_CONDITIONS if ROLE_CONDITIONS[r] in context)
+    question = context.split("Problem:\n", 1)[1].split("\n\n", 1)[0]
+    history = context.split("History of the earlier turns:\n", 1)[1] if "History of the earlier turns:" in context \
+        else None
+    if history is None:  # turn 0
+        own = artefacts(seat, question)
+    else:
+        verdicts = history.split("Verification result for the previous turn:")
+        conclusion = verdicts[-1].split("\n\n")[0].strip().split("\n")[-1] if len(verdicts) > 1 else None
+        if conclusion is not None:  # the last verdict judges the previous turn
+            p_revise = DECIDE if any(f in conclusion for f in FAULT[seat]) else 1 - DECIDE
+        else:
+            p_revise = 0.5
+        keep = kept(seat, history)
+        if keep is None:
+            p_revise = 1.0
+        opening = lambda word: [lit(f"I {word} my {NOUN[seat]}.\n")]
+        adopt = adopted(seat, history)
+        p_adopt = 0 if adopt is None else ADOPT if conclusion and FAULT[seat][0] in conclusion else 0.5
+        own = [(p_revise * (1 - p_adopt) * w, opening("revise") + parts) for w, parts in artefacts(seat, question)]
+        if p_adopt:
+            own.append((p_revise * p_adopt, opening("revise") + adopt))
+        if keep is not None:
+            own.append((1 - p_revise, opening("keep") + keep))
+    if cond == seat:
+        return own
+    mate = fresh(KAPPA[seat], question)  # under kappa: the teammate's kind of artefact may follow the seat's own
+    return [(w / 2, parts) for w, parts in own] + [(w / 2, parts + [lit("\n")] + mate) for w, parts in own]
+
+
+def render(parts, fills):
+    """The text of `parts` with each number slot at its preferred value (any digit: 0), given earlier fills."""
+    done, text = list(fills), ""
+    for kind, value in parts:
+        if kind == "num":
+            value = (value(done) if callable(value) else value) or "0"
+            done.append(value)
+        text += value
+    return text
+
+
+def continuations(parts, s):
+    """Where prefix s stands in a plan -> [(the plan's text from there, or None for the end of the response,
+    probability)]. The whole remaining text is returned because one token may span several literal parts."""
+    i, fills = 0, []
+    for pi, (kind, value) in enumerate(parts):
+        rest = parts[pi + 1:]
+        if kind == "lit":
+            n = 0
+            while n < len(value) and i + n < len(s) and s[i + n] == value[n]:
+                n += 1
+            if i + n == len(s) and n < len(value):
+                return [(value[n:] + render(rest, fills), 1.0)]
+            if n < len(value):
+                return [(recover(parts, fills, s), 1.0)]
+            i += n
+            continue
+        j = i
+        while j < len(s) and (s[j].isdigit() or (j == i and s[j] == "-")):
+            j += 1
+        pref = value(fills) if callable(value) else value
+        if j < len(s):
+            fills.append(s[i:j])
+            i = j
+            continue
+        written = s[i:j]
+        after = render(rest, fills + [written]) or None
+        if pref is None:  # any digit, once
+            return [(d + render(rest, fills + [d]), 0.1) for d in DIGITS] if not written else [(after, 1.0)]
+        if pref.startswith(written) and written != pref:  # its own next digit, or (arithmetic is not certain) another
+            go_on = pref[len(written):] + render(rest, fills + [pref])
+            return [(go_on, SURE)] + [(d, (1 - SURE) / 9) for d in DIGITS if d != go_on[0]]
+        return [(after, SURE)] + [(d, (1 - SURE) / 10) for d in DIGITS]  # done, or wrong: the plan goes on after it
+    return [(None, 1.0)]  # the plan is complete (text after it, such as a teammate's artefact, is not its own)
+
+
+def recover(parts, fills, s):
+    """A prefix that left the plan inside its text: continue where the end of s occurs in the plan's text (the
+    longest such ending, at least two characters), else finish with the plan's closing text (what follows its
+    last number), so that closing what the student began is what the teacher expects. None = end now."""
+    text = "".join(value if kind == "lit" else fill for (kind, value), fill in _with_fills(parts, fills))
+    for m in range(min(len(s), 40), 1, -1):
+        j = text.rfind(s[-m:])
+        if j >= 0:
+            return text[j + m:] or None
+    closing = parts[-1][1] if parts[-1][0] == "lit" else ""
+    for m in range(len(closing), 0, -1):
+        if s.endswith(closing[:m]):
+            return closing[m:] or None
+    return closing or None
+
+
+def _with_fills(parts, fills):
+    """Pairs (part, what the student wrote in it or its preferred value) for number slots, in order."""
+    written, done = iter(fills), []
+    for kind, value in parts:
+        fill = None
+        if kind == "num":
+            fill = next(written, None) or (value(done) if callable(value) else value) or "0"
+            done.append(fill)
+        yield (kind, value), fill
+
+
+class HandTeacher(nn.Module):
+    """The hand-written toy teacher (module docstring) over `tokenizer`'s vocabulary."""
+
+    def __init__(self, tokenizer):
+        super().__init__()
+        self.tok, self.V = tokenizer, len(tokenizer)
+        self.head = nn.Linear(self.V, self.V, bias=False)
+        self.head.weight.data = torch.eye(self.V)
+        self.pieces = [tokenizer.decode([i]) for i in range(self.V)]
+        self.eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.think_end = tokenizer.convert_tokens_to_ids("</think>")
+        self.after_think = len(tokenizer("\n\n", add_special_tokens=False)["input_ids"])
+        self.by_first = {}
+        for i, p in enumerate(self.pieces):
+            if p and i != self.eos:
+                self.by_first.setdefault(p[0], []).append(i)
+
+    def get_output_embeddings(self):
+        return self.head
+
+    @functools.lru_cache(maxsize=65536)
+    def _token_mass(self, text):
+        """{token id: share} of a continuation's mass: the tokenizer's own first token for the text, and any
+        other token the text begins with."""
+        if not text:
+            return {}
+        fits = [i for i in self.by_first.get(text[0], ()) if text.startswith(self.pieces[i])]
+        first = self.tok(text, add_special_tokens=False)["input_ids"][0]
+        mass = {i: (1 - CANONICAL) / len(fits) for i in fits}
+        mass[first] = mass.get(first, 0.0) + CANONICAL
+        return mass
+
+    def _next(self, parts, s):
+        """Sparse next-token distribution of one plan after prefix s."""
+        out = {}
+        for text, q in continuations(parts, s):
+            if text is None:
+                out[self.eos] = out.get(self.eos, 0.0) + q
+            else:
+                for i, share in self._token_mass(text).items():
+                    out[i] = out.get(i, 0.0) + q * share
+        return out
+
+    def response_logprobs(self, context, response):
+        """(len(response), V) log-probabilities of the next token at each response position."""
+        mixture = plans(context)
+        log_w = torch.tensor([math.log(max(w, 1e-12)) for w, _ in mixture], dtype=torch.float64)
+        rows, s = [], ""
+        for tok in list(response) + [None]:
+            w = torch.softmax(log_w, 0)
+            row = torch.full((self.V,), SMOOTH / self.V, dtype=torch.float64)
+            per_plan = []
+            for (_, parts), wp in zip(mixture, w.tolist()):
+                nxt = self._next(parts, s) or {self.eos: 1.0}
+                total = sum(nxt.values())
+                per_plan.append(nxt)
+                for i, q in nxt.items():
+                    row[i] += (1 - SMOOTH) * wp * q / total
+            rows.append(row.log())
+            if tok is None:
+                break
+            for k, nxt in enumerate(per_plan):  # Bayes: each plan's weight times what it gave this token
+                log_w[k] += math.log((1 - SMOOTH) * nxt.get(tok, 0.0) / max(sum(nxt.values()), 1e-12)
+                                     + SMOOTH / self.V)
+            s += self.pieces[tok]
+        return torch.stack(rows[:-1]) if len(rows) > 1 else torch.zeros(0, self.V, dtype=torch.float64)
+
+    def base_model(self, input_ids, attention_mask):
+        """(B, L) ids -> last_hidden_state (B, L, V): at the position before each response token, the teacher's
+        log-probabilities of that token; elsewhere zeros (never read). The response starts after the chat tail's
+        '</think>\\n\\n'; the context before it is decoded to text and read by plans()."""
+        B, L = input_ids.shape
+        out = torch.zeros(B, L, self.V)
+        for b in range(B):
+            ids = input_ids[b, :int(attention_mask[b].sum())].tolist()
+            start = len(ids) - 1 - ids[::-1].index(self.think_end) + 1 + self.after_think
+            lp = self.response_logprobs(self.tok.decode(ids[:start]), ids[start:])
+            out[b, start - 1:start - 1 + len(lp)] = lp.float()
+        return SimpleNamespace(last_hidden_state=out.to(self.head.weight.device))
+
+
+def toy_teacher(kind, root):
+    """The teacher object to hand to train.main: None for 'learned' (train.py loads the fine-tuned teacher that
+    toy.world.train_args names), or this module's hand-written teacher over the toy tokenizer for 'hand'."""
+    return HandTeacher(load_model(os.path.join(root, "student"))[1]) if kind == "hand" else None
