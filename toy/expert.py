@@ -39,9 +39,8 @@ from torch import nn
 from rollout import ANSWER_FMT
 from models import load_model
 from teacher import KAPPA, ROLE_CONDITIONS
-from toy.world import calc, question_spec
+from toy.world import NOUN, calc, question_spec
 
-NOUN = {"coder": "program", "tester": "test case", "reasoner": "answer", "tool_user": "program"}
 DECIDE = 0.97        # P(keep) or P(revise) when the verdict names the side at fault (PAC)
 SMOOTH = 1e-3        # share of each plan's mass spread over every token
 SURE = 0.99          # its confidence in a digit of its own arithmetic, and in where a number ends
