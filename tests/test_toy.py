@@ -125,6 +125,19 @@ def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path, small_toy):
     assert {"decide_pac", "decide_blind"} <= set(report) and all(0 <= v <= 100 for v in report.values())
 
 
+def test_hand_teacher_runs_through_train_py(tmp_path, small_toy, capsys):
+    """`python -m toy --teacher hand`: train.py gets the hand-written teacher object and no --teacher to load."""
+    cache, held = small_toy
+    out = str(tmp_path / "hand")
+    toy_main(["--cache", cache, "--out", out, "--teacher", "hand", "--steps", "1", "--batch", "2", "--mini-batch",
+              "2", "--max-new-tokens", "8", "--max-turns", "2", "--eval-seeds", "5", "--eval-problems", held])
+    printed = capsys.readouterr().out
+    assert '"teacher": null' in printed and "teacher: HandTeacher" in printed
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        roles = json.loads(f.readline())["roles"]
+    assert roles and all(v["reverse_kl"] == v["reverse_kl"] for v in roles.values())  # scored, finite
+
+
 def test_ablation_trains_three_variants_and_tables_four_systems(tmp_path, small_toy, capsys):
     cache, held = small_toy
     out = str(tmp_path / "abl")
