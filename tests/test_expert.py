@@ -11,7 +11,7 @@ from models import make_tokenizer
 from rollout import ROLES, build_context
 from teacher import KAPPA, score, teacher_contexts
 from toy.expert import HandTeacher
-from toy.world import ORACLE, ROLE_BLIND, respond, simulate, toy_problems
+from toy.world import NOUN, ORACLE, ROLE_BLIND, respond, simulate, toy_problems
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +59,9 @@ def test_scored_through_teacher_score_unchanged_and_sharp_on_the_oracle(expert):
 def _opening_probs(tok, teacher, p, role, earlier, verdicts):
     """P(the response opens with 'I keep my ...') and P('I revise my ...') under the target condition."""
     ctx = teacher_contexts(tok, build_context(tok, p, role, earlier), (role,), verdicts)[0]
-    noun = {"coder": "program", "tester": "test case", "reasoner": "answer", "tool_user": "program"}[role]
     out = []
     for word in ("keep", "revise"):
-        opening = tok(f"I {word} my {noun}.\n", add_special_tokens=False)["input_ids"]
+        opening = tok(f"I {word} my {NOUN[role]}.\n", add_special_tokens=False)["input_ids"]
         out.append(score(teacher, [ctx], [opening])[0].sum().exp().item())
     return out
 

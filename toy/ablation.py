@@ -38,10 +38,11 @@ def main(argv=None):
               + [str(s) for s in args.eval_seeds] + rest)
     print("config:", json.dumps({**vars(args), "train_args": common}))
     targs = train.get_args(common)  # the shared settings, also those of the evaluation below
+    teacher = toy_teacher(args.teacher, root)  # frozen: one for all variants
     for name, flags in VARIANTS.items():
         print(f"== training {name}")
         train.main(common + flags + ["--out", os.path.join(args.out, _slug(name))],  # evaluated together below
-                   teacher=toy_teacher(args.teacher, root))
+                   teacher=teacher)
 
     problems = load_problems(args.eval_problems or os.path.join(root, "test.jsonl"))
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})

@@ -85,16 +85,15 @@ def artefacts(role, question):
     it worked out instead of the expression (PRINT_VALUE of its mass), so closing `print(8` is never a surprise."""
     if role != "tool_user":
         return [(1.0, fresh(role, question))]
-    v = fresh("reasoner", question)[-1][1]
+    a, op, k = question_spec(question)
     return [(1 - PRINT_VALUE, fresh(role, question)),
-            (PRINT_VALUE, [lit("Code:\n```python\nprint("), num(v), lit(")\n```")])]
+            (PRINT_VALUE, [lit("Code:\n```python\nprint("), num(str(calc(a, op, k))), lit(")\n```")])]
 
 
-def adopted(role, history):
-    """The revision of a computing role that takes over what the program printed last turn, read from its history:
-    the Reasoner the printed result, the Tester the program's output for its own test input. None for the other
-    roles, or when nothing usable was printed."""
-    last = history.split("\nTurn ")[-1]
+def adopted(role, last):
+    """The revision of a computing role that takes over what the program printed last turn, read from `last`, that
+    turn's history entry: the Reasoner the printed result, the Tester the program's output for its own test input.
+    None for the other roles, or when nothing usable was printed."""
     if role == "reasoner":
         m = re.search(r"It printed: (-?\d+)\n", last)
         return m and [lit("Reasoning Steps: I adopt the printed result.\n#### "), num(m.group(1))]
@@ -105,9 +104,9 @@ def adopted(role, history):
     return None
 
 
-def kept(role, history):
-    """The seat's own artefact of the last turn, as a literal, from the history it was shown; None if it had none."""
-    last = history.split("\nTurn ")[-1]
+def kept(role, last):
+    """The seat's own artefact of the last turn, as a literal, from `last`, that turn's history entry; None if it
+    had none."""
     if role in ("coder", "tool_user"):
         m = re.search(r"Your program:\n```python\n(.*?)```", last, re.S)
         return None if m is None or "(no program" in m.group(1) else [lit(f"Code:\n```python\n{m.group(1)}```")]
@@ -139,11 +138,12 @@ def plans(context):
             p_revise = DECIDE if any(f in conclusion for f in FAULT[seat]) else 1 - DECIDE
         else:
             p_revise = 0.5
-        keep = kept(seat, history)
+        last = history.split("\nTurn ")[-1]  # the previous turn's entry
+        keep = kept(seat, last)
         if keep is None:
             p_revise = 1.0
         opening = lambda word: [lit(f"I {word} my {NOUN[seat]}.\n")]
-        adopt = adopted(seat, history)
+        adopt = adopted(seat, last)
         p_adopt = 0 if adopt is None else ADOPT if conclusion and FAULT[seat][0] in conclusion else 0.5
         own = [(p_revise * (1 - p_adopt) * w, opening("revise") + parts) for w, parts in artefacts(seat, question)]
         if p_adopt:
@@ -280,19 +280,18 @@ class HandTeacher(nn.Module):
         for tok in list(response) + [None]:
             w = torch.softmax(log_w, 0)
             row = torch.full((self.V,), SMOOTH / self.V, dtype=torch.float64)
-            per_plan = []
+            per_plan = []  # (next-token masses, their total) of each plan
             for (_, parts), wp in zip(mixture, w.tolist()):
                 nxt = self._next(parts, s) or {self.eos: 1.0}
                 total = sum(nxt.values())
-                per_plan.append(nxt)
+                per_plan.append((nxt, total))
                 for i, q in nxt.items():
                     row[i] += (1 - SMOOTH) * wp * q / total
             rows.append(row.log())
             if tok is None:
                 break
-            for k, nxt in enumerate(per_plan):  # Bayes: each plan's weight times what it gave this token
-                log_w[k] += math.log((1 - SMOOTH) * nxt.get(tok, 0.0) / max(sum(nxt.values()), 1e-12)
-                                     + SMOOTH / self.V)
+            for k, (nxt, total) in enumerate(per_plan):  # Bayes: each plan's weight times what it gave this token
+                log_w[k] += math.log((1 - SMOOTH) * nxt.get(tok, 0.0) / max(total, 1e-12) + SMOOTH / self.V)
             s += self.pieces[tok]
         return torch.stack(rows[:-1]) if len(rows) > 1 else torch.zeros(0, self.V, dtype=torch.float64)
 
