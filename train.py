@@ -307,9 +307,9 @@ def save_checkpoint(out, step, policies, optims, tok, gen, skipped, args):
 
 
 def build(args, teacher=None):
-    """Problems, policies (one per role, or shared), the frozen teacher, tokenizer, optimizers, sampler RNG.
-    teacher: an already-built teacher (any module sampler.sequence_logprobs can score, over the students'
-    tokenizer) to use instead of loading --teacher."""
+    """Algorithm 1's inputs (App. C): problems, policies (one per role from one base checkpoint, §2.1, or
+    shared), the frozen teacher, tokenizer, optimizers, sampler RNG. teacher: an already-built teacher (any module
+    sampler.sequence_logprobs can score, over the students' tokenizer) to use instead of loading --teacher."""
     problems = load_problems(args.problems)
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
     ckpt = os.path.join(args.out, "checkpoint")
@@ -355,7 +355,8 @@ def build(args, teacher=None):
 
 
 def main(argv=None, teacher=None):
-    """The command line; `teacher`, when given, is used instead of loading --teacher (see build)."""
+    """The command line: Algorithm 1's loop (App. C) with evaluation before and after; `teacher`, when given, is
+    used instead of loading --teacher (see build)."""
     args = get_args(argv)
     hf_logging.disable_progress_bar()  # one bar (ours) per run, not one per saved shard
     print("config:", json.dumps(vars(args)))

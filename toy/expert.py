@@ -123,7 +123,8 @@ def kept(role, last):
 
 
 def plans(context):
-    """[(prior, parts)] for the teacher context (text): who speaks, under which condition, after what."""
+    """[(prior, parts)] for the teacher context u~ (text, Eq. 12 / Eq. 23): who speaks, under which role
+    condition, after what history and verdicts."""
     seat = next(r for r in ANSWER_FMT if ANSWER_FMT[r] in context)
     cond = next(r for r in ROLE_CONDITIONS if ROLE_CONDITIONS[r] in context)
     question = context.split("Problem:\n", 1)[1].split("\n\n", 1)[0]
@@ -230,7 +231,8 @@ def _with_fills(parts, fills):
 
 
 class HandTeacher(nn.Module):
-    """The hand-written toy teacher (module docstring) over `tokenizer`'s vocabulary."""
+    """The hand-written toy teacher (module docstring) over `tokenizer`'s vocabulary: the frozen pi_T whose
+    log-probabilities l_k (Eq. 7) teacher.score reads on u~ (Eq. 12) and its contrast (Eq. 23)."""
 
     def __init__(self, tokenizer):
         super().__init__()
@@ -273,7 +275,8 @@ class HandTeacher(nn.Module):
         return out
 
     def response_logprobs(self, context, response):
-        """(len(response), V) log-probabilities of the next token at each response position."""
+        """(len(response), V) log-probabilities of the next token at each response position: l_k of Eq. 7 for
+        every candidate token."""
         mixture = plans(context)
         log_w = torch.tensor([math.log(max(w, 1e-12)) for w, _ in mixture], dtype=torch.float64)
         rows, s = [], ""
@@ -310,6 +313,6 @@ class HandTeacher(nn.Module):
 
 
 def toy_teacher(kind, root):
-    """The teacher object to hand to train.main: None for 'learned' (train.py loads the fine-tuned teacher that
+    """The teacher pi_T (Eq. 7) to hand to train.main: None for 'learned' (train.py loads the fine-tuned teacher that
     toy.world.train_args names), or this module's hand-written teacher over the toy tokenizer for 'hand'."""
     return HandTeacher(load_model(os.path.join(root, "student"))[1]) if kind == "hand" else None
