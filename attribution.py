@@ -178,9 +178,11 @@ def attribute_code(problem: dict, program: str | None, test_case: tuple[str, str
     fmt, tests = problem["format"], problem["tests"]
     program_correct, first_failing = False, None
     if program is not None:
-        results = run_cases(problem, program, [t["input"] for t in tests], timeout=timeout)
-        failing = [i for i, (r, t) in enumerate(zip(results, tests))
-                   if not (r.ok and outputs_match(fmt, r.stdout, t["output"]))]
+        passes = lambda i, r: r.ok and outputs_match(fmt, r.stdout, tests[i]["output"])
+        # the check stops at the first failing test: a program that hangs costs one timeout, not one per test
+        results = run_cases(problem, program, [t["input"] for t in tests], timeout=timeout,
+                            stop=lambda i, r: not passes(i, r))
+        failing = [i for i, r in enumerate(results) if r is not None and not passes(i, r)]
         program_correct, first_failing = not failing, (failing[0] if failing else None)
 
     if program is not None and test_case is not None and program_output is None:

@@ -15,10 +15,13 @@ the argument list and of the expected return value; `solution` (optional, may be
 program. Reference answers, golden tests and solutions are read by the verifier only (App. D.6.1, App. F.6):
 no agent context is ever built from them.
 
-Benchmark and hub datasets are converted into this schema by tools/loaders.py.
+Benchmark and hub datasets are converted into this schema by tools/loaders.py. Also here, for every command line:
+atomic writes, strict JSON, the up-front check of output paths and the argparse type of numeric flags.
 """
+import argparse
 import ast
 import json
+import math
 import os
 
 REQUIRED = {"math": {"id": str, "domain": str, "question": str, "answer": str},
@@ -26,11 +29,72 @@ REQUIRED = {"math": {"id": str, "domain": str, "question": str, "answer": str},
 
 
 def write_atomic(path, text):
-    """Write `text` to `path` via a temp file and a rename, so a crash never leaves a half-written file."""
+    """Write `text` to `path` via a temp file and a rename, so a crash never leaves a half-written file (and a
+    failed write, e.g. a full disk, no temp file either)."""
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def json_text(value, **kwargs):
+    """json.dumps with every NaN or infinity written as null: json.dumps writes them as the bare words NaN and
+    Infinity, which are no JSON, so other readers reject the file (a diverged run's metrics, a broken model's
+    log-probs)."""
+    return json.dumps(_finite(value), allow_nan=False, **kwargs)
+
+
+def _finite(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def check_writable(path, flag, directory=False):
+    """Refuse an output path before any work is spent on what could not be saved: raises ValueError naming
+    `flag`. A file (written by write_atomic) must sit in an existing, writable directory; a directory (made with
+    its parents) must not be a file, and the nearest existing folder on its way must be writable. Writes nothing."""
+    if os.path.exists(path) and os.path.isdir(path) != directory:
+        raise ValueError(f"{flag} {path}: {'not a directory' if directory else 'is a directory'}")
+    parent = os.path.abspath(path if directory else os.path.dirname(path) or ".")
+    while directory and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise ValueError(f"{flag} {path}: {parent} is not an existing directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {path}: {parent} is not writable")
+
+
+def bounded(kind, low, high=math.inf, low_open=False):
+    """An argparse type: a finite `kind` (int or float) >= low (> low if low_open) and <= high. argparse then
+    refuses, at parse time with its usage line, a nan, an inf, or a count that would silently do nothing or drop
+    data (--limit -1, --max-new-tokens 0)."""
+    what = ("an integer" if kind is int else "a finite number") + (f" > {low}" if low_open else f" >= {low}") + (
+        f" and <= {high}" if high < math.inf else "")
+
+    def parse(text):
+        try:
+            value = kind(text)
+            ok = math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
+        except (ValueError, OverflowError):  # not a number of that kind; an integer too long for a float
+            ok = False
+        if not ok:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+    return parse
+
+
+COUNT = bounded(int, 1)  # steps, batch sizes, token and turn limits, workers: 0 would do nothing
+SEED = bounded(int, 0, 2**32 - 1)  # a seed every RNG we seed takes (torch refuses 2**64), seed + 1 too
 
 
 class ProblemError(ValueError):

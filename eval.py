@@ -22,10 +22,11 @@ import sys
 import torch
 
 from attribution import answers_equivalent, attribute_episodes
-from data import ProblemError, load_problems, write_atomic
-from models import load_model
-from rollout import ROLES, rollout_config, run_episodes, stop_ids_of
+from data import COUNT, SEED, ProblemError, check_writable, json_text, load_problems, write_atomic
+from models import device, load_model
+from rollout import ROLES, check_prompt_limit, rollout_config, run_episodes, stop_ids_of
 from sampler import Generation
+from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
 
 EVAL_DECODING = dict(temperature=0.6, top_p=0.95, top_k=20, max_turns=4)  # App. D.5
@@ -198,21 +199,29 @@ def main(argv=None):
     who.add_argument("--student", help="untrained: this model in every seat")
     who.add_argument("--single-agent", help="this model alone, one turn (e.g. the teacher)")
     ap.add_argument("--problems", required=True, help="JSONL problem file (schema: data.py)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--seeds", type=SEED, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--max-new-tokens", type=COUNT, default=96)
     ap.add_argument("--no-exchange", action="store_true", help="skip the seat-exchange evaluation")
     ap.add_argument("--heatmap", help="write the App. G.2 role-advantage heat map (needs --teacher) here")
     ap.add_argument("--teacher", default="tiny-qwen3", help="teacher for --heatmap (a model spec as for --student)")
     ap.add_argument("--json", help="write all figures here")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--device", type=device, default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args(argv)
+    if args.heatmap and args.single_agent:
+        ap.error("--heatmap needs a team (--run or --student), not --single-agent")
     print("config:", json.dumps(vars(args)))
+    stop_on_sigterm()
+    print("sandbox:", describe())
     try:
+        for flag, path in (("--json", args.json), ("--heatmap", args.heatmap)):  # before the run, not after it
+            if path:
+                check_writable(path, flag)
         problems = load_problems(args.problems)
         roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
         cfg = rollout_config(args, **EVAL_DECODING)
         if args.single_agent:
             model, tok = load_model(args.single_agent, seed=1)
+            check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
             per_seed = [single_agent_metrics(problems, model.to(args.device), tok, s, cfg) for s in args.seeds]
             result = {f"single agent {args.single_agent}": mean_std(per_seed)}
         else:
@@ -221,21 +230,22 @@ def main(argv=None):
             else:
                 model, tok = load_model(args.student)
                 policies = {r: model.to(args.device) for r in roles}
+            check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
             name = args.run or f"untrained {args.student}"
             result = {name: evaluate(problems, policies, tok, args.seeds, cfg, exchange=not args.no_exchange)}
+        print(markdown(result))
+        if args.json:  # before the heat map, whose teacher may still fail to load
+            write_atomic(args.json, json_text(result, indent=1))
+        if args.heatmap:
+            teacher, _ = load_model(args.teacher, seed=1)
+            episodes, _ = run_team(problems, policies, tok, args.seeds[0], cfg)
+            items = [(f"{e.problem['id']} turn {t.t + 1}", resp, role) for e in episodes for t in e.turns[:1]
+                     for role, resp in t.responses.items()]
+            write_atomic(args.heatmap, heatmap_html(teacher.to(args.device), tok, items))
+            print(f"wrote {args.heatmap}")
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    print(markdown(result))
-    if args.heatmap and not args.single_agent:
-        teacher, _ = load_model(args.teacher, seed=1)
-        episodes, _ = run_team(problems, policies, tok, args.seeds[0], cfg)
-        items = [(f"{e.problem['id']} turn {t.t + 1}", resp, role) for e in episodes for t in e.turns[:1]
-                 for role, resp in t.responses.items()]
-        write_atomic(args.heatmap, heatmap_html(teacher.to(args.device), tok, items))
-        print(f"wrote {args.heatmap}")
-    if args.json:
-        write_atomic(args.json, json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 Every model comes back as a plain, trainable transformers CausalLM in eval mode, and every tokenizer has
 been checked to render our prompts: a chat template, and Qwen3's no-thinking mode where the model thinks.
 """
+import argparse
 import copy
 import functools
 import importlib.metadata
@@ -89,8 +90,9 @@ def load_model(spec, *, seed=0, dtype=torch.float32, device="cpu"):
         try:
             model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype)
             tok = AutoTokenizer.from_pretrained(spec)
-        except OSError as e:  # e.g. no weights or no tokenizer files in the directory
-            raise ValueError(f"model {spec!r}: cannot load this directory ({_first_line(e)})") from None
+        except Exception as e:  # missing files arrive as OSError, damaged ones as whatever their parser hits
+            # (a truncated model.safetensors: SafetensorError; a broken tokenizer.json: the tokenizers Exception)
+            raise ValueError(f"model {spec!r}: cannot load this directory ({first_line(e)})") from None
     elif os.path.exists(spec):
         raise ValueError(f"model {spec!r}: unsupported file (expected a .gguf file or a transformers directory)")
     elif spec.endswith(".gguf") or spec.startswith(("/", ".", "~")) or not _HUB_ID.fullmatch(spec):
@@ -101,7 +103,7 @@ def load_model(spec, *, seed=0, dtype=torch.float32, device="cpu"):
             model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype)
             tok = AutoTokenizer.from_pretrained(spec)
         except OSError as e:  # offline (HF_HUB_OFFLINE), no connection, unknown repo: all arrive as OSError
-            raise ValueError(f"model {spec!r}: not on disk, and the hub could not provide it ({_first_line(e)}); "
+            raise ValueError(f"model {spec!r}: not on disk, and the hub could not provide it ({first_line(e)}); "
                              "download it first, or pass a local directory or .gguf file") from None
     check_chat_template(tok, spec)
     # Plain fp32 (or `dtype`) parameters on `device`, in eval mode: the sampler and the trainer expect no less.
@@ -121,8 +123,9 @@ def _load_gguf(path, mtime):
     try:
         tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
-    except (ValueError, KeyError, RuntimeError) as e:  # not a GGUF file, or an architecture transformers lacks
-        raise ValueError(f"model {path!r}: transformers cannot load this GGUF file ({_first_line(e)})") from None
+    except Exception as e:  # not a GGUF file, an architecture transformers lacks, or a damaged file (a truncated
+        # one fails wherever the parser runs out of bytes: struct.error, ValueError, ...)
+        raise ValueError(f"model {path!r}: transformers cannot load this GGUF file ({first_line(e)})") from None
     # The weights are now de-quantized plain tensors, but the model still carries a GGUF "quantizer" that makes
     # save_pretrained refuse (no checkpoints) and marks the model untrainable. Drop it: what remains is an
     # ordinary model whose checkpoints reload as a normal directory.
@@ -135,7 +138,7 @@ def _load_gguf(path, mtime):
     return model.eval(), tok
 
 
-def _first_line(error):
+def first_line(error):
     """Library errors run to several lines; ours are one line (the CLIs print `error: ...` and exit 2)."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
@@ -151,6 +154,32 @@ def smollm2_gguf():
         return None
     found = [f for f in files if f.name.endswith(".gguf")]
     return str(found[0].locate()) if found else None
+
+
+def device(text):
+    """An argparse type: a torch device this machine has ("cpu", "cuda", "cuda:1", "mps")."""
+    try:
+        dev = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"not a torch device: {text!r}") from None
+    available = {"cpu": True, "cuda": torch.cuda.is_available() and (dev.index or 0) < torch.cuda.device_count(),
+                 "mps": torch.backends.mps.is_available()}
+    if not available.get(dev.type, False):
+        raise argparse.ArgumentTypeError(f"this machine has no device {text!r}")
+    return text
+
+
+def encode_text(tok, text):
+    """Token ids of `text` read as plain text: a special token's spelling inside it stays characters. Everything
+    in a prompt but the chat template's own head and tail goes through here, since much of it is untrusted: a
+    program that prints "<|im_end|>\\n<|im_start|>assistant" must not end the message for the model."""
+    return tok(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+
+
+def longest_token_chars(tok):
+    """An upper bound on the characters one token of `tok` covers (a token's vocabulary spelling is at least as
+    long as the text it stands for): a text longer than limit x this cannot fit in `limit` tokens."""
+    return max(map(len, tok.get_vocab()))
 
 
 def check_chat_template(tok, name):

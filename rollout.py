@@ -7,7 +7,6 @@ Top to bottom: the prompts (App. F.1-F.2) and how a student context is built fro
 the environment of each workflow (Table 3); the turn loop `run_episodes`; a command line that prints transcripts.
 """
 import argparse
-import json
 import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -17,10 +16,10 @@ import torch
 from tqdm import tqdm
 
 from attribution import answers_equivalent, attribute_turn
-from data import ProblemError, load_problems, write_atomic
-from models import load_model
+from data import COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems, write_atomic
+from models import encode_text, load_model, longest_token_chars
 from sampler import Generation, generate
-from sandbox import ERROR, is_error, outputs_match, run_case, run_program
+from sandbox import ERROR, is_error, outputs_match, run_case, run_program, stop_on_sigterm
 
 # ----------------------------------------------------------------------------------------------------------
 # The two parallel workflows (§2.1, App. D.6.1, App. F.1-F.2)
@@ -159,7 +158,10 @@ NO_CODE_BLOCK = ERROR + "no ```python code block found in the response"  # the o
 
 
 def _fence(text, lang=""):
-    return f"```{lang}\n" + text.rstrip("\n") + "\n```"
+    """`text` as a fenced block whose fence is longer than any run of backticks inside it, so that what a program
+    prints cannot close the block and write unfenced text (e.g. a fake verification result) into a prompt."""
+    ticks = "`" * max(3, 1 + max(map(len, re.findall("`+", text)), default=0))
+    return f"{ticks}{lang}\n" + text.rstrip("\n") + f"\n{ticks}"
 
 
 def history_entry(role, t, artefacts):
@@ -208,7 +210,9 @@ def build_context(tokenizer, problem, role, turns):
     else:
         pieces.append(("instruction", ANSWER_FMT[role], -1))
     pieces.append(("tail", tail, -1))
-    return [Segment(k, tokenizer(s, add_special_tokens=False)["input_ids"], i) for k, s, i in pieces]
+    # only the chat template's own pieces may hold control tokens; problem and history text is read as text
+    return [Segment(k, tokenizer(s, add_special_tokens=False)["input_ids"] if k in ("head", "tail")
+                    else encode_text(tokenizer, s), i) for k, s, i in pieces]
 
 
 def fit_context(segments, limit):
@@ -221,6 +225,17 @@ def fit_context(segments, limit):
             return None
         del segs[entries[0]]
     return segs
+
+
+def check_prompt_limit(problems, tokenizer, limit):
+    """Refuse, naming the problem, any question that alone exceeds the student prompt limit (its episode would stop
+    as prompt_too_long at once). Run when the problems are loaded: a question longer than limit tokens of the
+    longest spelling cannot fit and is refused by its length, so a 50 MB line costs no tokenizing."""
+    most_chars = limit * longest_token_chars(tokenizer)
+    for p in problems:
+        if len(p["question"]) > most_chars or len(encode_text(tokenizer, p["question"])) > limit:
+            raise ProblemError(f"problem {p['id']!r}: the question alone is over the student prompt limit of "
+                               f"{limit} tokens")
 
 
 # Parsing rules (§10.5, our choices). A program is the last ```python block, so a revised program written after
@@ -407,23 +422,27 @@ def main(argv=None):
     ap.add_argument("--problems", default="examples/problems.jsonl", help="JSONL problem file (schema: data.py)")
     ap.add_argument("--model", default="tiny-qwen3", help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id "
                     "(in every seat)")
-    ap.add_argument("--max-turns", type=int, default=4)
-    ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--top-p", type=float, default=1.0)
-    ap.add_argument("--top-k", type=int, default=0)
+    ap.add_argument("--max-turns", type=COUNT, default=4)
+    ap.add_argument("--max-new-tokens", type=COUNT, default=96)
+    ap.add_argument("--temperature", type=bounded(float, 0), default=1.0, help="0 = greedy")
+    ap.add_argument("--top-p", type=bounded(float, 0, 1, low_open=True), default=1.0)
+    ap.add_argument("--top-k", type=bounded(int, 0), default=0, help="0 = off")
     ap.add_argument("--math-final", choices=("reasoner", "tool_user"), default="reasoner")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=SEED, default=0)
     ap.add_argument("--out", help="also write the episodes as JSONL here")
     args = ap.parse_args(argv)
     print("config:", vars(args))
+    stop_on_sigterm()
+    cfg = rollout_config(args)
     try:
+        if args.out:
+            check_writable(args.out, "--out")  # before the run, not after it
         problems = load_problems(args.problems)
         model, tok = load_model(args.model, seed=args.seed)
+        check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    cfg = rollout_config(args)
     torch.manual_seed(args.seed)
     gen = torch.Generator(device=next(model.parameters()).device).manual_seed(args.seed)
     roles = {r for p in problems for r in ROLES[p["domain"]]}
@@ -434,7 +453,7 @@ def main(argv=None):
         print_transcript(e, attributions)
         records.append(episode_record(e))
     if args.out:
-        write_atomic(args.out, "".join(json.dumps(r) + "\n" for r in records))
+        write_atomic(args.out, "".join(json_text(r) + "\n" for r in records))
         print(f"wrote {len(records)} episodes to {args.out}")
 
 

@@ -1,49 +1,64 @@
 """Run untrusted Python programs (Coder programs, Tester cases) isolated, and compare their outputs.
 
-Each run is stateless (paper App. D.6.1): the program is written into a fresh temp dir, started as its own
-process in its own session/process group, test input on stdin, stdout captured, wall-clock timeout, then
-everything it started is killed and its files are removed. Crashes, syntax errors and timeouts never raise;
-they become a one-line "error: ..." string.
+Each run is stateless (paper App. D.6.1): the program starts fresh, test input on stdin, stdout captured, a
+wall-clock timeout, then everything it started is killed and everything it wrote is gone. Crashes, syntax
+errors and timeouts never raise; they become a one-line "error: ..." string. `describe()` says which of these
+isolation levels is active (train.py and eval.py print it at start):
 
-Isolation levels:
-- as root (our runs and CI): the child runs under a fresh random uid with rlimits (memory, processes, file
-  size, no core), so cleanup can kill every process of that uid and delete every file it left in /tmp & co.
-- not root (a laptop): same rlimits minus the process cap, and cleanup is a process-group kill only, so a
-  program that escapes with setsid() or writes outside its dir is not undone. Process-level isolation only.
+- jail (bubblewrap installed, e.g. Debian's `bubblewrap` package): the program runs in its own user, mount, pid,
+  IPC, network and UTS namespaces. It sees a read-only /usr (and the interpreter's prefix), a private /tmp and
+  /dev/shm of JAIL_TMP_MB each, its own /proc, no network but its own loopback, and none of the host's files:
+  not the problem file, not the golden tests, not its parent. Its IPC objects and files vanish with the
+  namespaces, and it dies with its parent (--die-with-parent), also when the parent is killed.
+- uid (root without bubblewrap): the program runs in a fresh temp dir under a fresh uid; cleanup kills every
+  process of that uid and deletes what it left in /tmp & co. It can read world-readable files.
+- process (neither): process-group kill only. Not a security boundary.
+
+Caps in every level: per-process rlimits (address space, file size, CPU seconds, no core; processes per uid as
+root). As root, where cgroup v1 hierarchies are writable (as on this project's machines), the whole run also
+shares one memory, process-count and CPU cap. Under cgroup v2 a process cannot give its own children limited
+cgroups (the no-internal-process rule), so there the rlimits are the caps.
 """
 import ast
+import contextlib
 import functools
+import math
 import os
 import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 MAX_STDOUT = 1 << 20       # bytes of stdout returned to the caller
 MAX_FILE_MB = 64           # RLIMIT_FSIZE: bounds every file the program writes, its stdout file included
+JAIL_TMP_MB = 64           # size of the jail's private /tmp and of its /dev/shm
 MAX_ERROR = 300            # chars of the error line
 UID_RANGE = (200_000, 899_999)  # no passwd entry needed for setuid; far above real users
-WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
+CPUS = 1                   # CPU share of one run under cgroups (cpu.cfs_quota_us / cpu.cfs_period_us)
+WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # where the uid fallback looks for leftovers
 IS_ROOT = os.geteuid() == 0
 
 # Runs in the child before the program: an unprivileged process may lower its own limits, and doing it here
 # instead of in Popen(preexec_fn=...) keeps Popen thread-safe (run_cases spawns from several threads).
-# argv: AS bytes, NPROC (-1: leave), FSIZE bytes. Hard limits too, so the program cannot raise them again.
+# argv: AS bytes, NPROC (-1: leave), FSIZE bytes, CPU seconds. Hard limits too, so the program cannot raise them.
 _BOOT = """\
 import os, resource, sys
 def cap(r, v):
     hard = resource.getrlimit(r)[1]
     v = v if hard == resource.RLIM_INFINITY else min(v, hard)
     resource.setrlimit(r, (v, v))
-mem, nproc, fsize = map(int, sys.argv[1:4])
+mem, nproc, fsize, cpu = map(int, sys.argv[1:5])
 cap(resource.RLIMIT_AS, mem)
 cap(resource.RLIMIT_FSIZE, fsize)
+cap(resource.RLIMIT_CPU, cpu)
 cap(resource.RLIMIT_CORE, 0)
 if nproc >= 0:
     cap(resource.RLIMIT_NPROC, nproc)
@@ -59,8 +74,9 @@ if os.getuid() == int(sys.argv[1]) != 0:
     except ProcessLookupError:
         pass
 """
-
-_uids_in_use, _uids_lock = set(), threading.Lock()
+# Run as root before the uid drop: moves the shell into the run's cgroups ($1 .. up to "--"), then execs the rest,
+# so that the program and everything it starts are inside the caps from their first instruction.
+_ATTACH = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
 
 ERROR = "error: "  # every failed run's outcome starts with this; agents see it verbatim (App. D.6.1)
 
@@ -88,46 +104,159 @@ def _env(home: str) -> dict:
             "HOME": home, "TMPDIR": home}
 
 
-def _drop(uid: int | None) -> dict:
-    """Popen kwargs that switch the child to uid (gid = uid, no supplementary groups); done in C after fork."""
-    return {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
+# ----------------------------------------------------------------------------- a uid of its own
+
+_UIDS = random.SystemRandom()  # not the global `random`: train.py seeds that, and two runs would draw alike
 
 
-def _take_uid() -> int | None:
-    """A fresh uid for one run, unique among this process's concurrent runs; None when not root."""
+@contextlib.contextmanager
+def _fresh_uid():
+    """As root, a uid that no other run holds, in this process or any other on the machine; None otherwise.
+    The claim is an abstract unix socket named after the uid: binding it fails while another run holds it, and
+    the kernel drops it when the run ends, also when its process dies, so no claim outlives its holder."""
     if not IS_ROOT:
-        return None
-    with _uids_lock:
-        while (uid := random.randint(*UID_RANGE)) in _uids_in_use:
-            pass
-        _uids_in_use.add(uid)
-    return uid
+        yield None
+        return
+    with socket.socket(socket.AF_UNIX) as claim:
+        while True:
+            uid = _UIDS.randint(*UID_RANGE)
+            try:
+                claim.bind(f"\0mas-opd-sandbox-uid-{uid}")
+                break
+            except OSError:  # held by a concurrent run
+                continue
+        yield uid
 
 
-def _release_uid(uid: int | None) -> None:
-    with _uids_lock:
-        _uids_in_use.discard(uid)
+def _as_user(argv: list[str], uid: int | None) -> list[str]:
+    """argv run under uid (gid = uid, no supplementary groups) when uid is given."""
+    return argv if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *argv]
+
+
+# ----------------------------------------------------------------------------- the jail
+
+def _jail(prefix: str) -> list[str]:
+    """bwrap options (up to the command) for a jail that sees /usr and the interpreter's `prefix` read-only."""
+    argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+            "--uid", "65534", "--gid", "65534", "--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):  # merged-/usr symlinks, or real dirs elsewhere
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    if prefix != "/usr" and not prefix.startswith("/usr/"):
+        argv += ["--ro-bind", prefix, prefix]
+    size = str(JAIL_TMP_MB << 20)
+    return argv + ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp", "--size", size,
+                   "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
 
 
 @functools.cache
-def _interpreter() -> str:
-    """First Python that starts under the uid drop (/root is 0700, so a pyenv sys.executable may not)."""
-    uid = _take_uid()
-    try:
-        for exe in (sys.executable, "/usr/bin/python3", shutil.which("python3")):
-            if not exe:
-                continue
-            try:
-                r = subprocess.run([exe, "-I", "-c", "pass"], env=_env("/"), cwd="/", capture_output=True,
-                                   timeout=30, **_drop(uid))
-            except (OSError, subprocess.TimeoutExpired):
-                continue
-            if r.returncode == 0:
-                return exe
-    finally:
-        _release_uid(uid)
+def _setup() -> tuple[str, list[str] | None]:
+    """(interpreter, jail options or None): the jail when bubblewrap works here, and in it (or without it) the first
+    Python that starts as the sandbox user (/root is 0700, so a pyenv sys.executable may not)."""
+    candidates = [exe for exe in (sys.executable, "/usr/bin/python3", shutil.which("python3")) if exe]
+    jails = [lambda exe: _jail(os.path.dirname(os.path.dirname(os.path.realpath(exe))))] if shutil.which("bwrap") \
+        else []
+    with _fresh_uid() as uid:
+        for jail in jails + [lambda exe: None]:
+            for exe in candidates:
+                options = jail(exe)
+                argv = _as_user((options + ["--"] if options else []) + [exe, "-I", "-c", "pass"], uid)
+                try:
+                    r = subprocess.run(argv, env=_env("/tmp"), cwd="/", capture_output=True, timeout=30)
+                except (OSError, subprocess.TimeoutExpired):
+                    continue
+                if r.returncode == 0:
+                    return exe, options
     raise RuntimeError("sandbox: no Python interpreter runs as an unprivileged user "
-                       f"(tried {sys.executable}, /usr/bin/python3, python3 on PATH)")
+                       f"(tried {', '.join(candidates)})")
+
+
+# ----------------------------------------------------------------------------- cgroups (v1, root)
+
+@functools.cache
+def _cgroup_homes() -> dict[str, str]:
+    """controller -> this process's own cgroup directory in that controller's v1 hierarchy, for memory, pids and
+    cpu, when all three are mounted and writable (and we are root); else {}."""
+    if not IS_ROOT:
+        return {}
+    mounts = {}  # controller -> (mount point, the cgroup path that is the mount's root)
+    with contextlib.suppress(OSError), open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.split(" - ", 1)
+            root, point = left.split()[3:5]
+            fstype, _, opts = right.split()[:3]
+            if fstype == "cgroup":
+                for c in set(opts.split(",")) & {"memory", "pids", "cpu"}:
+                    mounts[c] = (point, root)
+    homes = {}
+    with contextlib.suppress(OSError), open("/proc/self/cgroup") as f:
+        for line in f:
+            _, names, path = line.rstrip("\n").split(":", 2)
+            for c in set(names.split(",")) & mounts.keys():
+                point, root = mounts[c]
+                if path.startswith(root):
+                    homes[c] = os.path.join(point, path[len(root):].lstrip("/"))
+    ok = len(homes) == 3 and all(os.access(d, os.W_OK) for d in homes.values())
+    return homes if ok else {}
+
+
+def _make_cgroups(uid: int, memory_mb: int, max_procs: int) -> list[str]:
+    """Create the run's cgroups with their caps; their directories ([] when cgroups are unavailable)."""
+    homes = _cgroup_homes()
+    caps = {"memory": [("memory.limit_in_bytes", memory_mb << 20), ("memory.memsw.limit_in_bytes", memory_mb << 20)],
+            "pids": [("pids.max", max_procs)],
+            "cpu": [("cpu.cfs_period_us", 100_000), ("cpu.cfs_quota_us", CPUS * 100_000)]}
+    made = []
+    try:
+        for c, home in homes.items():
+            d = os.path.join(home, f"mas-opd-sandbox-{uid}")
+            with contextlib.suppress(OSError):  # left by a run of this uid that was killed before it cleaned up
+                os.rmdir(d)
+            os.mkdir(d)
+            made.append(d)
+            for name, value in caps[c]:
+                with contextlib.suppress(FileNotFoundError):  # memsw exists only with swap accounting
+                    with open(os.path.join(d, name), "w") as f:
+                        f.write(str(value))
+    except OSError:
+        _remove_cgroups(made)
+        return []
+    return made
+
+
+def _remove_cgroups(dirs: list[str]) -> None:
+    """rmdir each cgroup once its processes are gone (a killed process may take a moment to leave it)."""
+    for d in dirs:
+        for _ in range(100):
+            try:
+                os.rmdir(d)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:  # EBUSY: still populated
+                time.sleep(0.01)
+
+
+def describe() -> str:
+    """One line: the isolation level and caps in force for sandboxed runs on this machine."""
+    interpreter, jail = _setup()
+    if jail:
+        level = (f"jail (bubblewrap: own user, mount, pid, IPC, network namespaces; read-only /usr; private /tmp of "
+                 f"{JAIL_TMP_MB} MiB)")
+    elif IS_ROOT:
+        level = "uid (no bubblewrap: a fresh uid per run, its processes and files removed afterwards)"
+    else:
+        level = "process (no bubblewrap, not root: process-group kill only, not a security boundary)"
+    caps = "cgroup caps per run (memory, processes, CPU) + rlimits" if _cgroup_homes() else "rlimits per process"
+    return f"{level}; {caps}; {'a fresh uid per run; ' if IS_ROOT and jail else ''}Python {interpreter}"
+
+
+# ----------------------------------------------------------------------------- killing and cleaning up
+
+_live, _live_lock = set(), threading.Lock()  # Popen of every run in progress, for the SIGTERM handler
+_terminating = threading.Event()
 
 
 def _signal_group(pid: int) -> None:
@@ -135,6 +264,21 @@ def _signal_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)  # pgid == pid (start_new_session); reserved while the group lives
     except ProcessLookupError:
         pass
+
+
+def _on_sigterm(signum, frame):
+    """SIGTERM (what `timeout`, schedulers and `kill` send): kill every run in progress, start no new one, and
+    exit through SystemExit so that every run's cleanup (and every caller's `finally`) still happens."""
+    _terminating.set()
+    with _live_lock:
+        for proc in _live:
+            _signal_group(proc.pid)
+    raise SystemExit(128 + signum)
+
+
+def stop_on_sigterm() -> None:
+    """Install the SIGTERM handler above (from the main thread of a command line program)."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 def _uid_alive(uid: int) -> bool:
@@ -156,14 +300,15 @@ def _uid_alive(uid: int) -> bool:
 
 
 def _kill_everything(proc: subprocess.Popen, uid: int | None) -> None:
-    """SIGKILL the program's process group and, with a uid drop, every process of that uid; reap the main one."""
+    """SIGKILL the run's process group (in the jail: bwrap, whose death takes the whole pid namespace along) and,
+    with a uid of its own, every process of that uid; reap the main one."""
     _signal_group(proc.pid)
     # uid None (not root): no uid of its own, the group kill is all we can do; none of the uid left: none to kill
     if uid is not None and _uid_alive(uid):
         # a helper process under the same uid sends kill(-1): reaches processes that setsid()-ed away too.
         # subprocess instead of os.fork: forking a multi-threaded parent in Python code is not safe.
-        subprocess.run([_interpreter(), "-I", "-S", "-c", _KILL_UID, str(uid)], env=_env("/"), cwd="/",
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30, **_drop(uid))
+        subprocess.run(_as_user([_setup()[0], "-I", "-S", "-c", _KILL_UID, str(uid)], uid), env=_env("/"), cwd="/",
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
     proc.wait()
 
 
@@ -186,11 +331,14 @@ def _remove_files_of(uid: int) -> None:
                 pass
 
 
-def _error_line(returncode: int, stderr: str) -> str:
-    """One line for a failed run: last non-empty stderr line (traceback's exception), else signal/exit code."""
+def _error_line(returncode: int, stderr: str, jailed: bool) -> str:
+    """One line for a failed run: last non-empty stderr line (traceback's exception), else signal/exit code.
+    In the jail bwrap reports a signal as 128 + its number, as a shell does."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     if lines:
         return (ERROR + lines[-1])[:MAX_ERROR]
+    if jailed and 128 < returncode <= 128 + 64:
+        returncode = 128 - returncode
     if returncode < 0:
         try:
             return f"{ERROR}killed by signal {signal.Signals(-returncode).name}"
@@ -199,31 +347,51 @@ def _error_line(returncode: int, stderr: str) -> str:
     return f"{ERROR}exit code {returncode}"
 
 
+# ----------------------------------------------------------------------------- one run
+
 def run_program(source: str, stdin: str = "", *, timeout: float = 30.0, memory_mb: int = 1024,
                 max_procs: int = 64) -> RunResult:
-    """Run Python `source` as main.py in a fresh temp dir with `stdin` as input; return its stdout or error.
+    """Run Python `source` as main.py in a fresh directory with `stdin` as input; return its stdout or error.
 
-    timeout: wall-clock seconds for the main process; memory_mb: RLIMIT_AS per process; max_procs: RLIMIT_NPROC
-    (processes + threads of the run's uid; root only, since for other users it would count all their processes).
+    timeout: wall-clock seconds for the main process (also each process's CPU seconds); memory_mb: address space
+    per process, and the whole run's memory under cgroups; max_procs: processes + threads of the run (root only:
+    per uid, and per cgroup where available).
     """
-    uid = _take_uid()
-    workdir = tempfile.mkdtemp(prefix="sandbox-")
-    try:
-        # errors="replace": a lone surrogate in generated text becomes a program error, not an exception here
-        with open(os.path.join(workdir, "main.py"), "w", encoding="utf-8", errors="replace") as f:
-            f.write(source)
-        if uid is not None:
-            os.chown(workdir, uid, uid)
-        # stdin/stdout/stderr are anonymous files, not pipes: RLIMIT_FSIZE bounds what a print loop can
-        # produce, nothing can block on a full pipe, and a background child holding stdout open cannot keep
-        # us waiting: we wait for the main process only, then kill the rest.
-        with tempfile.TemporaryFile() as fin, tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
+    if _terminating.is_set():
+        return RunResult("", f"{ERROR}not run: the process is terminating")
+    interpreter, jail = _setup()
+    code = source.encode("utf-8", "replace")  # a lone surrogate in generated text becomes a program error
+    with _fresh_uid() as uid, tempfile.TemporaryFile() as fsrc, tempfile.TemporaryFile() as fin, \
+            tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
+        workdir = None if jail else tempfile.mkdtemp(prefix="sandbox-")
+        cgroups = _make_cgroups(uid, memory_mb, max_procs) if uid is not None else []
+        try:
+            boot = [interpreter, "-I", "-S", "-c", _BOOT, str(memory_mb << 20), str(max_procs if uid else -1),
+                    str(MAX_FILE_MB << 20), str(math.ceil(timeout) + 1)]
+            if jail:  # the program goes in through an fd: it never exists on the host's file system
+                fsrc.write(code)
+                fsrc.seek(0)
+                argv = jail + ["--file", str(fsrc.fileno()), "/tmp/main.py", "--"] + boot
+            else:
+                with open(os.path.join(workdir, "main.py"), "wb") as f:
+                    f.write(code)
+                if uid is not None:
+                    os.chown(workdir, uid, uid)
+                argv = boot
+            argv = _as_user(argv, uid)
+            if cgroups:
+                argv = ["/bin/sh", "-c", _ATTACH, "sh", *[os.path.join(d, "cgroup.procs") for d in cgroups], "--",
+                        *argv]
+            # stdin/stdout/stderr are anonymous files, not pipes: RLIMIT_FSIZE bounds what a print loop can
+            # produce, nothing can block on a full pipe, and a background child holding stdout open cannot keep
+            # us waiting: we wait for the main process only, then kill the rest.
             fin.write(stdin.encode("utf-8", "replace"))
             fin.seek(0)
-            nproc = max_procs if uid is not None else -1
-            argv = [_interpreter(), "-I", "-S", "-c", _BOOT, str(memory_mb << 20), str(nproc), str(MAX_FILE_MB << 20)]
-            proc = subprocess.Popen(argv, stdin=fin, stdout=fout, stderr=ferr, cwd=workdir, env=_env(workdir),
-                                    start_new_session=True, **_drop(uid))
+            proc = subprocess.Popen(argv, stdin=fin, stdout=fout, stderr=ferr, cwd=workdir or "/",
+                                    env=_env(workdir or "/tmp"), start_new_session=True,
+                                    pass_fds=(fsrc.fileno(),) if jail else ())
+            with _live_lock:
+                _live.add(proc)
             # A blocking wait plus a timer that kills the group: Popen.wait(timeout) polls with sleeps of up to
             # 50 ms, which was most of the cost of a short run.
             expired = threading.Event()
@@ -234,21 +402,21 @@ def run_program(source: str, stdin: str = "", *, timeout: float = 30.0, memory_m
             finally:
                 timer.cancel()
                 _kill_everything(proc, uid)
-            timed_out = expired.is_set()
+                with _live_lock:
+                    _live.discard(proc)
             fout.seek(0)
             stdout = fout.read(MAX_STDOUT).decode("utf-8", "replace")
             ferr.seek(max(0, ferr.seek(0, os.SEEK_END) - 8192))  # the tail holds the exception line
             stderr = ferr.read().decode("utf-8", "replace")
-        if timed_out:
-            return RunResult(stdout, f"{ERROR}timed out after {timeout:g} s")
-        return RunResult(stdout, None if proc.returncode == 0 else _error_line(proc.returncode, stderr))
-    finally:
-        if uid is not None:
-            _remove_files_of(uid)
-        shutil.rmtree(workdir, ignore_errors=True)
-        _release_uid(uid)
-
-
+        finally:
+            _remove_cgroups(cgroups)
+            if workdir:
+                if uid is not None:
+                    _remove_files_of(uid)
+                shutil.rmtree(workdir, ignore_errors=True)
+    if expired.is_set():
+        return RunResult(stdout, f"{ERROR}timed out after {timeout:g} s")
+    return RunResult(stdout, None if proc.returncode == 0 else _error_line(proc.returncode, stderr, bool(jail)))
 # Function-format driver. Program output is sent to stderr (fd 1 too, so even os.write(1, ...) and child
 # processes cannot pollute the result); only repr(result) goes to the real stdout. The program is loaded as
 # module "solution", not "__main__", so an `if __name__ == "__main__":` block does not run and read stdin.
@@ -283,22 +451,39 @@ def run_case(problem: dict, program: str, test_input: str, *, timeout: float = 3
     raise ValueError(f"unknown problem format {problem['format']!r}")
 
 
-def run_cases(problem: dict, program: str, inputs: list[str], *, timeout: float = 30.0,
-              workers: int = 4) -> list[RunResult]:
-    """run_case on each input, `workers` at a time (each is a separate process); results in input order."""
+def run_cases(problem: dict, program: str, inputs: list[str], *, timeout: float = 30.0, workers: int = 4,
+              stop=None) -> list[RunResult | None]:
+    """run_case on each input, `workers` at a time (each is a separate process); results in input order.
+    stop(i, result) -> bool: once it holds for a finished case, cases not yet started are skipped (None), so
+    a program that hangs costs one timeout, not one per test. Cases start in input order, so every case before
+    the one that stopped it has a result."""
+    stopped = threading.Event()
+
+    def one(i):
+        if stopped.is_set():
+            return None
+        result = run_case(problem, program, inputs[i], timeout=timeout)
+        if stop is not None and stop(i, result):
+            stopped.set()
+        return result
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda x: run_case(problem, program, x, timeout=timeout), inputs))
+        return list(pool.map(one, range(len(inputs))))
 
 
 # Output comparison (the paper leaves it open). Choices: case-sensitive; whitespace between tokens, trailing
 # spaces and leading/trailing blank lines are ignored; numbers match within 1e-6 absolute or relative, except
-# that two integers must be equal exactly (a relative tolerance would let 1000001 pass for 1000000).
+# that two integers must be equal exactly (a relative tolerance would let 1000001 pass for 1000000) and that
+# inf and nan match only themselves.
 TOL = 1e-6
 _INT = re.compile(r"[+-]?[0-9]+")
 
 
-def _numbers_match(a: float, b: float) -> bool:
-    return a == b or abs(a - b) <= TOL or abs(a - b) / max(1.0, abs(b)) <= TOL
+def _numbers_match(a: int | float, b: int | float) -> bool:
+    try:
+        return a == b or abs(a - b) <= TOL or abs(a - b) / max(1.0, abs(b)) <= TOL
+    except OverflowError:  # an int beyond a float's range against a float: no tolerance bridges that gap
+        return False
 
 
 def _tokens_match(a: str, b: str) -> bool:
@@ -312,9 +497,11 @@ def _tokens_match(a: str, b: str) -> bool:
     if "_" in a + b:  # float() accepts "1_0.5"; program output should not
         return False
     try:
-        return _numbers_match(float(a), float(b))
+        x, y = float(a), float(b)
     except ValueError:
         return False
+    # float() reads a 400-digit number as inf: non-finite values match only the identical token (above)
+    return math.isfinite(x) and math.isfinite(y) and _numbers_match(x, y)
 
 
 def _lines(text: str) -> list[str]:

@@ -8,6 +8,7 @@
 """
 import torch
 
+from models import encode_text
 from sampler import sequence_logprobs
 
 # Two paragraphs each, the same structure and similar length (App. F.3): (1) the role, its teammate, its
@@ -74,7 +75,7 @@ def teacher_contexts(tokenizer, segments, roles, verdicts=None, limit=12288):
                          f"{history_turns}; every completed turn needs its verdict")
     if sum(s.kind == "opening" for s in segments) != 1:
         raise ValueError("teacher_contexts: the student context must hold exactly one 'opening' segment")
-    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]
+    encode = lambda text: encode_text(tokenizer, text)  # verdicts quote program output: plain text only
     pieces = []  # (turn or -1, ids or None = the role condition): a history entry and its verdict share the turn
     for s in segments:
         pieces.append((s.turn, None if s.kind == "opening" else s.ids))

@@ -30,12 +30,13 @@ from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
 from attribution import attribute_episodes, verdicts_before
-from data import ProblemError, load_problems, write_atomic
+from data import COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems, write_atomic
 from eval import EVAL_DECODING, evaluate, load_policies, markdown
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
-from models import check_same_tokenizer, load_model
-from rollout import ROLES, Response, rollout_config, run_episodes
+from models import check_same_tokenizer, device, first_line, load_model
+from rollout import ROLES, Response, check_prompt_limit, rollout_config, run_episodes
 from sampler import sequence_logprobs
+from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
 
 
@@ -47,42 +48,38 @@ def get_args(argv=None):
     add("--student", required=True, help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id [Qwen3-1.7B]")
     add("--teacher", help="same choices as --student; a tiny random teacher is drawn from seed+1 [Qwen3-14B]")
     add("--eval-problems", default=None, help="held-out problems evaluated before and after training")
-    add("--eval-seeds", type=int, nargs="+", default=[1000, 1001])
+    add("--eval-seeds", type=SEED, nargs="+", default=[1000, 1001])
     add("--out", default="runs/default", help="metrics.jsonl and checkpoint/ go here")
     add("--resume", action="store_true", help="continue from OUT/checkpoint")
-    add("--steps", type=int, default=150, help="[150]")
-    add("--batch", type=int, default=128, help="problems (episodes) per step [128]")
-    add("--mini-batch", type=int, default=64, help="episodes per optimizer update [64]")
-    add("--micro-batch", type=int, default=8, help="responses per forward/backward (gradient accumulation)")
-    add("--lam", type=float, default=0.1, help="lambda of Eq. 10; 0 = w/o RAS [0.1]")
+    add("--steps", type=COUNT, default=150, help="[150]")
+    add("--batch", type=COUNT, default=128, help="problems (episodes) per step [128]")
+    add("--mini-batch", type=COUNT, default=64, help="episodes per optimizer update [64]")
+    add("--micro-batch", type=COUNT, default=8, help="responses per forward/backward (gradient accumulation)")
+    add("--lam", type=bounded(float, 0), default=0.1, help="lambda of Eq. 10; 0 = w/o RAS [0.1]")
     add("--no-pac", action="store_true", help="teacher sees only the student-visible context (w/o PAC)")
     add("--shared-policy", action="store_true", help="one student in every seat")
-    add("--lr", type=float, default=1e-6, help="[1e-6]")
-    add("--weight-decay", type=float, default=0.01, help="[0.01]")
-    add("--grad-clip", type=float, default=1.0, help="[1.0]")
-    add("--max-turns", type=int, default=4, help="[4]")
-    add("--max-new-tokens", type=int, default=4096, help="student response limit [4096]")
-    add("--max-prompt-tokens", type=int, default=8192, help="student prompt limit [8192]")
-    add("--teacher-max-prompt-tokens", type=int, default=12288, help="teacher prompt limit [12288]")
-    add("--teacher-batch-tokens", type=int, default=16384, help="padded tokens per teacher forward")
-    add("--temperature", type=float, default=1.0, help="[1.0]")
-    add("--top-p", type=float, default=1.0, help="[1.0]")
-    add("--top-k", type=int, default=0, help="0 = off [off]")
+    add("--lr", type=bounded(float, 0, low_open=True), default=1e-6, help="[1e-6]")
+    add("--weight-decay", type=bounded(float, 0), default=0.01, help="[0.01]")
+    add("--grad-clip", type=bounded(float, 0, low_open=True), default=1.0, help="[1.0]")
+    add("--max-turns", type=COUNT, default=4, help="[4]")
+    add("--max-new-tokens", type=COUNT, default=4096, help="student response limit [4096]")
+    add("--max-prompt-tokens", type=COUNT, default=8192, help="student prompt limit [8192]")
+    add("--teacher-max-prompt-tokens", type=COUNT, default=12288, help="teacher prompt limit [12288]")
+    add("--teacher-batch-tokens", type=COUNT, default=16384, help="padded tokens per teacher forward")
+    add("--temperature", type=bounded(float, 0), default=1.0, help="[1.0]")
+    add("--top-p", type=bounded(float, 0, 1, low_open=True), default=1.0, help="[1.0]")
+    add("--top-k", type=bounded(int, 0), default=0, help="0 = off [off]")
     add("--precision", choices=("fp32", "bf16"), default=None, help="default: bf16 on GPU, fp32 on CPU")
     add("--grad-checkpointing", action="store_true")
-    add("--rollout-chunk", type=int, default=0, help="prompts per generate call, 0 = all (bounds the KV cache)")
+    add("--rollout-chunk", type=bounded(int, 0), default=0,
+        help="prompts per generate call, 0 = all (bounds the KV cache)")
     add("--teacher-offload", action="store_true", help="keep the teacher on the CPU except while it scores")
-    add("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    add("--workers", type=int, default=4, help="sandbox runs at once")
-    add("--save-every", type=int, default=1, help="steps between checkpoints (and always at the end)")
-    add("--seed", type=int, default=0)
+    add("--device", type=device, default="cuda" if torch.cuda.is_available() else "cpu")
+    add("--workers", type=COUNT, default=4, help="sandbox runs at once")
+    add("--save-every", type=COUNT, default=1, help="steps between checkpoints (and always at the end)")
+    add("--seed", type=SEED, default=0)
     args = ap.parse_args(argv)
     args.precision = args.precision or ("bf16" if args.device.startswith("cuda") else "fp32")
-    for name in ("steps", "batch", "mini_batch", "micro_batch", "max_turns", "max_new_tokens", "save_every"):
-        if getattr(args, name) < 1:
-            ap.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.lam < 0:
-        ap.error("--lam must be >= 0")
     return args
 
 
@@ -306,6 +303,26 @@ def save_checkpoint(out, step, policies, optims, tok, gen, skipped, args):
     shutil.rmtree(old, ignore_errors=True)
 
 
+def _step_of(line):
+    """The step of a metrics.jsonl line; a line a crash cut short counts as after every checkpoint (dropped)."""
+    try:
+        return json.loads(line)["step"]
+    except (ValueError, KeyError, TypeError):
+        return math.inf
+
+
+def read_state(path):
+    """The state.pt of save_checkpoint; a damaged file is a one-line ValueError naming it."""
+    try:
+        state = torch.load(path, weights_only=False)
+    except Exception as e:  # truncated: RuntimeError (no zip directory) or EOFError; corrupt: whatever unpickling hits
+        raise ValueError(f"{path}: cannot load checkpoint ({first_line(e)})") from None
+    missing = {"step", "optims", "skipped", "rng"} - (set(state) if isinstance(state, dict) else set())
+    if missing or not {"torch", "python", "sampler"} <= set(state["rng"]):
+        raise ValueError(f"{path}: not a checkpoint of train.py (missing {sorted(missing) or 'rng states'})")
+    return state
+
+
 def build(args, teacher=None):
     """Algorithm 1's inputs (App. C): problems, policies (one per role from one base checkpoint, §2.1, or
     shared), the frozen teacher, tokenizer, optimizers, sampler RNG. teacher: an already-built teacher (any module
@@ -317,6 +334,8 @@ def build(args, teacher=None):
         ckpt += ".old"  # a crash between the two renames of save_checkpoint
     if args.resume and not os.path.isfile(os.path.join(ckpt, "state.pt")):
         raise ValueError(f"--resume: no checkpoint in {args.out}")
+    # state.pt first, so that a damaged checkpoint fails before any model loads
+    state = read_state(os.path.join(ckpt, "state.pt")) if args.resume else None
 
     if args.resume:  # the policies of the checkpoint, in fresh aligned storage like a live run's: loaded
         policies, tok = load_policies(ckpt, roles, "cpu")  # tensors can sit at odd offsets, which changes
@@ -326,6 +345,7 @@ def build(args, teacher=None):
     else:  # every policy starts from the same base checkpoint (§2.1)
         base, tok = load_model(args.student, seed=args.seed)
         policies = {r: base for r in roles} if args.shared_policy else {r: copy.deepcopy(base) for r in roles}
+    check_prompt_limit(problems, tok, args.max_prompt_tokens)  # before the teacher, the longest load
     if teacher is None:
         if args.teacher is None:
             raise ValueError("--teacher is required (a model spec, as for --student)")
@@ -344,7 +364,6 @@ def build(args, teacher=None):
     gen = torch.Generator(device=device).manual_seed(args.seed)
     start, skipped = 0, 0
     if args.resume:
-        state = torch.load(os.path.join(ckpt, "state.pt"), weights_only=False)
         for opt, s in zip(optims, state["optims"]):
             opt.load_state_dict(s)
         torch.set_rng_state(state["rng"]["torch"])
@@ -360,13 +379,17 @@ def main(argv=None, teacher=None):
     args = get_args(argv)
     hf_logging.disable_progress_bar()  # one bar (ours) per run, not one per saved shard
     print("config:", json.dumps(vars(args)))
+    stop_on_sigterm()
+    print("sandbox:", describe())
     if teacher is not None:
         print(f"teacher: {type(teacher).__name__}, given by the caller (--teacher is not loaded)")
     torch.manual_seed(args.seed)
     random.seed(args.seed)
     try:
+        check_writable(args.out, "--out", directory=True)  # before the models load, not at the first save
         held_out = load_problems(args.eval_problems) if args.eval_problems else None
         problems, policies, teacher, tok, optims, gen, start, skipped = build(args, teacher)
+        check_prompt_limit(held_out or [], tok, args.max_prompt_tokens)
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -375,7 +398,7 @@ def main(argv=None, teacher=None):
     kept = []  # on resume, drop lines of steps after the checkpoint (written before a crash)
     if args.resume and os.path.exists(metrics_path):
         with open(metrics_path) as f:
-            kept = [ln for ln in f if json.loads(ln)["step"] < start]
+            kept = [ln for ln in f if _step_of(ln) < start]
     with open(metrics_path, "w") as f:
         f.writelines(kept)
     if held_out:
@@ -386,7 +409,7 @@ def main(argv=None, teacher=None):
         skipped += metrics["skipped"]
         metrics["skipped_total"] = skipped
         with open(metrics_path, "a") as f:
-            f.write(json.dumps(metrics) + "\n")
+            f.write(json_text(metrics) + "\n")
         bar.set_postfix(loss=f"{sum(metrics['loss']):.4f}", turns=f"{metrics['turns_per_episode']:.2f}",
                         conflict=f"{metrics['conflict_rate']:.2f}", skipped=skipped,
                         **{f"a_role[{r}]": f"{s['a_role']:+.3f}" for r, s in metrics["roles"].items()})
@@ -398,7 +421,7 @@ def main(argv=None, teacher=None):
         results["after"] = evaluate_policies(held_out, policies, tok, args)
         print(markdown({f"{k} ({len(held_out)} held-out problems, seeds {args.eval_seeds})": v
                         for k, v in results.items()}))
-        write_atomic(os.path.join(args.out, "results.json"), json.dumps(results, indent=1))
+        write_atomic(os.path.join(args.out, "results.json"), json_text(results, indent=1))
 
 
 def evaluate_policies(problems, policies, tok, args, exchange=False):

@@ -1,5 +1,6 @@
 """Shared fixtures: the in-code tokenizer, tiny random models, scripted agents, a code + math problem file."""
 import json
+import os
 
 import pytest
 
@@ -41,6 +42,29 @@ class Scripted:
 @pytest.fixture
 def scripted(tok):
     return lambda script: Scripted(tok, script)
+
+
+@pytest.fixture
+def error_line(capsys):
+    """-> check(start): what went to stderr since the last read is the one line 'error: {start}...' of the CLIs."""
+    def check(start):
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {start}") and err.count("\n") == 1, err
+    return check
+
+
+@pytest.fixture
+def truncated_model(tok, capsys):
+    """-> save(path): a tiny model saved at path whose model.safetensors is cut in half (a full disk, a killed
+    copy); returns the path."""
+    def save(path):
+        tiny_model("qwen3", layers=1, hidden=32).save_pretrained(path)
+        tok.save_pretrained(path)
+        weights = os.path.join(path, "model.safetensors")
+        os.truncate(weights, os.path.getsize(weights) // 2)
+        capsys.readouterr()  # drop the save's progress bar: the tests read what the CLI alone writes to stderr
+        return str(path)
+    return save
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,17 @@
 """The problem schema's loader on malformed files, and the command line's behaviour on good and bad input."""
 import json
+import os
+import signal
+import struct
 import subprocess
 import sys
 
 import pytest
+import torch
 
-from data import ProblemError, load_problems
+import sandbox
+from data import ProblemError, load_problems, write_atomic
+from models import make_tokenizer, tiny_model
 from rollout import main
 
 MATH = {"id": "m", "domain": "math", "question": "1+1?", "answer": "2"}
@@ -74,7 +80,12 @@ def test_cli_bad_model_exits_2(capsys):
 
 def test_cli_runs_episodes_and_writes_records(tmp_path, capsys):
     f, out = _write(tmp_path / "p.jsonl", [MATH, STDIO]), tmp_path / "episodes.jsonl"
-    main(["--problems", f, "--max-new-tokens", "6", "--max-turns", "2", "--out", str(out)])
+    default = signal.getsignal(signal.SIGTERM)
+    try:
+        main(["--problems", f, "--max-new-tokens", "6", "--max-turns", "2", "--out", str(out)])
+        assert signal.getsignal(signal.SIGTERM) is sandbox._on_sigterm  # a SIGTERM cleans up the sandboxed runs
+    finally:
+        signal.signal(signal.SIGTERM, default)
     printed = capsys.readouterr().out
     assert "=== m (math)" in printed and "Verification result for the previous turn:" in printed
     records = [json.loads(l) for l in out.read_text().splitlines()]
@@ -87,3 +98,54 @@ def test_unicode_line_separator_inside_a_string_is_not_a_line_break(tmp_path):
     f = tmp_path / "u.jsonl"
     f.write_text(json.dumps({**MATH, "question": "a\u2028b"}, ensure_ascii=False) + "\n", encoding="utf-8")
     assert load_problems(str(f))[0]["question"] == "a\u2028b"
+
+
+def test_cli_unusable_out_fails_before_the_run(tmp_path, error_line, monkeypatch):
+    monkeypatch.setattr("rollout.load_model", lambda *a, **k: pytest.fail("a model loaded before --out was checked"))
+    for bad in (tmp_path, tmp_path / "missing" / "e.jsonl"):  # a directory; a file in a directory that is not there
+        with pytest.raises(SystemExit) as e:
+            main(["--out", str(bad)])
+        assert e.value.code == 2
+        error_line(f"--out {bad}: ")
+    assert os.listdir(tmp_path) == []
+
+
+def test_cli_damaged_model_files_exit_2(tmp_path, error_line, truncated_model):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1))  # version 3, no tensors, one metadata entry: cut off
+    for model in (str(gguf), truncated_model(tmp_path / "dir")):
+        with pytest.raises(SystemExit) as e:
+            main(["--model", model])
+        assert e.value.code == 2
+        error_line(f"model {model!r}: ")
+
+
+def test_cli_writes_nan_logprobs_as_json_null(tmp_path):
+    model = tiny_model("qwen3", layers=1, hidden=32)
+    with torch.no_grad():
+        model.lm_head.weight.fill_(float("nan"))
+    model.save_pretrained(tmp_path / "nan")
+    make_tokenizer().save_pretrained(tmp_path / "nan")
+    f, out = _write(tmp_path / "p.jsonl", [MATH]), tmp_path / "episodes.jsonl"
+    main(["--problems", f, "--model", str(tmp_path / "nan"), "--temperature", "0", "--max-new-tokens", "3",
+          "--max-turns", "1", "--out", str(out)])
+    record = json.loads(out.read_text(), parse_constant=lambda word: pytest.fail(f"{word} is not JSON"))
+    assert record["turns"][0]["responses"]["reasoner"]["logprobs"] == [None] * 3
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--max-turns", "0"), ("--max-new-tokens", "0"), ("--max-new-tokens", "-5"), ("--temperature", "nan"),
+    ("--temperature", "-1"), ("--temperature", "inf"), ("--top-p", "0"), ("--top-p", "nan"), ("--top-p", "1.01"),
+    ("--top-k", "-1"), ("--seed", str(2**64)),
+])
+def test_cli_bad_numbers_are_refused_at_parse_time(flag, value, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([flag, value])
+    assert e.value.code == 2 and f"error: argument {flag}: " in capsys.readouterr().err
+
+
+def test_write_atomic_leaves_no_temp_file_when_it_fails(tmp_path):
+    (tmp_path / "d").mkdir()
+    with pytest.raises(OSError):
+        write_atomic(str(tmp_path / "d"), "text")  # the rename onto a directory fails after the temp file is written
+    assert os.listdir(tmp_path) == ["d"]

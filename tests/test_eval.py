@@ -1,4 +1,7 @@
 """eval.py: accuracy, revise-iff-wrong and its failure modes, exchange penalty, heat map, CLI errors."""
+import json
+import os
+
 import pytest
 
 import eval as ev
@@ -61,3 +64,46 @@ def test_tables_and_cli_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         ev.main(["--run", str(tmp_path), "--problems", "examples/problems.jsonl"])
     assert e.value.code == 2 and "no checkpoint" in capsys.readouterr().err
+
+
+def test_cli_unusable_outputs_fail_before_the_run(tmp_path, error_line, monkeypatch):
+    monkeypatch.setattr(ev, "load_model", lambda *a, **k: pytest.fail("a model loaded before the outputs were checked"))
+    for flag in ("--json", "--heatmap"):
+        for bad in (tmp_path, tmp_path / "missing" / "out"):  # a directory; a file in a directory that is not there
+            with pytest.raises(SystemExit) as e:
+                ev.main(["--student", "tiny-qwen3", "--problems", "examples/problems.jsonl", flag, str(bad)])
+            assert e.value.code == 2
+            error_line(f"{flag} {bad}: ")
+    assert os.listdir(tmp_path) == []
+
+
+def test_cli_damaged_checkpoint_is_one_line(tmp_path, error_line, truncated_model):
+    path = truncated_model(tmp_path / "checkpoint" / "shared")
+    with pytest.raises(SystemExit) as e:
+        ev.main(["--run", str(tmp_path), "--problems", "examples/problems.jsonl"])
+    assert e.value.code == 2
+    error_line(f"model {path!r}: cannot load")
+
+
+def test_cli_heatmap_teacher_that_fails_to_load_keeps_the_json(tmp_path, error_line, problems):
+    out = tmp_path / "r.json"
+    with pytest.raises(SystemExit) as e:
+        ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange", "--max-new-tokens",
+                 "4", "--json", str(out), "--heatmap", str(tmp_path / "h.html"), "--teacher", str(tmp_path / "gone")])
+    assert e.value.code == 2
+    error_line(f"model '{tmp_path / 'gone'}': no such file")
+    assert "untrained tiny-qwen3" in json.loads(out.read_text()) and not (tmp_path / "h.html").exists()
+
+
+@pytest.mark.parametrize("flag, value", [("--max-new-tokens", "0"), ("--max-new-tokens", "-3"),
+                                         ("--seeds", str(2**64)), ("--device", "cuda:99"), ("--device", "gpu")])
+def test_cli_bad_numbers_are_refused_at_parse_time(flag, value, capsys):
+    with pytest.raises(SystemExit) as e:
+        ev.main(["--student", "tiny-qwen3", "--problems", "examples/problems.jsonl", flag, value])
+    assert e.value.code == 2 and f"error: argument {flag}: " in capsys.readouterr().err
+
+
+def test_cli_heatmap_of_a_single_agent_is_refused(capsys):
+    with pytest.raises(SystemExit) as e:
+        ev.main(["--single-agent", "tiny-qwen3", "--problems", "examples/problems.jsonl", "--heatmap", "h.html"])
+    assert e.value.code == 2 and "--heatmap needs a team" in capsys.readouterr().err

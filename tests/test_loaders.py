@@ -2,6 +2,7 @@
 import base64
 import gzip
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -61,11 +62,11 @@ def test_olympiadbench_takes_the_one_string_and_flags_multi_answer():
 
 def test_local_math_files_ids_and_skips(tmp_path):
     f = _jsonl(tmp_path / "amc23.jsonl", [{"id": 3, "problem": "a?", "answer": 1.0}, {"problem": "b?", "answer": 2.0},
-                                          {"problem": "c?", "answer": None}])
+                                          {"problem": "c?", "answer": None}, {"problem": "d?", "answer": float("nan")}])
     stats = Counter()
     ps = load_dataset_as_problems(f, stats=stats)
     assert [(p["id"], p["answer"]) for p in ps] == [("amc23-3", "1"), ("amc23-2", "2")]  # numeric id, else line
-    assert stats == {"records skipped: no reference answer": 1}
+    assert stats == {"records skipped: no reference answer": 2}  # null, and NaN (how pandas exports a gap)
     (tmp_path / "math_train.json").write_text(json.dumps([{"problem": "p", "answer": "3"}]))  # one JSON list
     assert load_dataset_as_problems(str(tmp_path / "math_train.json"))[0]["id"] == "math_train-1"
     g = _jsonl(tmp_path / "gsm8k_test.jsonl", [{"question": "q", "answer": "so\n#### 18"}])
@@ -299,3 +300,35 @@ def test_cli_bad_input_one_line_exit_2_nothing_written(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [f"error: {src}:2: missing field 'answer'"]
     assert not out.exists() and not (tmp_path / "p.jsonl.tmp").exists()
+
+
+def test_cli_corrupt_gz_one_line_exit_2_nothing_written(tmp_path, error_line):
+    good = gzip.compress(b'{"question": "q", "answer": "#### 1"}\n' * 200)
+    src, out = tmp_path / "gsm8k.jsonl.gz", tmp_path / "p.jsonl"
+    for damaged in (good[:20] + b"\xff" * 30 + good[50:], good[:-20]):  # deflate data broken mid-stream; cut short
+        src.write_bytes(damaged)
+        with pytest.raises(SystemExit) as e:
+            loaders.main([str(src), "--out", str(out)])
+        assert e.value.code == 2
+        error_line(f"{src}: cannot read (")
+        assert os.listdir(tmp_path) == ["gsm8k.jsonl.gz"]
+
+
+def test_cli_unusable_out_fails_before_converting(tmp_path, error_line, monkeypatch):
+    src = _jsonl(tmp_path / "gsm8k.jsonl", [{"question": "q", "answer": "#### 1"}])
+    monkeypatch.setattr(loaders, "load_dataset_as_problems", lambda *a, **k: pytest.fail("converted before --out"))
+    for bad in (tmp_path, tmp_path / "missing" / "p.jsonl"):  # a directory; a file in a directory that is not there
+        with pytest.raises(SystemExit) as e:
+            loaders.main([src, "--out", str(bad)])
+        assert e.value.code == 2
+        error_line(f"--out {bad}: ")
+    assert os.listdir(tmp_path) == ["gsm8k.jsonl"]
+
+
+@pytest.mark.parametrize("flag, value", [("--limit", "-1"), ("--limit", "0"), ("--max-tests", "-1"),
+                                         ("--max-tests", "0"), ("--workers", "0"), ("--timeout", "0"),
+                                         ("--timeout", "nan"), ("--timeout", "inf")])
+def test_cli_bad_numbers_are_refused_at_parse_time(tmp_path, flag, value, capsys):
+    with pytest.raises(SystemExit) as e:
+        loaders.main(["gsm8k.jsonl", "--out", str(tmp_path / "p.jsonl"), flag, value])
+    assert e.value.code == 2 and f"error: argument {flag}: " in capsys.readouterr().err

@@ -1,217 +1,403 @@
-"""Behavioural tests of sandbox.py: isolation, cleanup, error strings, function driver, output comparison."""
+"""Behavioural tests of sandbox.py: isolation (jail and the uid fallback), cleanup, caps, error strings, the
+function driver, output comparison. Each isolation test is an attack a generated program could make."""
+import json
 import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
 import time
 import uuid
 
 import pytest
 
+import sandbox
+from attribution import attribute_code
 from sandbox import RunResult, outputs_match, run_case, run_cases, run_program
 
 ROOT = os.geteuid() == 0
+JAIL = sandbox._setup()[1] is not None
 needs_root = pytest.mark.skipif(not ROOT, reason="uid drop (process cap, uid-wide kill, file cleanup) is root-only")
+needs_jail = pytest.mark.skipif(not JAIL, reason="bubblewrap is not installed or does not work here")
+needs_cgroups = pytest.mark.skipif(not sandbox._cgroup_homes(), reason="no writable cgroup v1 hierarchy, or not root")
 
 
-def _alive(pid: int) -> bool:
-    """Process exists and is not a zombie (a zombie is dead, only waiting to be reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
+@pytest.fixture(params=["native", "uid"])
+def mode(request, monkeypatch):
+    """Each isolation test runs with the level this machine gives ("native": the jail where bubblewrap works) and,
+    as root with a jail, once more with the jail switched off: the uid fallback."""
+    if request.param == "uid":
+        if not (JAIL and ROOT):
+            pytest.skip("the native level is already the fallback")
+        interpreter = sandbox._setup()[0]
+        monkeypatch.setattr(sandbox, "_setup", lambda: (interpreter, None))
+    return request.param
 
 
-def _live_pids_of_uid(uid: int) -> list[int]:
-    """Non-zombie processes whose real uid is `uid`."""
+def _marked(src: str) -> tuple[str, str]:
+    """(a unique process name, src prefixed with a line that gives its process that name). Children inherit it,
+    so the test finds every process of the run on the host, inside a pid namespace or not."""
+    tag = "sbx" + uuid.uuid4().hex[:12]
+    return tag, f"open('/proc/self/comm', 'w').write({tag!r})\n" + textwrap.dedent(src)
+
+
+def _alive_named(tag: str) -> list[int]:
+    """Non-zombie processes named tag."""
     pids = []
     for d in os.listdir("/proc"):
         try:
-            with open(f"/proc/{d}/status") as f:
-                status = dict(ln.split(":", 1) for ln in f if ":" in ln)
-        except (FileNotFoundError, ProcessLookupError, NotADirectoryError, PermissionError):
+            with open(f"/proc/{d}/comm") as f:
+                if f.read().strip() != tag:
+                    continue
+            with open(f"/proc/{d}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in "ZX":
+                    pids.append(int(d))
+        except (OSError, ValueError, IndexError):
             continue
-        if int(status["Uid"].split()[0]) == uid and not status["State"].strip().startswith(("Z", "X")):
-            pids.append(int(d))
     return pids
 
 
-def _assert_all_dead(uid: int, pids: list[int]) -> None:
-    """pids and (as root) every process of the run's fresh uid are gone, also what escaped the group."""
-    def survivors():
-        return [p for p in pids if _alive(p)] + (_live_pids_of_uid(uid) if ROOT else [])
+def _assert_all_dead(tag: str) -> None:
     deadline = time.time() + 2  # SIGKILL is sent, not awaited: a process may take a moment to die
-    while survivors() and time.time() < deadline:
+    while _alive_named(tag) and time.time() < deadline:
         time.sleep(0.01)
-    assert survivors() == [] and (uid != 0 or not ROOT)
+    assert _alive_named(tag) == []
 
 
-def test_stdout_and_stdin():
+def _workdirs() -> set[str]:
+    return {e for e in os.listdir(tempfile.gettempdir()) if e.startswith("sandbox-")}
+
+
+def test_stdout_and_stdin(mode):
     assert run_program("print(6 * 7)", timeout=3).stdout == "42\n"
     r = run_program("import sys\nprint(sys.stdin.read().upper(), end='')", "ab\ncd\n", timeout=3)
     assert r.ok and r.error is None and r.stdout == "AB\nCD\n"
 
 
-def test_crash_syntax_error_exit_code_signal():
+def test_crash_syntax_error_exit_code_signal(mode):
     assert run_program("print('partial', flush=True)\n1 / 0", timeout=3) == \
         RunResult("partial\n", "error: ZeroDivisionError: division by zero")
     r = run_program("def f(:\n    pass", timeout=3)
     assert not r.ok and r.error.startswith("error: SyntaxError")
     assert run_program("import sys\nsys.exit(3)", timeout=3).error == "error: exit code 3"
     assert run_program("import os\nos.kill(os.getpid(), 9)", timeout=3).error == "error: killed by signal SIGKILL"
+    assert run_program("import os\nos.kill(os.getpid(), 11)", timeout=3).error == "error: killed by signal SIGSEGV"
     r = run_program("raise ValueError('x' * 5000)", timeout=3)
     assert r.error.startswith("error: ValueError: xxx") and len(r.error) <= 300 and "\n" not in r.error
 
 
-def test_timeout_kills_and_cleans_up():
-    src = "import os\nprint(os.getuid(), os.getpid(), os.getcwd(), flush=True)\nwhile True:\n    pass"
+def test_timeout_kills_and_cleans_up(mode):
+    before = _workdirs()
+    tag, src = _marked("print('started', flush=True)\nwhile True:\n    pass")
     t = time.time()
     r = run_program(src, timeout=1)
     assert time.time() - t < 3
-    assert r.error == "error: timed out after 1 s"
-    uid, pid, cwd = r.stdout.split()  # output flushed before the timeout is kept
-    _assert_all_dead(int(uid), [int(pid)])
-    assert not os.path.exists(cwd)
+    assert r == RunResult("started\n", "error: timed out after 1 s")  # output flushed before the timeout is kept
+    _assert_all_dead(tag)
+    assert _workdirs() == before
 
 
-def test_huge_allocation_is_an_error_not_a_hang():
+def test_huge_allocation_is_an_error_not_a_hang(mode):
     t = time.time()
     r = run_program("x = bytearray(8 * 2**30)\nprint('allocated')", timeout=3)
     assert time.time() - t < 3
     assert not r.ok and "allocated" not in r.stdout and r.error.startswith("error: ")
 
 
-def test_print_loop_is_bounded():
+def test_print_loop_is_bounded(mode):
     r = run_program("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)", timeout=3)
     assert not r.ok and 0 < len(r.stdout) <= 2**20
 
 
-def test_children_are_killed_after_normal_exit():
-    src = """
-import os, time
-pids = []
-for _ in range(50):
-    pid = os.fork()
-    if pid == 0:
-        time.sleep(60)
-        os._exit(0)
-    pids.append(pid)
-print(os.getuid(), *pids)
-"""
+def test_children_are_killed_after_normal_exit(mode):
+    tag, src = _marked("""
+        import os, time
+        for _ in range(50):
+            if os.fork() == 0:
+                time.sleep(60)
+                os._exit(0)
+        print('forked')
+    """)
     r = run_program(src, timeout=3)
-    assert r.ok, r.error
-    uid, *pids = map(int, r.stdout.split())
-    assert len(pids) == 50
-    _assert_all_dead(uid, pids)
+    assert r.ok and r.stdout == "forked\n", r.error
+    _assert_all_dead(tag)
 
 
-@needs_root
-def test_child_that_escapes_the_process_group_is_killed():
-    src = """
-import os, time
-r, w = os.pipe()
-if os.fork() == 0:
-    os.setsid()  # new session and process group: killpg no longer reaches it
-    os.write(w, str(os.getpid()).encode())
-    time.sleep(60)
-    os._exit(0)
-print(os.getuid(), os.read(r, 100).decode())
-"""
+def test_child_that_escapes_the_process_group_is_killed(mode):
+    tag, src = _marked("""
+        import os, time
+        r, w = os.pipe()
+        if os.fork() == 0:
+            os.setsid()  # new session and process group: killpg no longer reaches it
+            os.write(w, b'x')
+            time.sleep(60)
+            os._exit(0)
+        print(os.read(r, 1).decode())
+    """)
+    if mode == "native" and not JAIL and not ROOT:
+        pytest.skip("process level: an escaped child is out of reach")
     r = run_program(src, timeout=3)
-    assert r.ok, r.error
-    uid, pid = map(int, r.stdout.split())
-    _assert_all_dead(uid, [pid])
+    assert r.ok and r.stdout == "x\n", r.error
+    _assert_all_dead(tag)
 
 
 @needs_root
 def test_uid_kill_helper_runs_only_when_a_process_of_the_uid_is_left(monkeypatch):
-    import sandbox
+    interpreter = sandbox._setup()[0]
+    monkeypatch.setattr(sandbox, "_setup", lambda: (interpreter, None))  # the uid level, where the helper matters
     assert sandbox._uid_alive(os.getuid()) and not sandbox._uid_alive(sandbox.UID_RANGE[1] + 1)
     helpers = []
     real_run = sandbox.subprocess.run
     monkeypatch.setattr(sandbox.subprocess, "run", lambda argv, **kw: helpers.append(argv) or real_run(argv, **kw))
     assert run_program("print(2)").stdout == "2\n" and helpers == []  # nothing left: no helper process
-    src = ("import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid(); os.write(w, b'x'); time.sleep(60)\n"
-           "os.read(r, 1)\nprint(os.getuid())")
+    tag, src = _marked("import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid(); os.write(w, b'x'); "
+                       "time.sleep(60)\nos.read(r, 1)\nprint('ok')")
     r = run_program(src, timeout=3)
     assert r.ok, r.error
     assert len(helpers) == 1  # the child that left the group is found, so the helper kills it
-    _assert_all_dead(int(r.stdout), [])
+    _assert_all_dead(tag)
 
 
 @needs_root
-def test_process_cap_bounds_forks():
-    src = """
-import os, time
-pids = []
-try:
-    for _ in range(200):
-        pid = os.fork()
-        if pid == 0:
-            time.sleep(60)
-            os._exit(0)
-        pids.append(pid)
-finally:
-    print(os.getuid(), *pids, flush=True)
-"""
+def test_process_cap_bounds_forks(mode):
+    tag, src = _marked("""
+        import os, time
+        n = 0
+        try:
+            for _ in range(200):
+                if os.fork() == 0:
+                    time.sleep(60)
+                    os._exit(0)
+                n += 1
+        finally:
+            print(n, flush=True)
+    """)
     t = time.time()
     r = run_program(src, timeout=3, max_procs=64)
     assert time.time() - t < 3
     assert r.error.startswith("error: BlockingIOError")
-    uid, *pids = map(int, r.stdout.split())
-    assert len(pids) < 64
-    _assert_all_dead(uid, pids)
+    assert int(r.stdout) < 64
+    _assert_all_dead(tag)
 
 
 @needs_root
-def test_fork_bomb_is_contained():
-    src = """
-import os
-print(os.getuid(), flush=True)
-while True:
-    try:
-        os.fork()
-    except OSError:
-        pass
-"""
+def test_fork_bomb_is_contained(mode):
+    tag, src = _marked("""
+        import os
+        print('bomb', flush=True)
+        while True:
+            try:
+                os.fork()
+            except OSError:
+                pass
+    """)
     t = time.time()
     r = run_program(src, timeout=1)
     assert time.time() - t < 3 and r.error == "error: timed out after 1 s"
-    _assert_all_dead(int(r.stdout.split()[0]), [])
+    _assert_all_dead(tag)
 
 
 @needs_root
-def test_writes_outside_the_workdir_leave_nothing():
+def test_writes_outside_the_workdir_leave_nothing(mode):
     name = f"sandbox-test-{uuid.uuid4().hex}"
-    src = f"""
+    paths = [f"/tmp/{name}", f"/dev/shm/{name}", f"/var/tmp/{name}/sub/f", f"/run/lock/{name}"]
+    r = run_program(f"""
 import os
-paths = ["/tmp/{name}", os.path.join(os.path.dirname(os.getcwd()), "{name}-parent"), "/dev/shm/{name}"]
-os.makedirs("/var/tmp/{name}/sub")
-paths.append("/var/tmp/{name}/sub/f")
-for p in paths:
-    with open(p, "w") as f:
-        f.write("left behind")
-print(*paths)
-"""
-    r = run_program(src, timeout=3)
-    assert r.ok, r.error
-    paths = r.stdout.split()
-    assert len(paths) == 4 and not [p for p in paths + [f"/var/tmp/{name}"] if os.path.exists(p)]
+for p in {paths!r}:
+    try:
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write("left behind")
+    except OSError:
+        pass
+print("done")
+""", timeout=3)
+    assert r.ok and r.stdout == "done\n", r.error
+    assert not [p for p in paths + [f"/var/tmp/{name}"] if os.path.exists(p)]
 
 
-def test_workdir_removed_and_files_stay_inside_it():
-    r = run_program("import os\nopen('out.txt', 'w').write('hi')\nprint(os.getcwd(), os.listdir('.'))", timeout=3)
-    cwd = r.stdout.split()[0]
-    assert r.ok and "out.txt" in r.stdout and not os.path.exists(cwd)
+def test_workdir_removed_and_files_stay_inside_it(mode):
+    before = _workdirs()
+    r = run_program("import os\nopen('out.txt', 'w').write('hi')\nprint(os.listdir('.'))", timeout=3)
+    assert r.ok and "out.txt" in r.stdout and _workdirs() == before
 
 
-def test_environment_is_not_inherited(monkeypatch):
+def test_environment_is_not_inherited(monkeypatch, mode):
     monkeypatch.setenv("SANDBOX_SENTINEL", "must-not-leak")
     r = run_program("import os\nprint(dict(os.environ))\nprint(os.getcwd())", timeout=3)
     env, cwd = r.stdout.splitlines()
     env = eval(env)
     assert "must-not-leak" not in r.stdout and "SANDBOX_SENTINEL" not in env
-    assert env["PATH"] == "/usr/bin:/bin" and env["HOME"] == env["TMPDIR"] == cwd
+    assert env["PATH"] == "/usr/bin:/bin" and env["HOME"] == env["TMPDIR"] == env.pop("PWD", cwd) == cwd
     assert set(env) == {"PATH", "LANG", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING", "OPENBLAS_NUM_THREADS",
                         "OMP_NUM_THREADS", "HOME", "TMPDIR"}
+
+
+CHEAT = """
+import json, os, sys
+data = sys.stdin.read()
+paths = [PATH]  # the attacker even knows where the problem file is
+for pid in os.listdir("/proc"):  # and looks for it in every command line it can see (its parent's included)
+    try:
+        paths += [a for a in open(f"/proc/{pid}/cmdline").read().split("\\0") if a.endswith(".jsonl")]
+    except OSError:
+        pass
+for path in paths:
+    try:
+        for line in open(path):
+            for t in json.loads(line)["tests"]:
+                if t["input"].strip() == data.strip():
+                    print(t["output"])
+                    sys.exit(0)
+    except OSError:
+        pass
+print(0)
+"""
+
+
+@needs_jail
+def test_a_program_cannot_read_the_golden_tests():
+    """The golden tests are in a world-readable file named on the command line of the process that runs the
+    verifier; a program that finds them passes without solving anything unless the jail hides both."""
+    d = tempfile.mkdtemp()
+    os.chmod(d, 0o755)
+    path = os.path.join(d, "problems.jsonl")
+    problem = {"id": "sq", "domain": "code", "format": "stdio", "question": "print n squared",
+               "tests": [{"input": str(n), "output": str(n * n)} for n in (3, 7, 12)]}
+    with open(path, "w") as f:
+        f.write(json.dumps(problem) + "\n")
+    os.chmod(path, 0o644)
+    cheat = CHEAT.replace("PATH", repr(path))
+    script = ("import json, sys\nfrom attribution import attribute_code\n"
+              "p = json.loads(open(sys.argv[1]).readline())\n"
+              f"print(attribute_code(p, {cheat!r}, ('3', '9'), timeout=5).checks['program_correct'])")
+    r = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True, timeout=60,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.stdout.strip() == "False", r.stderr
+    assert run_program(cheat, "7", timeout=5).stdout == "0\n"
+
+
+@needs_jail
+def test_ipc_objects_die_with_the_run():
+    key = random.randint(1 << 20, 1 << 30)
+    r = run_program(f"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print(libc.shmget({key}, 1 << 20, 0o1666) >= 0, libc.msgget({key}, 0o1666) >= 0,
+      libc.semget({key}, 1, 0o1666) >= 0)
+""", timeout=3)
+    assert r.stdout == "True True True\n", r.error  # it could make them ...
+    for kind in ("shm", "msg", "sem"):           # ... and none of them is left in the host's IPC namespace
+        with open(f"/proc/sysvipc/{kind}") as f:
+            assert not [ln for ln in f.read().splitlines()[1:] if int(ln.split()[0]) == key]
+
+
+@needs_jail
+def test_no_connection_to_the_hosts_localhost():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        r = run_program(f"""
+import socket
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=2)
+    print("connected")
+except OSError as e:
+    print(type(e).__name__)
+""", timeout=5)
+        server.settimeout(0.1)
+        with pytest.raises(socket.timeout):
+            server.accept()
+    assert r.ok and r.stdout == "ConnectionRefusedError\n", r
+
+
+@needs_cgroups
+def test_memory_cap_covers_the_whole_run():
+    """Per-process caps let four children of a 512 MiB run hold 4 x 300 MB; the run's cgroup does not."""
+    tag, src = _marked("""
+        import os, time
+        r, w = os.pipe()
+        for _ in range(4):
+            if os.fork() == 0:
+                block = b"x" * (300 << 20)  # written, so resident
+                os.write(w, b"y")
+                time.sleep(3)
+                os._exit(0)
+        os.close(w)
+        time.sleep(2)
+        print(len(os.read(r, 16)))
+    """)
+    r = run_program(src, timeout=6, memory_mb=512)
+    assert r.ok and int(r.stdout) < 4, r
+    _assert_all_dead(tag)
+
+
+def test_sigterm_kills_the_runs_and_leaves_nothing(tmp_path):
+    """What `timeout` or a scheduler sends: the runs in progress die, no new one starts, nothing is left."""
+    tag, src = _marked("""
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            time.sleep(60)
+        open("/tmp/left-behind", "w").write("x")
+        time.sleep(60)
+    """)
+    before = _workdirs()
+    script = (f"import sandbox\nsandbox.stop_on_sigterm()\n"
+              f"sandbox.run_cases({{'format': 'stdio'}}, {src!r}, ['1'] * 8, timeout=60, workers=2)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=root, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 20
+    while len(_alive_named(tag)) < 4 and time.time() < deadline:  # two runs, each a program and its child
+        time.sleep(0.05)
+    assert len(_alive_named(tag)) >= 4
+    t = time.time()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 128 + signal.SIGTERM, proc.stderr.read()
+    assert time.time() - t < 5  # the six runs not yet started never start
+    _assert_all_dead(tag)
+    assert _workdirs() == before
+
+
+@needs_root
+def test_concurrent_runs_never_share_a_uid(monkeypatch):
+    """The uid is drawn from the OS, not from the global `random` a training seed fixes, and claimed machine-wide:
+    a uid another process holds is skipped."""
+    random.seed(7)
+    with sandbox._fresh_uid() as first:
+        pass
+    random.seed(7)
+    with sandbox._fresh_uid() as second:
+        pass
+    assert first != second
+    holder = subprocess.Popen([sys.executable, "-c", "import socket, sys, time\ns = socket.socket(socket.AF_UNIX)\n"
+                               f"s.bind('\\0mas-opd-sandbox-uid-{first}')\nprint(1, flush=True)\ntime.sleep(30)"],
+                              stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"1\n"
+        draws = iter([first, first, second])
+        monkeypatch.setattr(sandbox._UIDS, "randint", lambda a, b: next(draws))
+        with sandbox._fresh_uid() as uid:
+            assert uid == second
+    finally:
+        holder.kill()
+
+
+def test_a_hanging_program_costs_one_timeout_not_one_per_test():
+    prob = {"id": "p", "domain": "code", "question": "", "format": "stdio",
+            "tests": [{"input": str(i), "output": str(i)} for i in range(12)]}
+    t = time.time()
+    att = attribute_code(prob, "import time\ntime.sleep(60)", None, timeout=1)
+    assert time.time() - t < 2.5  # 12 tests, 4 at a time: three timeouts without the early stop
+    assert att.checks["program_correct"] is False and att.first_failing_test == 0
+    results = run_cases(prob, "n = int(input())\nprint(n if n != 5 else -1)", [t["input"] for t in prob["tests"]],
+                        timeout=3, workers=2, stop=lambda i, r: r.stdout.strip() != str(i))
+    assert [r.stdout for r in results[:6]] == ["0\n", "1\n", "2\n", "3\n", "4\n", "-1\n"]
+    assert results[-1] is None
 
 
 FUNC = {"id": "add", "domain": "code", "question": "", "format": "function", "entry_point": "add", "tests": []}
@@ -263,7 +449,9 @@ def test_run_case_stdio_and_run_cases_order():
     ("007", "7", True),
     ("1_0", "10", False),
     ("1" * 5000, "1" * 4999 + "2", False),   # over int()'s digit limit, and float() would give inf == inf
-    ("1e999", "inf", True),
+    ("1e999", "inf", False),                 # non-finite values match only the identical token
+    ("inf", "9" * 400, False),               # float() reads 400 nines as inf
+    ("inf", "inf", True),
     ("YES", "yes", False),                   # case-sensitive
     ("", "", True),
     ("", "0", False),
@@ -289,6 +477,9 @@ def test_outputs_match_stdio(got, expected, same):
     ("10**20", "10**20", True),              # not a literal: stripped strings compared
     ("<obj at 0x1>", "<obj at 0x2>", False),
     ("12345678901234567890", "12345678901234567891", False),
+    ("1" + "0" * 400, "0.5", False),         # an int beyond a float's range against a float: no OverflowError
+    ("0.5", "9" * 400, False),
+    ("1e400", "1e400", True),
 ])
 def test_outputs_match_function(got, expected, same):
     assert outputs_match("function", got, expected) is same

@@ -13,9 +13,13 @@ FAST = ["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--max-new-tokens"
         "--batch", "2", "--mini-batch", "1", "--micro-batch", "3", "--lr", "1e-3", "--workers", "2"]
 
 
+def _strict(word):
+    raise AssertionError(f"{word} is not JSON")
+
+
 def _metrics(out):
     with open(os.path.join(out, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
+        return [json.loads(line, parse_constant=_strict) for line in f]
 
 
 def _comparable(m):
@@ -50,7 +54,7 @@ def test_interrupted_and_resumed_run_equals_uninterrupted(tmp_path, problems):
     train.main(["--problems", problems, "--out", full, "--steps", "3"] + FAST)
     train.main(["--problems", problems, "--out", part, "--steps", "1"] + FAST)
     with open(os.path.join(part, "metrics.jsonl"), "a") as f:  # a line written just before a crash
-        f.write(json.dumps({"step": 1, "stale": True}) + "\n")
+        f.write(json.dumps({"step": 1, "stale": True}) + "\n" + '{"step": 2, "lo')  # and one the crash cut short
     train.main(["--problems", problems, "--out", part, "--steps", "3", "--resume"] + FAST)
     assert [_comparable(m) for m in _metrics(part)] == [_comparable(m) for m in _metrics(full)]
     a = AutoModelForCausalLM.from_pretrained(os.path.join(full, "checkpoint", "tester"))
@@ -76,6 +80,7 @@ def test_non_finite_teacher_skips_the_step_and_never_checkpoints_bad_weights(tmp
     train.main(FAST + ["--problems", problems, "--out", out, "--steps", "2", "--teacher", str(tmp_path / "nan-teacher")])
     ms = _metrics(out)
     assert [m["skipped"] for m in ms] == [1, 1] and ms[-1]["skipped_total"] == 2 and ms[0]["updates"] == 0
+    assert ms[0]["roles"]["coder"]["a_opd"] is None  # NaN is written as null: metrics.jsonl stays JSON
     assert "non-finite advantage" in capsys.readouterr().err
     coder = AutoModelForCausalLM.from_pretrained(os.path.join(out, "checkpoint", "coder"))
     start = tiny_model("qwen3", layers=2, hidden=64, seed=0)
@@ -116,6 +121,63 @@ def test_bad_input_exits_2(tmp_path, capsys, problems):
         train.main(no_teacher + ["--problems", problems, "--out", str(tmp_path / "w")])
     assert e.value.code == 2 and "--teacher is required" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "w")
+
+
+def test_unusable_out_fails_before_any_model_loads(tmp_path, error_line, problems, monkeypatch):
+    monkeypatch.setattr(train, "load_model", lambda *a, **k: pytest.fail("a model loaded before --out was checked"))
+    taken = tmp_path / "file"
+    taken.write_text("")
+    for out in (taken, taken / "run"):  # an existing file; a directory that would have to be made inside one
+        with pytest.raises(SystemExit) as e:
+            train.main(FAST + ["--problems", problems, "--out", str(out)])
+        assert e.value.code == 2
+        error_line(f"--out {out}: ")
+    monkeypatch.setattr(os, "access", lambda *a, **k: False)  # an unwritable directory (root may write anywhere)
+    with pytest.raises(SystemExit) as e:
+        train.main(FAST + ["--problems", problems, "--out", str(tmp_path / "new")])
+    assert e.value.code == 2
+    error_line(f"--out {tmp_path / 'new'}: ")
+    assert os.listdir(tmp_path) == ["file"]
+
+
+def test_damaged_checkpoint_on_resume_is_one_line(tmp_path, error_line, problems, monkeypatch, truncated_model):
+    ckpt = tmp_path / "checkpoint"
+    state = ckpt / "state.pt"
+    truncated_model(ckpt / "shared")
+    torch.save({"step": 0, "optims": [torch.zeros(1000)], "skipped": 0, "rng": dict.fromkeys(("torch", "python",
+                                                                                              "sampler"))}, state)
+    resume = FAST + ["--problems", problems, "--out", str(tmp_path), "--resume"]
+    with pytest.raises(SystemExit) as e:
+        train.main(resume)
+    assert e.value.code == 2
+    error_line(f"model '{ckpt / 'shared'}': cannot load")
+    os.truncate(state, os.path.getsize(state) // 2)
+    monkeypatch.setattr(train, "load_policies", lambda *a, **k: pytest.fail("a model loaded before state.pt"))
+    with pytest.raises(SystemExit) as e:
+        train.main(resume)
+    assert e.value.code == 2
+    error_line(f"{state}: cannot load checkpoint (")
+    torch.save({"step": 0}, state)  # loads, but is not what save_checkpoint writes
+    with pytest.raises(SystemExit) as e:
+        train.main(resume)
+    assert e.value.code == 2
+    error_line(f"{state}: not a checkpoint of train.py (missing ['optims', 'rng', 'skipped'])")
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--lr", "inf"), ("--lr", "nan"), ("--lr", "0"), ("--lr", "-0.5"), ("--temperature", "nan"),
+    ("--temperature", "-1"), ("--top-p", "0"), ("--top-p", "1.5"), ("--top-p", "nan"), ("--top-k", "-1"),
+    ("--lam", "nan"), ("--lam", "-0.1"), ("--weight-decay", "-0.5"), ("--weight-decay", "inf"), ("--grad-clip", "0"),
+    ("--grad-clip", "nan"), ("--max-new-tokens", "0"), ("--max-prompt-tokens", "-1"),
+    ("--teacher-max-prompt-tokens", "0"), ("--teacher-batch-tokens", "0"), ("--max-turns", "0"), ("--steps", "0"),
+    ("--batch", "0"), ("--mini-batch", "-1"), ("--micro-batch", "0"), ("--save-every", "0"), ("--workers", "0"),
+    ("--rollout-chunk", "-1"), ("--seed", str(2**64)), ("--seed", "1e3"), ("--eval-seeds", str(2**64)),
+    ("--device", "nonsense"), ("--device", "cuda:99"),
+])
+def test_bad_numbers_are_refused_at_parse_time(flag, value, capsys):
+    with pytest.raises(SystemExit) as e:
+        train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", flag, value])
+    assert e.value.code == 2 and f"error: argument {flag}: " in capsys.readouterr().err
 
 
 def test_bf16_autocast_and_gradient_checkpointing_path_runs(tmp_path, problems):

@@ -12,6 +12,7 @@ import gzip
 import io
 import itertools
 import json
+import math
 import os
 import pickle
 import re
@@ -22,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tqdm import tqdm
 
-from data import ProblemError, check_all
+from data import COUNT, ProblemError, bounded, check_all, check_writable, write_atomic
 from sandbox import run_case
 
 # ----------------------------------------------------------------------------- benchmark converters
@@ -80,8 +81,9 @@ def record_id(rec, stem, n):
 
 
 def _answer(value, where):
-    """Reference answer as a string: AMC's 27.0 -> '27', 0.5 -> '0.5', ' 7 ' -> '7'; null or '' -> Skip."""
-    if value is None or isinstance(value, str) and not value.strip():
+    """Reference answer as a string: AMC's 27.0 -> '27', 0.5 -> '0.5', ' 7 ' -> '7'; null, '' or NaN (a gap in a
+    pandas export) -> Skip."""
+    if value is None or isinstance(value, str) and not value.strip() or isinstance(value, float) and math.isnan(value):
         raise Skip("no reference answer")  # 4 records of MATH train
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ProblemError(f"{where}: the answer must be a string or a number, got {value!r:.40}")
@@ -414,7 +416,7 @@ def read_records(path):
     try:
         with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
             text = f.read()
-    except (OSError, UnicodeDecodeError, EOFError) as e:
+    except (OSError, UnicodeDecodeError, EOFError, zlib.error) as e:  # zlib.error: damaged .gz data
         raise ProblemError(f"{path}: cannot read ({e})") from None
     if path.removesuffix(".gz").endswith(".json"):
         try:
@@ -505,24 +507,21 @@ def main(argv=None):
     ap.add_argument("source")
     ap.add_argument("--out", required=True, help="problem file to write (JSONL)")
     ap.add_argument("--split", help="hub split (default per source; LiveCodeBench: release_v6)")
-    ap.add_argument("--limit", type=int, help="convert the first N records only")
-    ap.add_argument("--max-tests", type=int, default=100, help="golden tests kept per code problem (default 100)")
-    ap.add_argument("--workers", type=int, help="parallel reference runs (default: twice the CPU count)")
-    ap.add_argument("--timeout", type=float, default=30.0,
+    ap.add_argument("--limit", type=COUNT, help="convert the first N records only")
+    ap.add_argument("--max-tests", type=COUNT, default=100, help="golden tests kept per code problem (default 100)")
+    ap.add_argument("--workers", type=COUNT, help="parallel reference runs (default: twice the CPU count)")
+    ap.add_argument("--timeout", type=bounded(float, 0, low_open=True), default=30.0,
                     help="seconds per reference run (default 30, the verifier's: a slower reference is no use)")
     args = ap.parse_args(argv)
-    stats, tmp = Counter(), args.out + ".tmp"
+    stats = Counter()
     try:
+        check_writable(args.out, "--out")  # before the conversion, which can take minutes
         problems = load_dataset_as_problems(args.source, args.split, args.limit, max_tests=args.max_tests,
                                             workers=args.workers, timeout=args.timeout, stats=stats)
-        with open(tmp, "w", encoding="utf-8") as f:
-            # ASCII JSON: a raw U+2028 in a question would split the line for load_problems' splitlines()
-            f.writelines(json.dumps(p) + "\n" for p in problems)
-        os.replace(tmp, args.out)  # a crash never leaves a half-written problem file
-    except (ProblemError, OSError) as e:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        print(f"error: {e}" if isinstance(e, ProblemError) else f"error: {args.out}: {e}", file=sys.stderr)
+        # ASCII JSON: a raw U+2028 in a question would split the line for load_problems' splitlines()
+        write_atomic(args.out, "".join(json.dumps(p) + "\n" for p in problems))
+    except (ValueError, OSError) as e:  # ValueError: ProblemError or the --out check, both naming what is wrong
+        print(f"error: {e}" if isinstance(e, ValueError) else f"error: {args.out}: {e}", file=sys.stderr)
         sys.exit(2)
     print(f"wrote {len(problems)} problems to {args.out}", file=sys.stderr)
     for reason, count in sorted(stats.items()):
