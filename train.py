@@ -9,6 +9,7 @@ role's policy from its own responses, all policies synchronously. Verdicts and t
         --batch 2 --max-new-tokens 32      # tiny random models: every phase of the protocol, seconds
     python train.py --problems FILE --student DIR --teacher DIR   # the paper's schedule (defaults) on real models
     python -m toy                          # the laptop demo: the toy world's models and problems through this file
+    torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR   # data parallel, 8 GPUs
 
 Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows them in brackets.
 """
@@ -29,6 +30,7 @@ import torch
 from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
+import distributed
 from attribution import attribute_episodes, verdicts_before
 from data import COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems, write_atomic
 from eval import EVAL_DECODING, evaluate, load_policies, markdown
@@ -130,30 +132,34 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen):
     """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes -> advantages -> update.
     Returns the step's metrics; the caller decides what to save."""
     lap, cfg = stopwatch(), rollout_config(args)
+    ids = list(range(distributed.rank(), args.batch, distributed.world_size()))  # this rank's share of the batch
+    batch = batch_for_step(problems, step, args.batch, args.seed)
     with autocast(args):  # Phase 1: joint rollout, students only
-        episodes = run_episodes(batch_for_step(problems, step, args.batch, args.seed), policies, tok, cfg, gen)
+        episodes = run_episodes([batch[i] for i in ids], policies, tok, cfg, gen)
     seconds = {"rollout": lap()}
     # Phase 2a: a^t of every completed turn, all before any scoring (the last turn's verdict goes unused)
     attributions = attribute_episodes(episodes, timeout=cfg.code_timeout, workers=args.workers)
     seconds["attribution"] = lap()
-    items, overlong = teacher_inputs(episodes, attributions, tok, args)          # u~ under r_i and kappa(r_i)
+    items, overlong = teacher_inputs(episodes, ids, attributions, tok, args)     # u~ under r_i and kappa(r_i)
     with autocast(args):
         score_both_passes(items, teacher, args)                                  # Phase 2b: Eq. 7, twice
     for it in items:                                                             # Eq. 10, sampler log-probs
         it.adv = ras_advantage(it.lp_target, it.lp_contrast, it.lp_student, args.lam)
     seconds["teacher"] = lap()
-    metrics = {"step": step, **rollout_metrics(episodes, attributions, items), "teacher_overlong": overlong}
-    metrics.update(update(items, len(episodes), policies, optims, args))  # Phase 3: Eq. 13, synchronously
+    counts = add_counts(distributed.gather(rollout_counts(episodes, attributions, items, overlong)))  # all ranks
+    metrics = {"step": step, **rollout_metrics(counts)}
+    metrics.update(update(items, args.batch, policies, optims, args))  # Phase 3: Eq. 13, synchronously
     seconds["update"] = lap()
     return {**metrics, "seconds": seconds, "peak_memory_mb": round(peak_memory_mb(args.device), 1)}
 
 
-def teacher_inputs(episodes, attributions, tok, args):
+def teacher_inputs(episodes, ids, attributions, tok, args):
     """One Scored per response with its two teacher contexts u~ = u (+) r (+) c^{<t} (Eq. 12): r = r_i and
     r = kappa(r_i), the same verdicts c^{<t} in both (none with --no-pac), cut to the teacher limit together.
-    Returns (items, number of responses left out because even their shortest teacher context is too long)."""
+    ids: each episode's index in the step's batch. Returns (items, number of responses left out because even their
+    shortest teacher context is too long)."""
     items, overlong = [], 0
-    for ei, e in enumerate(episodes):
+    for ei, e in zip(ids, episodes):
         for turn in e.turns:
             verdicts = None if args.no_pac else verdicts_before(attributions[id(e)], turn.t)
             for role, resp in turn.responses.items():
@@ -196,9 +202,11 @@ def author_logprobs(items, policies):
 def update(items, n_episodes, policies, optims, args):
     """Phase 3: the loss of Eq. 13 over mini-batches of `args.mini_batch` episodes (one optimizer step each, all
     policies together), accumulated over micro-batches of `args.micro_batch` responses. A non-finite advantage
-    skips the step; a non-finite loss or gradient skips that update. Returns the update's metrics."""
-    out = {"loss": [], "updates": 0, "skipped": int(not items)}
-    if not all(torch.isfinite(it.adv).all() for it in items):
+    skips the step; a non-finite loss or gradient skips that update. Returns the update's metrics.
+    Under torchrun `items` are this rank's share; every decision below is taken on all ranks' figures together, and
+    the gradients are summed over ranks before the step, so each rank takes the update of the whole batch."""
+    out = {"loss": [], "updates": 0, "skipped": int(distributed.total(len(items)) == 0)}
+    if distributed.total(not all(torch.isfinite(it.adv).all() for it in items)):
         print("!!! non-finite advantage; step skipped, no update", file=sys.stderr)
         return {**out, "skipped": 1}
     unique = distinct(policies)
@@ -206,9 +214,10 @@ def update(items, n_episodes, policies, optims, args):
         model.train()
     for first in range(0, n_episodes, args.mini_batch):
         mb = [it for it in items if first <= it.episode < first + args.mini_batch]
-        if not mb:
+        n_mb = distributed.total(len({it.episode for it in mb}))  # E of Eq. 13: the mini-batch's episodes, all ranks
+        if not n_mb:
             continue
-        weights = eq13_weights([it.role for it in mb], [it.episode for it in mb])  # from the whole mini-batch
+        weights = eq13_weights([it.role for it in mb], [it.episode for it in mb], n_mb)  # from the whole mini-batch
         loss_sum = 0.0
         for lo in range(0, len(mb), args.micro_batch):
             chunk = mb[lo:lo + args.micro_batch]
@@ -221,6 +230,8 @@ def update(items, n_episodes, policies, optims, args):
                                  weights[lo:lo + args.micro_batch])
             loss.backward()
             loss_sum += loss.item()
+        distributed.sum_grads(unique)
+        loss_sum = distributed.total(loss_sum)
         out["grad_norm"] = [torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip).item()
                             for model in unique]
         if all(math.isfinite(x) for x in out["grad_norm"] + [loss_sum]):
@@ -236,30 +247,53 @@ def update(items, n_episodes, policies, optims, args):
         out["loss"].append(loss_sum)
     for model in unique:
         model.eval()
-    return out
+    gaps = [g for g in distributed.gather(out.pop("logprob_gap", None)) if g is not None]
+    return {**out, **({"logprob_gap": max(gaps)} if gaps else {})}
 
 
-def rollout_metrics(episodes, attributions, items):
-    """What the step's rollout and teacher did: tokens, turns, conflicts, stops, verdict outcomes (App. F.6), and
-    per role the token means of A^OPD (Eq. 8), A^role (Eq. 9) and the sampled reverse-KL estimate
-    log pi_theta - log pi_T that Eq. 5 minimises."""
+def rollout_counts(episodes, attributions, items, overlong):
+    """What this rank's rollout and teacher did, as sums, so that ranks add up (add_counts): episodes, turns,
+    conflicts, stops, verdict outcomes (App. F.6), tokens, and per role the token sums of A^OPD (Eq. 8), A^role
+    (Eq. 9) and the sampled reverse-KL estimate log pi_theta - log pi_T that Eq. 5 minimises."""
     atts = [a for e in episodes for a in attributions[id(e)]]
     roles = {}
     for role in sorted({it.role for it in items}):
         mine = [it for it in items if it.role == role]
         lp_s, lp_t, lp_c = (torch.cat([getattr(it, k) for it in mine])
                             for k in ("lp_student", "lp_target", "lp_contrast"))
-        roles[role] = {"a_opd": opd_advantage(lp_t, lp_s).mean().item(),
-                       "a_role": role_advantage(lp_t, lp_c).mean().item(),
-                       "reverse_kl": (lp_s - lp_t).mean().item(), "responses": len(mine), "tokens": len(lp_s)}
+        roles[role] = {"a_opd": opd_advantage(lp_t, lp_s).sum().item(),
+                       "a_role": role_advantage(lp_t, lp_c).sum().item(),
+                       "reverse_kl": (lp_s - lp_t).sum().item(), "responses": len(mine), "tokens": len(lp_s)}
     return {"tokens": {"rollout": sum(len(it.response.tokens) for it in items),
                        "teacher": sum(len(it.ctx_target) + len(it.ctx_contrast) + 2 * len(it.response.tokens)
                                       for it in items)},
-            "roles": roles,
-            "turns_per_episode": sum(len(e.turns) for e in episodes) / len(episodes),
-            "conflict_rate": sum(not t.agree for e in episodes for t in e.turns) / max(1, len(atts)),
-            "stopped": {k: sum(e.stopped == k for e in episodes) for k in sorted({e.stopped for e in episodes})},
-            "outcomes": {k: sum(a.outcome == k for a in atts) for k in sorted({a.outcome for a in atts})}}
+            "roles": roles, "episodes": len(episodes), "turns": sum(len(e.turns) for e in episodes),
+            "conflicts": sum(not t.agree for e in episodes for t in e.turns), "attributed": len(atts),
+            "stopped": {k: sum(e.stopped == k for e in episodes) for k in {e.stopped for e in episodes}},
+            "outcomes": {k: sum(a.outcome == k for a in atts) for k in {a.outcome for a in atts}},
+            "teacher_overlong": overlong}
+
+
+def add_counts(parts):
+    """Nested dicts of numbers summed key by key (a key missing from one counts as 0)."""
+    out = {}
+    for part in parts:
+        for k, v in part.items():
+            out[k] = add_counts([out.get(k, {}), v]) if isinstance(v, dict) else out.get(k, 0) + v
+    return out
+
+
+def rollout_metrics(c):
+    """The step's metrics from the counts of all ranks: per-role means per token, turns per episode, conflict rate."""
+    means = ("a_opd", "a_role", "reverse_kl")
+    return {"tokens": c["tokens"],
+            "roles": {r: {**{k: s[k] / max(1, s["tokens"]) for k in means}, "responses": s["responses"],
+                          "tokens": s["tokens"]} for r, s in sorted(c.get("roles", {}).items())},
+            "turns_per_episode": c["turns"] / max(1, c["episodes"]),
+            "conflict_rate": c["conflicts"] / max(1, c["attributed"]),
+            "stopped": dict(sorted(c.get("stopped", {}).items())),
+            "outcomes": dict(sorted(c.get("outcomes", {}).items())),
+            "teacher_overlong": c["teacher_overlong"]}
 
 
 def peak_memory_mb(device):
@@ -283,8 +317,9 @@ def policy_names(policies):
     return names
 
 
-def save_checkpoint(out, step, policies, optims, tok, gen, skipped, args):
-    """Write OUT/checkpoint atomically: build checkpoint.tmp, then swap it in. Refuses non-finite weights."""
+def save_checkpoint(out, step, policies, optims, tok, samplers, skipped, args):
+    """Write OUT/checkpoint atomically: build checkpoint.tmp, then swap it in. Refuses non-finite weights.
+    samplers: the sampler generator state of every rank (one in a single process)."""
     unique = distinct(policies)
     if not all(torch.isfinite(p).all() for model in unique for p in model.parameters()):
         raise RuntimeError(f"step {step}: non-finite weights; refusing to write a checkpoint")
@@ -295,7 +330,7 @@ def save_checkpoint(out, step, policies, optims, tok, gen, skipped, args):
         model.save_pretrained(os.path.join(tmp, names[id(model)]))
         tok.save_pretrained(os.path.join(tmp, names[id(model)]))
     torch.save({"step": step, "optims": [o.state_dict() for o in optims], "skipped": skipped, "args": vars(args),
-                "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "sampler": gen.get_state()}},
+                "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "sampler": samplers}},
                os.path.join(tmp, "state.pt"))
     if os.path.isdir(final):
         os.replace(final, old)
@@ -361,28 +396,38 @@ def build(args, teacher=None):
             model.activation_checkpointing_enable()
     # AdamW, i.e. Adam with decoupled weight decay 0.01 (the paper says Adam with wd; §10.10 leaves the form open)
     optims = [torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay) for model in unique]
-    gen = torch.Generator(device=device).manual_seed(args.seed)
+    rank, world = distributed.rank(), distributed.world_size()
+    gen = torch.Generator(device=device).manual_seed(args.seed + rank)  # each rank samples its own episodes
     start, skipped = 0, 0
     if args.resume:
         for opt, s in zip(optims, state["optims"]):
             opt.load_state_dict(s)
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(state["rng"]["python"])
-        gen.set_state(state["rng"]["sampler"])
         start, skipped = state["step"] + 1, state["skipped"]
+        samplers = state["rng"]["sampler"]  # one state per rank of the run that saved it
+        if len(samplers) == world:
+            gen.set_state(samplers[rank])
+        else:  # another world size: a fresh stream per rank, fixed by seed, step and rank
+            gen.manual_seed(random.Random(f"{args.seed}-{start}-{rank}").getrandbits(63))
     return problems, policies, teacher, tok, optims, gen, start, skipped
 
 
 def main(argv=None, teacher=None):
     """The command line: Algorithm 1's loop (App. C) with evaluation before and after; `teacher`, when given, is
-    used instead of loading --teacher (see build)."""
+    used instead of loading --teacher (see build). Under torchrun every rank runs this; rank 0 alone prints,
+    evaluates and writes (metrics.jsonl, checkpoints, results.json)."""
     args = get_args(argv)
+    rank, world, args.device = distributed.init(args.device)
+    say = print if rank == 0 else lambda *a, **k: None
     hf_logging.disable_progress_bar()  # one bar (ours) per run, not one per saved shard
-    print("config:", json.dumps(vars(args)))
+    say("config:", json.dumps(vars(args)))
     stop_on_sigterm()
-    print("sandbox:", describe())
+    say("sandbox:", describe())
+    say(f"ranks: {world} (torchrun), each rolls out and scores {math.ceil(args.batch / world)} of the "
+        f"{args.batch} episodes of a step" if world > 1 else "ranks: 1")
     if teacher is not None:
-        print(f"teacher: {type(teacher).__name__}, given by the caller (--teacher is not loaded)")
+        say(f"teacher: {type(teacher).__name__}, given by the caller (--teacher is not loaded)")
     torch.manual_seed(args.seed)
     random.seed(args.seed)
     try:
@@ -393,35 +438,41 @@ def main(argv=None, teacher=None):
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    os.makedirs(args.out, exist_ok=True)
     metrics_path = os.path.join(args.out, "metrics.jsonl")
-    kept = []  # on resume, drop lines of steps after the checkpoint (written before a crash)
-    if args.resume and os.path.exists(metrics_path):
-        with open(metrics_path) as f:
-            kept = [ln for ln in f if _step_of(ln) < start]
-    with open(metrics_path, "w") as f:
-        f.writelines(kept)
-    if held_out:
+    if rank == 0:
+        os.makedirs(args.out, exist_ok=True)
+        kept = []  # on resume, drop lines of steps after the checkpoint (written before a crash)
+        if args.resume and os.path.exists(metrics_path):
+            with open(metrics_path) as f:
+                kept = [ln for ln in f if _step_of(ln) < start]
+        with open(metrics_path, "w") as f:
+            f.writelines(kept)
+    if held_out and rank == 0:
         results = {"before": evaluate_policies(held_out, policies, tok, args)} if start == 0 else {}
-    bar = tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps)
+    bar = tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps, disable=rank != 0)
     for step in bar:
         metrics = train_step(step, problems, policies, optims, teacher, tok, args, gen)
         skipped += metrics["skipped"]
         metrics["skipped_total"] = skipped
-        with open(metrics_path, "a") as f:
-            f.write(json_text(metrics) + "\n")
+        if rank == 0:
+            with open(metrics_path, "a") as f:
+                f.write(json_text(metrics) + "\n")
         bar.set_postfix(loss=f"{sum(metrics['loss']):.4f}", turns=f"{metrics['turns_per_episode']:.2f}",
                         conflict=f"{metrics['conflict_rate']:.2f}", skipped=skipped,
                         **{f"a_role[{r}]": f"{s['a_role']:+.3f}" for r, s in metrics["roles"].items()})
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
-            save_checkpoint(args.out, step, policies, optims, tok, gen, skipped, args)
-    print(f"done: {args.steps - start} steps, {skipped} skipped; metrics in {metrics_path}, "
-          f"checkpoint in {os.path.join(args.out, 'checkpoint')}")
-    if held_out:
+            samplers = distributed.gather(gen.get_state())  # every rank's stream, so that a resume continues each
+            if rank == 0:
+                save_checkpoint(args.out, step, policies, optims, tok, samplers, skipped, args)
+    say(f"done: {args.steps - start} steps, {skipped} skipped; metrics in {metrics_path}, "
+        f"checkpoint in {os.path.join(args.out, 'checkpoint')}")
+    if held_out and rank == 0:
         results["after"] = evaluate_policies(held_out, policies, tok, args)
         print(markdown({f"{k} ({len(held_out)} held-out problems, seeds {args.eval_seeds})": v
                         for k, v in results.items()}))
         write_atomic(os.path.join(args.out, "results.json"), json_text(results, indent=1))
+    distributed.barrier()  # no rank leaves while rank 0 still writes or evaluates
+    distributed.finish()
 
 
 def evaluate_policies(problems, policies, tok, args, exchange=False):

@@ -1,6 +1,7 @@
 """tools/memory.py: exact parameter counts, the activation formula against what autograd saves, monotonicity of the
 plan, its table, the fit report, and a smoke run of tools/device_check.py --tiny."""
 import os
+import re
 import subprocess
 import sys
 
@@ -179,6 +180,9 @@ def test_dry_run_uses_train_args():
     text = memory.dry_run(args)
     assert "1 student policy" in text and "response 1024" in text and "rollout batch 16" in text
     assert "grad checkpointing on" in text and "GPU 80 GiB" in text
+    four = memory.dry_run(args, world=4)  # under torchrun each of 4 GPUs rolls out 4 of the 16 episodes
+    peak = lambda t: float(re.search(r"TOTAL peak.* ([0-9.]+) GiB", t).group(1))
+    assert "rollout batch 4" in four and "TOTAL peak = persistent + rollout" in text and peak(four) < peak(text)
     small = memory.dry_run(train.get_args(["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--problems",
                                            EXAMPLES]))
     assert "4 student policies" in small and small.splitlines()[-1].endswith(" fits")  # code + math: 4 roles

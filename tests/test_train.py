@@ -94,7 +94,8 @@ def test_save_refuses_non_finite_weights(tmp_path):
     opt = torch.optim.AdamW(model.parameters())
     args = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--teacher", "tiny-qwen3"])
     with pytest.raises(RuntimeError, match="non-finite"):
-        train.save_checkpoint(str(tmp_path), 0, {"coder": model}, [opt], make_tokenizer(), torch.Generator(), 0, args)
+        train.save_checkpoint(str(tmp_path), 0, {"coder": model}, [opt], make_tokenizer(),
+                              [torch.Generator().get_state()], 0, args)
     assert not os.path.exists(tmp_path / "checkpoint")
 
 

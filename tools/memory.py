@@ -25,12 +25,13 @@ bytes (2 under bf16 autocast, 4 in fp32), t = teacher bytes.
 import argparse
 import itertools
 import math
+import os
 import sys
 
 from transformers import AutoConfig
 
 import train
-from data import ProblemError, load_problems
+from data import COUNT, ProblemError, load_problems
 from models import TINY, tiny_model
 from rollout import ROLES
 
@@ -374,15 +375,17 @@ def config_of(name):
                          f"local model directory): {str(e).strip().splitlines()[0]}") from None
 
 
-def dry_run(args, gib=80.0, rollout_attention="fused"):
+def dry_run(args, gib=80.0, rollout_attention="fused", world=1):
     """The estimate for train.py's parsed args, as text. Reads configs and the problem file, loads no weights.
-    Policies: 1 with --shared-policy, else one per role of the problem file (2 per domain)."""
+    Policies: 1 with --shared-policy, else one per role of the problem file (2 per domain). world: ranks under
+    torchrun; each GPU then rolls out its share of --batch, while policies, optimizer states and the teacher are
+    replicated on every GPU (nothing is sharded), so only the rollout's KV cache shrinks."""
     n = 1 if args.shared_policy else len({r for p in load_problems(args.problems) for r in ROLES[p["domain"]]})
     s, t = config_of(args.student), config_of(args.teacher)
     kw = dict(n_policies=n, precision=args.precision, grad_checkpointing=args.grad_checkpointing,
               prompt_len=args.max_prompt_tokens, response_len=args.max_new_tokens,
               teacher_prompt_len=args.teacher_max_prompt_tokens, micro_batch=args.micro_batch,
-              rollout_batch=args.batch, teacher_batch_tokens=args.teacher_batch_tokens,
+              rollout_batch=math.ceil(args.batch / world), teacher_batch_tokens=args.teacher_batch_tokens,
               rollout_attention=rollout_attention, rollout_chunk=args.rollout_chunk,
               teacher_offload=args.teacher_offload)
     return format_plan(plan(s, t, **kw)) + "\n" + fit_report(s, t, gib, **kw)
@@ -394,11 +397,14 @@ def main(argv=None):
     ap.add_argument("--gib", type=float, default=80.0, help="GPU memory in GiB")
     ap.add_argument("--rollout-attention", choices=("fused", "math"), default="fused",
                     help="the SDPA backend of the rollout's prefill (device_check prints which one runs)")
+    ap.add_argument("--world-size", type=COUNT, default=int(os.environ.get("WORLD_SIZE", "1")),
+                    help="GPUs under torchrun (train.py's ranks); each rolls out its share of --batch")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     targs = train.get_args(rest + ([] if "--precision" in rest else ["--precision", "bf16"]))  # plan for a GPU
-    print("config:", vars(targs), f"gib {args.gib}, rollout attention {args.rollout_attention}")
+    print("config:", vars(targs), f"gib {args.gib}, rollout attention {args.rollout_attention}, "
+          f"world size {args.world_size}")
     try:
-        print(dry_run(targs, args.gib, args.rollout_attention))
+        print(dry_run(targs, args.gib, args.rollout_attention, args.world_size))
     except (ProblemError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

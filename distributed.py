@@ -1,0 +1,80 @@
+"""Data parallelism for train.py under torchrun: each rank rolls out and scores its share of a step's episodes, and
+the students' gradients are summed across ranks so that every rank takes the update one process would take over
+the whole batch. Without torchrun (no WORLD_SIZE in the environment, or 1) every function here is the identity and
+nothing of torch.distributed is touched.
+
+Gradients are summed by hand after the whole mini-batch is accumulated rather than by a DDP wrapper: a rank may
+hold no response of a policy in a mini-batch, or a different number of micro-batches than the others, which DDP's
+per-backward hooks cannot express without hanging. The policies and their optimizer states are replicated.
+"""
+import datetime
+import os
+
+import torch
+import torch.distributed as dist
+
+# A rank waits at most this long for the others in one collective: long enough for rank 0's held-out evaluation,
+# which the others wait out (torchrun stops the whole job as soon as a rank fails, so no wait is spent on that).
+TIMEOUT = datetime.timedelta(hours=2)
+
+
+def init(device):
+    """(rank, world size, device of this rank). Under torchrun: joins the process group (NCCL on CUDA, else gloo)
+    and gives each rank its own GPU of the node (LOCAL_RANK); else (0, 1, device)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, device
+    if device.startswith("cuda"):
+        device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", timeout=TIMEOUT)
+    return dist.get_rank(), world, device
+
+
+def rank():
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def world_size():
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def total(value):
+    """The sum over ranks of a number (every rank gets it); the number itself in one process."""
+    if world_size() == 1:
+        return value
+    on = f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"  # NCCL: GPU tensors only
+    t = torch.tensor(float(value), dtype=torch.float64, device=on)
+    dist.all_reduce(t)
+    return t.item()
+
+
+def sum_grads(models):
+    """Sum each parameter's gradient over ranks in place (a parameter without one contributes zeros): afterwards
+    every rank holds the gradient of the loss summed over all ranks' responses, so the same optimizer step."""
+    if world_size() == 1:
+        return
+    for model in models:
+        for p in model.parameters():
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            dist.all_reduce(p.grad)
+
+
+def gather(obj):
+    """[obj of rank 0, obj of rank 1, ...] on every rank (any picklable object); [obj] in one process."""
+    if world_size() == 1:
+        return [obj]
+    out = [None] * world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def barrier():
+    if world_size() > 1:
+        dist.barrier()
+
+
+def finish():
+    if dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,92 @@
+"""train.py under torchrun on CPU (gloo): two processes take the update one process takes over the same episodes,
+a run resumes under another number of ranks, and a rank that fails stops the job with its checkpoint intact."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Greedy decoding, so that one process and two sample the same episodes; two mini-batches of two episodes.
+ARGS = ["--problems", os.path.join(ROOT, "examples", "problems.jsonl"), "--student", "tiny-qwen3", "--teacher",
+        "tiny-qwen3", "--batch", "4", "--mini-batch", "2", "--micro-batch", "3", "--max-new-tokens", "8",
+        "--max-turns", "2", "--temperature", "0", "--lr", "1e-3", "--workers", "2"]
+# Runs train.main, with a tap that saves the gradients every update steps on (rank 0's, after the sum over ranks)
+# and, if FAIL_AT is set, rank 1 failing at that step.
+WRAPPER = """
+import os, sys, torch
+sys.path.insert(0, {root!r})
+import train
+sum_grads, train_step, taps = train.distributed.sum_grads, train.train_step, []
+
+def tap(models):
+    sum_grads(models)
+    taps.append([torch.zeros_like(p) if p.grad is None else p.grad.clone() for m in models for p in m.parameters()])
+    if train.distributed.rank() == 0:
+        torch.save(taps, {grads!r})
+
+def failing(step, *a, **k):
+    if train.distributed.rank() == 1 and step == int(os.environ.get("FAIL_AT", -1)):
+        raise RuntimeError("rank 1 fails on purpose")
+    return train_step(step, *a, **k)
+
+train.distributed.sum_grads, train.train_step = tap, failing
+train.main(sys.argv[1:])
+"""
+
+
+def _run(tmp_path, name, ranks, extra, env=None):
+    """train.py through the wrapper, in one process or under torchrun with `ranks` processes."""
+    script = tmp_path / f"{name}.py"
+    script.write_text(WRAPPER.format(root=ROOT, grads=str(tmp_path / f"{name}.grads")))
+    launch = [sys.executable] if ranks == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                                   "--nproc-per-node", str(ranks)]
+    return subprocess.run(launch + [str(script)] + ARGS + extra, cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+
+
+def _params(out, role):
+    return list(AutoModelForCausalLM.from_pretrained(os.path.join(out, "checkpoint", role)).parameters())
+
+
+def test_two_ranks_take_the_one_process_update_and_each_run_resumes_under_the_other(tmp_path):
+    one, two = str(tmp_path / "one"), str(tmp_path / "two")
+    r = _run(tmp_path, "one", 1, ["--steps", "1", "--out", one])
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = _run(tmp_path, "two", 2, ["--steps", "1", "--out", two])
+    assert r.returncode == 0, r.stderr[-2000:]
+    g1, g2 = torch.load(tmp_path / "one.grads"), torch.load(tmp_path / "two.grads")
+    assert len(g1) == len(g2) == 2  # two mini-batches, one update each
+    # The first update's gradient (Eq. 13 over episodes 0 and 1, one on each rank) is the same sum in another order.
+    # The second one is taken after an AdamW step that rounding already moved apart (see below), so it is close only.
+    assert any(x.abs().max() > 0 for x in g1[0])
+    assert all(torch.allclose(x, y, rtol=1e-4, atol=1e-7) for x, y in zip(g1[0], g2[0]))
+    assert all(torch.allclose(x, y, rtol=1e-3, atol=1e-4) for x, y in zip(g1[1], g2[1]))
+    m1, m2 = (json.loads(open(os.path.join(o, "metrics.jsonl")).readline()) for o in (one, two))
+    assert m1["tokens"] == m2["tokens"] and m1["outcomes"] == m2["outcomes"] and m1["roles"].keys() == m2["roles"].keys()
+    assert m1["loss"] == pytest.approx(m2["loss"], rel=1e-5)
+    # AdamW's first step is about lr * g / (|g| + eps): parameters agree wherever the gradient is no rounding noise
+    params = [p for role in ("coder", "reasoner", "tester", "tool_user") for p in zip(_params(one, role),
+                                                                                        _params(two, role))]
+    assert len(params) == len(g1[0])
+    for (x, y), a, b in zip(params, g1[0], g1[1]):
+        sure = (a.abs() > 1e-4) & (b.abs() > 1e-4)
+        assert torch.allclose(x[sure], y[sure], atol=1e-6)
+    state = torch.load(os.path.join(two, "checkpoint", "state.pt"), weights_only=False)
+    assert len(state["rng"]["sampler"]) == 2  # each rank's sampler, for a resume under two ranks
+    for out, ranks in ((two, 1), (one, 2)):  # each run continues under the other number of ranks
+        r = _run(tmp_path, f"resume{ranks}", ranks, ["--steps", "2", "--out", out, "--resume"])
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert [json.loads(ln)["step"] for ln in open(os.path.join(out, "metrics.jsonl"))] == [0, 1]
+
+
+def test_a_failing_rank_stops_the_job_and_leaves_the_last_checkpoint_whole(tmp_path):
+    out = str(tmp_path / "run")
+    r = _run(tmp_path, "fail", 2, ["--steps", "3", "--out", out], env={"FAIL_AT": "1"})
+    assert r.returncode != 0 and "rank 1 fails on purpose" in r.stderr
+    assert sorted(os.listdir(out)) == ["checkpoint", "metrics.jsonl"]  # no checkpoint.tmp left half-written
+    state = torch.load(os.path.join(out, "checkpoint", "state.pt"), weights_only=False)
+    assert state["step"] == 0 and _params(out, "coder")
