@@ -51,7 +51,7 @@ def total(value):
 
 def sum_grads(models):
     """Sum each parameter's gradient over ranks in place (a parameter without one contributes zeros): afterwards
-    every rank holds the gradient of the loss summed over all ranks' responses, so the same optimizer step."""
+    every rank holds the gradient of Eq. 13's loss summed over all ranks' responses, so the same optimizer step."""
     if world_size() == 1:
         return
     for model in models:

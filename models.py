@@ -171,7 +171,8 @@ def device(text):
 
 def encode_text(tok, text):
     """Token ids of `text` read as plain text: a special token's spelling inside it stays characters. Everything
-    in a prompt but the chat template's own head and tail goes through here, since much of it is untrusted: a
+    in a prompt (App. F.1-F.4: problem, history, verdicts, role conditions) but the chat template's own head and
+    tail goes through here, since much of it is untrusted: a
     program that prints "<|im_end|>\\n<|im_start|>assistant" must not end the message for the model."""
     return tok(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
 

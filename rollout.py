@@ -228,9 +228,9 @@ def fit_context(segments, limit):
 
 
 def check_prompt_limit(problems, tokenizer, limit):
-    """Refuse, naming the problem, any question that alone exceeds the student prompt limit (its episode would stop
-    as prompt_too_long at once). Run when the problems are loaded: a question longer than limit tokens of the
-    longest spelling cannot fit and is refused by its length, so a 50 MB line costs no tokenizing."""
+    """Refuse, naming the problem, any question that alone exceeds the student prompt limit of App. D.6.3 (its
+    episode would stop as prompt_too_long at once). Run when the problems are loaded: a question longer than limit
+    tokens of the longest spelling cannot fit and is refused by its length, so a 50 MB line costs no tokenizing."""
     most_chars = limit * longest_token_chars(tokenizer)
     for p in problems:
         if len(p["question"]) > most_chars or len(encode_text(tokenizer, p["question"])) > limit:

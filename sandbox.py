@@ -156,19 +156,17 @@ def _setup() -> tuple[str, list[str] | None]:
     """(interpreter, jail options or None): the jail when bubblewrap works here, and in it (or without it) the first
     Python that starts as the sandbox user (/root is 0700, so a pyenv sys.executable may not)."""
     candidates = [exe for exe in (sys.executable, "/usr/bin/python3", shutil.which("python3")) if exe]
-    jails = [lambda exe: _jail(os.path.dirname(os.path.dirname(os.path.realpath(exe))))] if shutil.which("bwrap") \
-        else []
+    jailed = [(exe, _jail(os.path.dirname(os.path.dirname(os.path.realpath(exe))))) for exe in candidates] \
+        if shutil.which("bwrap") else []
     with _fresh_uid() as uid:
-        for jail in jails + [lambda exe: None]:
-            for exe in candidates:
-                options = jail(exe)
-                argv = _as_user((options + ["--"] if options else []) + [exe, "-I", "-c", "pass"], uid)
-                try:
-                    r = subprocess.run(argv, env=_env("/tmp"), cwd="/", capture_output=True, timeout=30)
-                except (OSError, subprocess.TimeoutExpired):
-                    continue
-                if r.returncode == 0:
-                    return exe, options
+        for exe, options in jailed + [(exe, None) for exe in candidates]:  # every jailed try before any bare one
+            argv = _as_user((options + ["--"] if options else []) + [exe, "-I", "-c", "pass"], uid)
+            try:
+                r = subprocess.run(argv, env=_env("/tmp"), cwd="/", capture_output=True, timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if r.returncode == 0:
+                return exe, options
     raise RuntimeError("sandbox: no Python interpreter runs as an unprivileged user "
                        f"(tried {', '.join(candidates)})")
 
@@ -240,7 +238,8 @@ def _remove_cgroups(dirs: list[str]) -> None:
 
 
 def describe() -> str:
-    """One line: the isolation level and caps in force for sandboxed runs on this machine."""
+    """One line: the isolation level and caps in force for the isolated, stateless runs of App. D.6.1 on this
+    machine."""
     interpreter, jail = _setup()
     if jail:
         level = (f"jail (bubblewrap: own user, mount, pid, IPC, network namespaces; read-only /usr; private /tmp of "
@@ -277,7 +276,8 @@ def _on_sigterm(signum, frame):
 
 
 def stop_on_sigterm() -> None:
-    """Install the SIGTERM handler above (from the main thread of a command line program)."""
+    """Install the SIGTERM handler above (from the main thread of a command line program), so that a terminated
+    run still ends every sandboxed execution as App. D.6.1's stateless runs require."""
     signal.signal(signal.SIGTERM, _on_sigterm)
 
 
@@ -366,8 +366,9 @@ def run_program(source: str, stdin: str = "", *, timeout: float = 30.0, memory_m
         workdir = None if jail else tempfile.mkdtemp(prefix="sandbox-")
         cgroups = _make_cgroups(uid, memory_mb, max_procs) if uid is not None else []
         try:
-            boot = [interpreter, "-I", "-S", "-c", _BOOT, str(memory_mb << 20), str(max_procs if uid else -1),
-                    str(MAX_FILE_MB << 20), str(math.ceil(timeout) + 1)]
+            nproc = max_procs if uid is not None else -1  # per uid: only a uid of the run's own may be capped
+            boot = [interpreter, "-I", "-S", "-c", _BOOT, str(memory_mb << 20), str(nproc), str(MAX_FILE_MB << 20),
+                    str(math.ceil(timeout) + 1)]
             if jail:  # the program goes in through an fd: it never exists on the host's file system
                 fsrc.write(code)
                 fsrc.seek(0)
@@ -453,7 +454,8 @@ def run_case(problem: dict, program: str, test_input: str, *, timeout: float = 3
 
 def run_cases(problem: dict, program: str, inputs: list[str], *, timeout: float = 30.0, workers: int = 4,
               stop=None) -> list[RunResult | None]:
-    """run_case on each input, `workers` at a time (each is a separate process); results in input order.
+    """run_case on each input, `workers` at a time (each is a separate process); results in input order. The
+    verifier's golden-test check (App. F.6) runs through here.
     stop(i, result) -> bool: once it holds for a finished case, cases not yet started are skipped (None), so
     a program that hangs costs one timeout, not one per test. Cases start in input order, so every case before
     the one that stopped it has a result."""

@@ -3,6 +3,7 @@ function driver, output comparison. Each isolation test is an attack a generated
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -69,6 +70,12 @@ def _assert_all_dead(tag: str) -> None:
 
 def _workdirs() -> set[str]:
     return {e for e in os.listdir(tempfile.gettempdir()) if e.startswith("sandbox-")}
+
+
+@pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")
+def test_the_jail_is_chosen_wherever_bubblewrap_works():
+    """A working jail must win over the bare levels (CI installs bubblewrap so that the jail is what it tests)."""
+    assert JAIL and sandbox.describe().startswith("jail (bubblewrap")
 
 
 def test_stdout_and_stdin(mode):
