@@ -19,7 +19,7 @@ from attribution import answers_equivalent, attribute_turn
 from data import COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems, write_atomic
 from models import encode_text, load_model, longest_token_chars
 from sampler import Generation, generate
-from sandbox import ERROR, is_error, outputs_match, run_case, run_program, stop_on_sigterm
+from sandbox import ERROR, is_error, outputs_match, run_case, run_once, stop_on_sigterm
 
 # ----------------------------------------------------------------------------------------------------------
 # The two parallel workflows (§2.1, App. D.6.1, App. F.1-F.2)
@@ -308,7 +308,7 @@ def math_env(problem, texts, cfg):
     if program is None:
         artefacts["program_answer"] = NO_CODE_BLOCK
     else:
-        artefacts["program_answer"] = printed_answer(run_program(program, timeout=cfg.math_timeout))
+        artefacts["program_answer"] = printed_answer(run_once(program, timeout=cfg.math_timeout))
     printed = artefacts["program_answer"]
     return artefacts, not is_error(printed) and answers_equivalent(artefacts["derivation_answer"], printed)
 

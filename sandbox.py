@@ -87,7 +87,7 @@ def is_error(outcome: str | None) -> bool:
     return outcome is not None and outcome.startswith(ERROR)
 
 
-@dataclass
+@dataclass(frozen=True)  # frozen: run_case hands the same result to every caller
 class RunResult:
     stdout: str          # captured stdout (up to MAX_STDOUT bytes), also whatever was flushed before an error
     error: str | None    # None: exited 0 within the timeout; else one line starting with ERROR
@@ -442,13 +442,37 @@ out.flush()
 """
 
 
+# A program run twice on the same input in one process runs once: the second call gets the first result. The
+# verifier judges a program as a function of its input, and a kept program meets the same inputs every turn, so
+# a second run could only differ by chance (a random draw) and would cost a process. Not remembered: a run that
+# timed out (under load it may finish next time) and a long output (the memory stays bounded).
+_REMEMBERED, REMEMBER_RUNS, REMEMBER_CHARS = {}, 4096, 16384
+_remembered_lock = threading.Lock()
+
+
+def run_once(program: str, stdin: str = "", *, timeout: float = 30.0) -> RunResult:
+    """run_program, remembered per (program, stdin, timeout) within this process (see above)."""
+    key = (program, stdin, timeout)
+    with _remembered_lock:
+        if key in _REMEMBERED:
+            return _REMEMBERED[key]
+    result = run_program(program, stdin, timeout=timeout)
+    if not (result.error or "").startswith(f"{ERROR}timed out") and len(result.stdout) <= REMEMBER_CHARS:
+        with _remembered_lock:
+            if len(_REMEMBERED) >= REMEMBER_RUNS:
+                del _REMEMBERED[next(iter(_REMEMBERED))]  # the oldest first
+            _REMEMBERED[key] = result
+    return result
+
+
 def run_case(problem: dict, program: str, test_input: str, *, timeout: float = 30.0) -> RunResult:
-    """Run `program` on one test input of a code problem (format "stdio" or "function", see the schema)."""
+    """Run `program` on one test input of a code problem (format "stdio" or "function", see the schema), once
+    per process (run_once)."""
     if problem["format"] == "stdio":
-        return run_program(program, stdin=test_input, timeout=timeout)
+        return run_once(program, stdin=test_input, timeout=timeout)
     if problem["format"] == "function":
         driver = f"SOURCE = {program!r}\nNAME = {problem['entry_point']!r}\n" + _DRIVER
-        return run_program(driver, stdin=test_input, timeout=timeout)
+        return run_once(driver, stdin=test_input, timeout=timeout)
     raise ValueError(f"unknown problem format {problem['format']!r}")
 
 

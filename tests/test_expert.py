@@ -1,6 +1,6 @@
 """The hand-written toy teacher (toy/expert.py): a language model over the token ids teacher.score gives it, right
-on the students' own prefixes, deciding by the verdicts when it has them and at chance without, and preferring
-the teammate's kind of artefact under the contrast condition."""
+on the students' own prefixes, deciding by the verdicts when it has them and at chance without, and, under the
+contrast condition, sure to do the teammate's part where under its own it does so half the time."""
 import random
 
 import pytest
@@ -10,12 +10,14 @@ from attribution import HEADER
 from models import make_tokenizer
 from rollout import ROLES, build_context
 from teacher import KAPPA, score, teacher_contexts
+from toy import expert
 from toy.expert import HandTeacher
-from toy.world import NOUN, ORACLE, ROLE_BLIND, respond, simulate, toy_problems
+from toy.world import (FIRST, NOUN, ROLE_BLIND, derivation, expr, program, question_spec, simulate,
+                       test_case as a_test_case, toy_problems, value_of, whole_job)
 
 
 @pytest.fixture(scope="module")
-def expert():
+def teacher():
     tok = make_tokenizer()
     return tok, HandTeacher(tok)
 
@@ -24,108 +26,170 @@ def ids_of(tok, text):
     return tok(text, add_special_tokens=False)["input_ids"] + [tok.convert_tokens_to_ids("<|im_end|>")]
 
 
+def right_artefact(role, problem, last=None):
+    """What an expert writes as `role`'s own artefact: its right artefact, or, for a role that computes whose
+    teammate's program was right last turn, the value that program printed."""
+    spec = question_spec(problem["question"])
+    if role == "coder":
+        return program(f"x = int(input())\nprint({expr(spec)})")
+    if role == "tool_user":
+        return program(f"print({expr(spec)})")
+    if role == "tester":
+        x = 3 if last is None else int(last.artefacts["test_input"])
+        return a_test_case(x, value_of(spec, x))
+    return derivation(spec, value_of(spec))
+
+
+def expert_response(role, problem, earlier):
+    """Revise iff the verdict on the previous turn blames this role; keep its artefact otherwise."""
+    if not earlier:
+        return right_artefact(role, problem)
+    last = earlier[-1]
+    if last.checks[role]:
+        return f"I keep my {NOUN[role]}.\n" + last.own[role]
+    if role == "reasoner" and last.checks["tool_user"]:
+        return f"I revise my answer.\nReasoning Steps: I adopt the printed result.\n#### {last.artefacts['program_answer']}"
+    return f"I revise my {NOUN[role]}.\n" + right_artefact(role, problem, last)
+
+
 def states(n, seed=0, later=False):
-    """(problem, role, earlier turns, the turn's own record) of role-blind episodes of training problems."""
-    rng, out = random.Random(seed), []
-    problems = toy_problems("train")
+    """(problem, role, earlier turns, the whole episode) at states of role-blind episodes of training problems."""
+    rng, out, problems = random.Random(seed), [], toy_problems("train")
     while len(out) < n:
         p = rng.choice(problems)
         turns = simulate(p, ROLE_BLIND, rng)
-        t = rng.randrange(1, len(turns)) if later and len(turns) > 1 else 0 if not later else None
-        if t is None:
+        if later and len(turns) < 2:
             continue
+        t = rng.randrange(1, len(turns)) if later else 0
         out += [(p, r, turns[:t], turns) for r in ROLES[p["domain"]]]
     return out[:n]
 
 
-def test_scored_through_teacher_score_unchanged_and_sharp_on_the_oracle(expert):
-    """The oracle's responses (revise iff wrong, right artefacts) cost a small fraction of a nat per token with the
-    verdicts; the role-blind responses of the same states cost more."""
-    tok, teacher = expert
-    rng = random.Random(1)
-    oracle, blind = [], []
+def contexts(tok, p, role, earlier, pac=True, roles=None):
+    segs = build_context(tok, p, role, earlier)
+    return teacher_contexts(tok, segs, roles or (role,), [x.verdict for x in earlier] if pac else None)
+
+
+def test_scored_through_teacher_score_unchanged_and_sharp_on_an_expert(teacher):
+    """An expert's responses (revise iff wrong, right artefacts) cost little with the verdicts (about a nat each:
+    the layout is a coin flip); the role-blind students' responses in the same states cost several nats more."""
+    tok, hand = teacher
+    good, blind = [], []
     for p, r, earlier, turns in states(40, later=True):
-        segs = build_context(tok, p, r, earlier)
-        ctx = teacher_contexts(tok, segs, (r,), [x.verdict for x in earlier])[0]
-        good = ids_of(tok, respond(r, p, earlier, ORACLE, rng, earlier[-1].checks[r]))
-        bad = ids_of(tok, turns[len(earlier)].responses[r])
-        lp_good, lp_bad = score(teacher, [ctx, ctx], [good, bad])
-        assert lp_good.shape == (len(good),) and torch.isfinite(lp_bad).all()
-        oracle.append(lp_good.mean().item())
-        blind.append(lp_bad.mean().item())
-    assert sum(oracle) / len(oracle) > -0.2 and sum(blind) / len(blind) < sum(oracle) / len(oracle) - 0.4
+        ctx = contexts(tok, p, r, earlier)[0]
+        ours, theirs = ids_of(tok, expert_response(r, p, earlier)), ids_of(tok, turns[len(earlier)].responses[r])
+        lp_good, lp_blind = score(hand, [ctx, ctx], [ours, theirs])
+        assert lp_good.shape == (len(ours),) and torch.isfinite(lp_blind).all()
+        good.append(lp_good.sum().item())
+        blind.append(lp_blind.sum().item())
+    assert sum(good) / len(good) > -1.5 and sum(blind) / len(blind) < sum(good) / len(good) - 3
 
 
-def _opening_probs(tok, teacher, p, role, earlier, verdicts):
+def _opening_probs(tok, hand, p, role, earlier, pac):
     """P(the response opens with 'I keep my ...') and P('I revise my ...') under the target condition."""
-    ctx = teacher_contexts(tok, build_context(tok, p, role, earlier), (role,), verdicts)[0]
-    out = []
-    for word in ("keep", "revise"):
-        opening = tok(f"I {word} my {NOUN[role]}.\n", add_special_tokens=False)["input_ids"]
-        out.append(score(teacher, [ctx], [opening])[0].sum().exp().item())
-    return out
+    ctx = contexts(tok, p, role, earlier, pac)[0]
+    return [score(hand, [ctx], [tok(f"I {w} my {NOUN[role]}.\n", add_special_tokens=False)["input_ids"]])[0]
+            .sum().exp().item() for w in ("keep", "revise")]
 
 
-def test_decides_by_the_verdict_with_pac_and_at_chance_without(expert):
-    tok, teacher = expert
+def test_decides_by_the_verdict_with_pac_and_at_chance_without(teacher):
+    tok, hand = teacher
     decided = 0
     for p, r, earlier, _ in states(60, seed=2, later=True):
         right = earlier[-1].checks[r]
-        keep, revise = _opening_probs(tok, teacher, p, r, earlier, [x.verdict for x in earlier])
-        if right is not None and earlier[-1].verdict.count("originates in both") == 0:
-            assert (keep > 0.5 > revise) if right else (revise > 0.5 > keep), (r, right, keep, revise)
+        keep, revise = _opening_probs(tok, hand, p, r, earlier, pac=True)
+        if "originates in both" not in earlier[-1].verdict:
+            assert (keep > 0.9 > 0.1 > revise) if right else (revise > 0.9 > 0.1 > keep), (r, right, keep, revise)
             decided += 1
-        keep_blind, revise_blind = _opening_probs(tok, teacher, p, r, earlier, None)
-        assert abs(keep_blind - revise_blind) < 0.1 or min(keep_blind, revise_blind) < 1e-3  # chance, or no keep
+        keep_blind, revise_blind = _opening_probs(tok, hand, p, r, earlier, pac=False)
+        assert abs(keep_blind - revise_blind) < 0.05
     assert decided > 20
 
 
-def test_closing_a_program_after_a_wrong_number_is_expected(expert):
-    """The learned toy teacher priced ')' after the students' own 'print(8' at about -15 nats; this one expects
-    the program to be closed (a few nats at most), whatever number the student wrote."""
-    tok, teacher = expert
-    p = next(q for q in toy_problems("train") if q["question"] == "What is 5 plus 2?")
-    ctx = teacher_contexts(tok, build_context(tok, p, "tool_user", []), ("tool_user",))[0]
-    for program in ("print(5 + 2)", "print(8)", "print(5 + 3)"):
-        lp = score(teacher, [ctx], [ids_of(tok, f"Code:\n```python\n{program}\n```")])[0]
+def test_closing_a_program_after_a_wrong_number_is_expected(teacher):
+    """A teacher fine-tuned on expert trajectories priced ')' after the students' own 'print(8' at about -15 nats;
+    this one expects the program to be closed (a few nats at most), whatever number the student wrote."""
+    tok, hand = teacher
+    p = next(q for q in toy_problems("train") if q["question"] == "What is 5 plus 1?")
+    ctx = contexts(tok, p, "tool_user", [])[0]
+    for source in ("print(5 + 1)", "print(8)", "print(5 + 3)"):
+        lp = score(hand, [ctx], [ids_of(tok, program(source))])[0]
         tail = lp[-len(ids_of(tok, ")\n```")):]  # the closing bracket, the fence and the end of the response
-        assert tail.min().item() > -2.0, (program, tail)
+        assert tail.min().item() > -2.5, (source, tail)
 
 
-def test_contrast_condition_prefers_the_teammates_artefact(expert):
-    """A^role = l^(r) - l^(kappa r): negative on a teammate's artefact appended to the role's own, positive on
-    ending the response after the role's own artefact."""
-    tok, teacher = expert
-    for p, r, earlier, _ in states(8, seed=3):
-        segs = build_context(tok, p, r, earlier)
-        target, contrast = teacher_contexts(tok, segs, (r, KAPPA[r]))
-        own = respond(r, p, earlier, ORACLE, random.Random(0), True)
-        mate = respond(KAPPA[r], p, earlier, ORACLE, random.Random(0), True)
-        clean, drifted = ids_of(tok, own), ids_of(tok, own + "\n" + mate)
-        lt, lc = score(teacher, [target, contrast], [clean, clean])
-        assert (lt - lc)[-1].item() > 0.3  # ending after its own artefact
-        lt, lc = score(teacher, [target, contrast], [drifted, drifted])
-        assert (lt - lc)[len(clean) - 1:].sum().item() < -5  # the appended teammate's work
+def test_role_advantage_sits_where_own_work_ends_or_the_teammates_begins(teacher):
+    """A^role = l^(r) - l^(kappa r) (Eq. 9) is non-zero only where the two layouts part: strongly positive there on
+    the role's own work alone (ending after it, or starting with it), negative on the teammate's part, and about
+    zero on every other token."""
+    tok, hand = teacher
+    for p, r, earlier, _ in states(12, seed=3):
+        target, contrast = contexts(tok, p, r, earlier, roles=(r, KAPPA[r]))
+        own = right_artefact(r, p)
+        parting = len(tok(own, add_special_tokens=False)["input_ids"]) if FIRST[p["domain"]] == r else 0
+        for text, sign in ((own, 1), (whole_job(r, p["domain"], own, right_artefact(KAPPA[r], p)), -1)):
+            ids = ids_of(tok, text)
+            lt, lc = score(hand, [target, contrast], [ids, ids])
+            a_role = (lt - lc).tolist()
+            assert (a_role[parting] > 5) if sign > 0 else (-1.0 < a_role[parting] < -0.5), (r, text, a_role)
+            assert max(abs(v) for k, v in enumerate(a_role) if k != parting) < 0.05, (r, text, a_role)
         assert HEADER not in tok.decode(target)
 
 
-def test_sure_of_its_arithmetic_and_adopts_a_cleared_result(expert):
-    """Reverse KL pulls a student towards the teacher's whole distribution, so the teacher must be as sure as an
-    expert: every token of a right turn-0 derivation above 0.9, and, when the verdict clears the program, adopting
-    its printed result is most of the revision mass."""
-    tok, teacher = expert
-    p = next(q for q in toy_problems("train") if q["question"] == "What is 7 times 8?")
-    ctx = teacher_contexts(tok, build_context(tok, p, "reasoner", []), ("reasoner",))[0]
-    lp = score(teacher, [ctx], [ids_of(tok, "Reasoning Steps: 7 * 8 = 56\n#### 56")])[0]
-    assert lp.min().item() > -0.1, lp
+def test_does_the_teammates_part_half_the_time_and_under_kappa_nearly_always(teacher):
+    """Under its own condition TEAMMATE_WORK of the mass goes to the whole-job layout, under kappa CONTRAST_WORK:
+    the Coder's choice after its program, the Tester's at its first token."""
+    tok, hand = teacher
+    p = next(q for q in toy_problems("train") if q["domain"] == "code")
+    own = right_artefact("coder", p)
+    target, contrast = contexts(tok, p, "coder", [], roles=("coder", "tester"))
+    ids = ids_of(tok, own)
+    end = [score(hand, [c], [ids])[0][-1].exp().item() for c in (target, contrast)]  # P(end after the program)
+    assert end[0] == pytest.approx(1 - expert.TEAMMATE_WORK, abs=0.02)
+    assert end[1] == pytest.approx(1 - expert.CONTRAST_WORK, abs=1e-3)
+    target, contrast = contexts(tok, p, "tester", [], roles=("tester", "coder"))
+    first = tok("Test Input:\n```\n", add_special_tokens=False)["input_ids"][:1]
+    starts = [score(hand, [c], [first])[0][0].exp().item() for c in (target, contrast)]  # P(own artefact first)
+    assert starts[0] == pytest.approx(1 - expert.TEAMMATE_WORK, abs=0.02) and starts[1] < 1e-3
+
+
+def test_sure_of_its_arithmetic_and_adopts_a_cleared_result(teacher):
+    """Reverse KL pulls a student towards the teacher's whole distribution, so the teacher is as sure as an expert:
+    every token of a right first-turn derivation above 0.95, and, when the verdict clears the program, adopting its
+    printed result is most of the revision mass."""
+    tok, hand = teacher
+    p = next(q for q in toy_problems("train") if q["question"] == "What is 6 times 5?")
+    lp = score(hand, [contexts(tok, p, "reasoner", [])[0]], [ids_of(tok, derivation(question_spec(p["question"]), 30))])[0]
+    assert lp[:-1].min().item() > -0.05, lp  # the last token, the end, shares its mass with the whole job
     rng = random.Random(4)
-    for _ in range(200):
+    while True:
         turns = simulate(p, ROLE_BLIND, rng)
-        last = turns[0]
-        if len(turns) > 1 and not last.checks["reasoner"] and last.checks["tool_user"]:
+        if len(turns) > 1 and not turns[0].checks["reasoner"] and turns[0].checks["tool_user"]:
             break
-    segs = build_context(tok, p, "reasoner", turns[:1])
-    ctx = teacher_contexts(tok, segs, ("reasoner",), [last.verdict])[0]
-    adopt = score(teacher, [ctx], [tok("I revise my answer.\nReasoning Steps: I adopt the printed result.\n#### 56",
-                                       add_special_tokens=False)["input_ids"]])[0]
-    assert adopt.sum().exp().item() > 0.7
+    ctx = contexts(tok, p, "reasoner", turns[:1])[0]
+    adopt = tok("I revise my answer.\nReasoning Steps: I adopt the printed result.\n#### 30", add_special_tokens=False)
+    assert score(hand, [ctx], [adopt["input_ids"]])[0].sum().exp().item() > 0.7
+
+
+def test_role_advantage_favours_the_decision_the_verdict_asks_of_the_role_itself(teacher):
+    """Under kappa(r) the teacher takes the contrast role's side, so on a later turn A^role of the opening is
+    positive for the decision the verdict asks of r (keep when only the teammate is blamed, revise when r is) and
+    negative for the other one; without verdicts both passes are at chance and A^role is zero there."""
+    tok, hand = teacher
+    checked = 0
+    for p, r, earlier, _ in states(40, seed=5, later=True):
+        if "originates in both" in earlier[-1].verdict:
+            continue
+        right = "keep" if earlier[-1].checks[r] else "revise"
+        for pac in (True, False):
+            target, contrast = contexts(tok, p, r, earlier, pac, roles=(r, KAPPA[r]))
+            for word in ("keep", "revise"):
+                ids = tok(f"I {word} my {NOUN[r]}.\n", add_special_tokens=False)["input_ids"]
+                lt, lc = score(hand, [target, contrast], [ids, ids])
+                a_role = (lt - lc).sum().item()
+                if not pac:
+                    assert abs(a_role) < 1e-3
+                else:
+                    assert a_role > 3 if word == right else a_role < -3, (r, right, word, a_role)
+        checked += 1
+    assert checked > 10

@@ -495,3 +495,31 @@ def test_outputs_match_function(got, expected, same):
 def test_outputs_match_bad_format():
     with pytest.raises(ValueError, match="'xml'"):
         outputs_match("xml", "1", "1")
+
+
+def test_run_case_reuses_the_result_of_a_program_on_the_same_input():
+    # a kept program is re-verified every turn: the second run is the first one's result, not a new process
+    prob = {"id": "p", "domain": "code", "question": "", "format": "stdio", "tests": []}
+    prog = "import random\nprint(input(), random.random())"
+    first = run_case(prob, prog, "1\n", timeout=3)
+    assert first.ok and run_case(prob, prog, "1\n", timeout=3) == first
+    assert run_case(prob, prog, "2\n", timeout=3).stdout.split()[0] == "2"
+    assert run_program(prog, "1\n", timeout=3).stdout != first.stdout  # run_program itself always runs
+
+
+def test_a_run_that_timed_out_or_printed_a_lot_is_run_again(monkeypatch):
+    # under load a program may time out once and finish the next time, so a timeout is never remembered; nor is a
+    # long output, so that the memory stays bounded
+    calls = []
+
+    def fake(source, stdin="", *, timeout=30.0):
+        calls.append(source)
+        if source == "slow" and calls.count("slow") == 1:
+            return RunResult("", "error: timed out after 1 s")
+        return RunResult("x" * (sandbox.REMEMBER_CHARS + 1) if source == "long" else "ok\n", None)
+
+    monkeypatch.setattr(sandbox, "run_program", fake)
+    assert sandbox.run_once("slow", timeout=1).error.startswith("error: timed out")
+    assert sandbox.run_once("slow", timeout=1).ok and sandbox.run_once("slow", timeout=1).ok
+    sandbox.run_once("long"), sandbox.run_once("long")
+    assert calls == ["slow", "slow", "long", "long"]  # the finished short run was remembered, the others not

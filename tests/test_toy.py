@@ -1,5 +1,6 @@
 """The toy world: its problems are valid, its simulator agrees with the real sandboxed environment and verifier,
-and its training examples respect who may see what."""
+its training examples respect who may see what, and MAS-OPD run through train.py moves its students the way
+each mechanism should (PAC: the Tester revises a wrong test case; RAS: the roles drop the teammate's work)."""
 import json
 import os
 import random
@@ -7,82 +8,72 @@ import random
 import pytest
 import torch
 
-from attribution import attribute_turn
+import train
+from attribution import HEADER, attribute_turn
 from data import check_problem, load_problems
 from models import load_model, make_tokenizer, tiny_model
-from rollout import ROLES, RolloutConfig, code_env, math_env
+from rollout import ROLES, RolloutConfig, build_context, code_env, math_env
 from sampler import sequence_logprobs
 from teacher import ROLE_CONDITIONS
-from toy import ablation, diagnose
+from toy import ablation
 from toy.__main__ import main as toy_main
-from toy.world import (DRIFT_MARK, ORACLE, ROLE_BLIND, TOY_VERSION, build_toy, make_phrase_tokenizer, respond, sft,
-                       sft_examples, simulate, step_env, teacher_report, toy_problems)
-
-HEADER = "Verification result for the previous turn:"
+from toy.expert import HandTeacher
+from toy.world import (NOUN, ROLE_BLIND, SPLITS, TOY_VERSION, build_toy, make_phrase_tokenizer, sft, sft_examples,
+                       simulate, toy_problems, train_args)
 
 
 def test_problems_are_valid_and_splits_disjoint():
-    train, test = toy_problems("train"), toy_problems("test")
-    assert len(train) == 200 and len(test) == 100
-    assert not {p["id"] for p in train} & {p["id"] for p in test}
-    for p in train + test:
-        check_problem(p)
+    splits = {s: toy_problems(s) for s in SPLITS}
+    assert [len(splits[s]) for s in SPLITS] == [148, 37, 37]
+    ids = [{p["id"] for p in ps} for ps in splits.values()]
+    assert not (ids[0] & ids[1] or ids[0] & ids[2] or ids[1] & ids[2])
+    for ps in splits.values():
+        assert {p["domain"] for p in ps} == {"code", "math"}
+        for p in ps:
+            check_problem(p)
+    with pytest.raises(ValueError, match="split"):
+        toy_problems("held-out")
 
 
 def test_simulator_matches_the_real_environment_and_verifier():
     rng, cfg = random.Random(0), RolloutConfig(code_timeout=5, math_timeout=5)
     problems = toy_problems("train")
-    for k in range(8):
-        p = problems[rng.randrange(len(problems))] if k % 2 else problems[rng.randrange(18)]
-        for turn in simulate(p, ORACLE if k % 4 == 0 else ROLE_BLIND, rng):
+    seen = set()
+    for _ in range(10):
+        p = rng.choice(problems)
+        for turn in simulate(p, ROLE_BLIND, rng):
             real, agree = (code_env if p["domain"] == "code" else math_env)(p, turn.responses, cfg)
             assert real == turn.artefacts
             att = attribute_turn(p, real, timeout=5)
             assert att.description == turn.verdict
             assert list(att.checks.values()) == list(turn.checks.values())
-
-
-def test_oracle_revises_iff_wrong_and_its_artefact_is_then_right():
-    """What the teacher is trained on: at every state of role-blind episodes the oracle keeps a right artefact
-    (without the teammate's work a drift appended) and replaces a wrong one by a right one."""
-    rng, problems, seen = random.Random(3), toy_problems("train"), 0
-    for _ in range(80):
-        p = rng.choice(problems)
-        turns = simulate(p, ROLE_BLIND, rng)
-        for t in range(1, len(turns)):
-            for r in ROLES[p["domain"]]:
-                was_right = turns[t - 1].checks[r]
-                text = respond(r, p, turns[:t], ORACLE, rng, was_right)
-                assert text.startswith("I keep" if was_right else "I revise"), text
-                assert step_env(p, {**turns[t].responses, r: text})[2][r], (p["question"], r, text)
-                assert DRIFT_MARK[r] not in text
-                seen += 1
-    assert seen > 100
+            seen |= {p["domain"]} | {"whole job" for r, text in turn.responses.items() if text != turn.own[r]
+                                     and not text.endswith(turn.own[r])}
+    assert seen >= {"code", "math"}
 
 
 def test_examples_students_never_see_verdicts_or_role_conditions():
     tok = make_tokenizer()
-    train = toy_problems("train")
-    students = [tok.decode(c) for c, _ in sft_examples(tok, train, 60, False, 0)]
-    teachers = [tok.decode(c) for c, _ in sft_examples(tok, train, 200, True, 0)]
-    for text in students:
+    for context, response in sft_examples(tok, toy_problems("train"), 80, 0):
+        text = tok.decode(context) + tok.decode(response)
         assert HEADER not in text and not any(c[:40] in text for c in ROLE_CONDITIONS.values())
-    assert all(any(c[:40] in t for c in ROLE_CONDITIONS.values()) for t in teachers)
-    assert any(HEADER in t for t in teachers)
 
 
-def test_phrase_tokenizer_round_trips_and_keeps_digits_apart():
-    tok = make_phrase_tokenizer(["What is 7 times 8? Reasoning Steps: 7 * 8 = 56\n#### 56"] * 50, vocab_size=400)
+def test_phrase_tokenizer_round_trips_keeps_digits_apart_and_decisions_alone():
+    corpus = ["I keep my test case.\nTest Input:\n```\n3\n```\nTest Output:\n```\n56\n```"] * 50
+    tok = make_phrase_tokenizer(corpus, vocab_size=400)
     text = "<|im_start|>user\nWhat is 12 times 34? ünïcode\n  x<|im_end|>"
     ids = tok(text, add_special_tokens=False)["input_ids"]
     assert tok.decode(ids) == text
     assert all(not any(ch.isdigit() for ch in t) or t.strip("Ġ").isdigit() and len(t.strip("Ġ")) == 1
                for t in tok.convert_ids_to_tokens(ids))
+    pieces = [tok.decode([i]) for i in tok(corpus[0], add_special_tokens=False)["input_ids"]]
+    assert pieces[:2] == ["I keep my test case.\n", "Test Input:\n```\n"]  # a decision, then a label with its fence
 
 
 def test_sft_fits_a_small_set():
     tok = make_tokenizer()
-    ex = sft_examples(tok, toy_problems("train"), 4, False, 3)
+    ex = sft_examples(tok, toy_problems("train"), 4, 3)
     model = tiny_model("qwen3", layers=1, hidden=32, seed=0)
     before = torch.stack([lp.mean() for lp in sequence_logprobs(model, *zip(*ex))]).mean().item()
     sft(model, ex, 12, batch=4, lr=2e-2)
@@ -96,55 +87,47 @@ def small_toy(tmp_path_factory):
     """A toy build of a few SFT steps, and a file of 4 held-out toy problems: (cache dir, problem file)."""
     root = tmp_path_factory.mktemp("toy")
     cache = str(root / "cache")
-    build_toy(cache, student_steps=3, teacher_steps=3)
+    build_toy(cache, student_steps=3, examples=64)
     held = root / "held.jsonl"
-    held.write_text("".join(json.dumps(p) + "\n" for p in toy_problems("test")[::25]))
+    held.write_text("".join(json.dumps(p) + "\n" for p in toy_problems("test")[::10]))
     return cache, str(held)
 
 
-def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path, small_toy):
+def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path, small_toy, capsys):
     """`python -m toy` in miniature: the toy build (a few SFT steps), cached, with its problem files; MAS-OPD
-    steps through train.py; evaluation before and after on the held-out toy problems; and the teacher report."""
+    steps through train.py with the hand-written teacher; evaluation before and after on held-out toy problems."""
     cache, held = small_toy
     root = os.path.join(cache, TOY_VERSION)
     assert os.listdir(cache) == [TOY_VERSION]  # no temporary directory left behind
     assert build_toy(cache, student_steps=10**9) == root  # cached: built once, never rebuilt
-    assert [p["id"] for p in load_problems(os.path.join(root, "test.jsonl"))] == [p["id"] for p in toy_problems("test")]
+    for split in SPLITS:
+        assert [p["id"] for p in load_problems(os.path.join(root, f"{split}.jsonl"))] == \
+            [p["id"] for p in toy_problems(split)]
     out = str(tmp_path / "run")
     toy_main(["--cache", cache, "--out", out, "--steps", "2", "--batch", "4", "--mini-batch", "2",
               "--max-new-tokens", "12", "--max-turns", "2", "--eval-seeds", "5", "--eval-problems", held])
+    printed = capsys.readouterr().out
+    assert '"teacher": null' in printed and "teacher: HandTeacher" in printed
     with open(os.path.join(out, "results.json")) as f:
         results = json.load(f)
     assert set(results) == {"before", "after"}
     for r in results.values():
         assert 0 <= r["acc_code"]["mean"] <= 100 and 0 <= r["acc_math"]["mean"] <= 100
     with open(os.path.join(out, "metrics.jsonl")) as f:
-        assert [json.loads(line)["step"] for line in f] == [0, 1]
-    teacher, tok = load_model(os.path.join(root, "teacher"))
-    report = teacher_report(tok, teacher, toy_problems("train"), n=8)
-    assert {"decide_pac", "decide_blind"} <= set(report) and all(0 <= v <= 100 for v in report.values())
+        lines = [json.loads(line) for line in f]
+    assert [m["step"] for m in lines] == [0, 1]
+    assert all(v["reverse_kl"] == v["reverse_kl"] for v in lines[0]["roles"].values())  # scored, finite
 
 
-def test_hand_teacher_runs_through_train_py(tmp_path, small_toy, capsys):
-    """`python -m toy --teacher hand`: train.py gets the hand-written teacher object and no --teacher to load."""
-    cache, held = small_toy
-    out = str(tmp_path / "hand")
-    toy_main(["--cache", cache, "--out", out, "--teacher", "hand", "--steps", "1", "--batch", "2", "--mini-batch",
-              "2", "--max-new-tokens", "8", "--max-turns", "2", "--eval-seeds", "5", "--eval-problems", held])
-    printed = capsys.readouterr().out
-    assert '"teacher": null' in printed and "teacher: HandTeacher" in printed
-    with open(os.path.join(out, "metrics.jsonl")) as f:
-        roles = json.loads(f.readline())["roles"]
-    assert roles and all(v["reverse_kl"] == v["reverse_kl"] for v in roles.values())  # scored, finite
-
-
-def test_ablation_trains_three_variants_and_tables_four_systems(tmp_path, small_toy, capsys):
+def test_ablation_trains_each_variant_per_seed_and_tables_four_systems(tmp_path, small_toy, capsys):
     cache, held = small_toy
     out = str(tmp_path / "abl")
-    ablation.main(["--out", out, "--steps", "1", "--eval-seeds", "5", "--cache", cache, "--batch", "2",
-                   "--mini-batch", "2", "--max-new-tokens", "8", "--max-turns", "2", "--eval-problems", held])
+    ablation.main(["--out", out, "--steps", "1", "--train-seeds", "0", "1", "--eval-seeds", "5", "--cache", cache,
+                   "--batch", "2", "--mini-batch", "2", "--max-new-tokens", "8", "--max-turns", "2",
+                   "--eval-problems", held])
     for run in ("mas_opd", "w_o_ras", "w_o_pac"):
-        assert os.path.isdir(os.path.join(out, run, "checkpoint", "coder"))
+        for seed in (0, 1):
+            assert os.path.isdir(os.path.join(out, f"{run}_seed{seed}", "checkpoint", "coder"))
     with open(os.path.join(out, "ablation.json")) as f:
         results = json.load(f)
     assert list(results) == ["untrained", "MAS-OPD", "w/o RAS (lambda=0)", "w/o PAC"]
@@ -154,24 +137,85 @@ def test_ablation_trains_three_variants_and_tables_four_systems(tmp_path, small_
     assert "Table 2 analogue" in capsys.readouterr().out
 
 
-def test_diagnose_tables_turns_openings_and_advantages(small_toy):
-    from eval import EVAL_DECODING
-    root = os.path.join(small_toy[0], TOY_VERSION)
-    student, tok = load_model(os.path.join(root, "student"))
-    teacher, _ = load_model(os.path.join(root, "teacher"))
-    policies = {r: student for rs in ROLES.values() for r in rs}
-    problems = toy_problems("test")[::25]
-    cfg = RolloutConfig(max_new_tokens=6, **{**EVAL_DECODING, "max_turns": 2})
-    table = diagnose.turn_table(problems, policies, tok, 0, cfg)
-    assert set(table) == {"coder", "tester", "reasoner", "tool_user"}
-    for role, row in table.items():
-        domain = next(d for d, rs in ROLES.items() if role in rs)
-        assert row[0][1] == sum(p["domain"] == domain for p in problems)  # every episode has a turn 0
-        counts = [n for _, n in row]
-        assert all(0 <= right <= n for right, n in row) and counts == sorted(counts, reverse=True)
-    probs = diagnose.opening_probabilities(policies, tok, toy_problems("train"), n=3)
-    assert set(probs) == {"tool_user", "reasoner"} and all(0 <= p <= 1 for p in probs.values())
-    adv = diagnose.advantage_breakdown(policies, teacher, tok, problems, seed=0)
-    responses = sum(n for (_, _, kind), (_, n) in adv.items() if kind == "opening")
-    assert responses >= 2 * len(problems)  # one opening token per response, two responses per turn
-    assert all(kind in ("opening", "digit", "other") for _, _, kind in adv)
+def test_over_runs_is_mean_and_std_over_training_runs():
+    runs = [{"acc_code": {"mean": 10.0, "std": 3.0}}, {"acc_code": {"mean": 20.0, "std": 1.0}}]
+    assert ablation.over_runs(runs) == {"acc_code": {"mean": 15.0, "std": pytest.approx(7.0710678)}}
+
+
+# ---------------------------------------------------------------------------------- learning, in direction
+
+@pytest.fixture(scope="module")
+def taught(tmp_path_factory):
+    """A toy build whose student has learnt the formats and the role-blind habits (SFT long enough for that, a
+    few seconds), and the hand-written teacher over its tokenizer: (root, teacher)."""
+    cache = str(tmp_path_factory.mktemp("taught"))
+    root = build_toy(cache, student_steps=400, examples=3000)
+    return root, HandTeacher(load_model(os.path.join(root, "student"))[1])
+
+
+def _states(role, n=24, seed=0):
+    """Later-turn states of role-blind episodes of training problems, as (problem, earlier turns): for the Tester,
+    ones where its test case was wrong and the program right (the verdict blames the test case); for the Coder any
+    first turn (no history)."""
+    rng, out = random.Random(seed), []
+    problems = [p for p in toy_problems("train") if p["domain"] == "code"]
+    while len(out) < n:
+        p = rng.choice(problems)
+        turns = simulate(p, ROLE_BLIND, rng)
+        if role == "coder":
+            out.append((p, []))
+        elif len(turns) > 1 and turns[0].checks["coder"] and not turns[0].checks["tester"]:
+            out.append((p, turns[:1]))
+    return out
+
+
+def _prob(model, tok, role, states, text):
+    """Mean probability that `model` in `role`'s seat writes `text` first (teacher-forced)."""
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    ctxs = [[i for s in build_context(tok, p, role, earlier) for i in s.ids] for p, earlier in states]
+    with torch.no_grad():
+        return sum(lp.sum().exp().item() for lp in sequence_logprobs(model, ctxs, [ids] * len(ctxs))) / len(ctxs)
+
+
+def _train(root, teacher, out, flags):
+    """A short MAS-OPD run on the toy's code problems through train.main; -> its policies."""
+    code = os.path.join(out + "-problems.jsonl")
+    with open(code, "w") as f:
+        f.writelines(json.dumps(p) + "\n" for p in toy_problems("train") if p["domain"] == "code")
+    args = train_args(root, out) + ["--problems", code, "--steps", "4", "--batch", "16", "--mini-batch", "4",
+                                    "--lr", "2e-3", "--max-new-tokens", "48", "--workers", "2"] + flags
+    train.main(args, teacher=teacher)
+    return {r: load_model(os.path.join(out, "checkpoint", r))[0] for r in ("coder", "tester")}
+
+
+def test_pac_teaches_the_tester_to_revise_a_wrong_test_and_its_absence_does_not(taught, tmp_path):
+    """With the verdicts (PAC) the teacher revises a test case the verdict blames, so a few MAS-OPD steps raise
+    the Tester's probability of opening with 'I revise' there; without them (w/o PAC) it is at chance and the
+    probability does not rise as much."""
+    root, teacher = taught
+    base, tok = load_model(os.path.join(root, "student"))
+    states, opening = _states("tester"), f"I revise my {NOUN['tester']}.\n"
+    before = _prob(base, tok, "tester", states, opening)
+    pac = _prob(_train(root, teacher, str(tmp_path / "pac"), [])["tester"], tok, "tester", states, opening)
+    blind = _prob(_train(root, teacher, str(tmp_path / "blind"), ["--no-pac"])["tester"], tok, "tester", states,
+                  opening)
+    assert pac > before + 0.15 and pac > blind + 0.1, (before, pac, blind)
+
+
+def test_ras_makes_the_coder_end_after_its_own_work_and_lambda_zero_does_not(taught, tmp_path):
+    """Under its own condition the teacher does the teammate's part as often as the students (TEAMMATE_WORK), so
+    plain OPD leaves the whole-job habit alone; A^role rewards ending after the program. With a large lambda a few
+    steps raise the Coder's probability of a response that is its program alone, with lambda = 0 they do not."""
+    root, teacher = taught
+    base, tok = load_model(os.path.join(root, "student"))
+    states = _states("coder")
+    alone = lambda m: sum(_prob(m, tok, "coder", [s], _program_of(s[0])) for s in states) / len(states)
+    before = alone(base)
+    ras = alone(_train(root, teacher, str(tmp_path / "ras"), ["--lam", "1"])["coder"])
+    plain = alone(_train(root, teacher, str(tmp_path / "plain"), ["--lam", "0"])["coder"])
+    assert ras > before + 0.1 and ras > plain + 0.1, (before, ras, plain)
+
+
+def _program_of(problem):
+    """The right program of a toy code problem as a whole response: 'Code:' and the fenced program, then the end."""
+    return f"Code:\n```python\n{problem['solution']}```<|im_end|>"

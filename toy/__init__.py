@@ -3,8 +3,7 @@ them as the real path. Nothing in the method imports this package; it imports th
 
     python -m toy               # the demo: build (cached), evaluate, train, evaluate, print the table
     python -m toy.ablation      # Table 2 and the coordination metrics of Figs. 3-4, in the toy world
-    python -m toy.diagnose      # why the toy students do or do not improve (README, "The toy world")
 
-world.py holds the problems, the simulated agents and the cached build of the student and the learned teacher;
-expert.py a hand-written teacher, competent on every prefix (`--teacher hand`).
+world.py holds the problems, the role-blind simulated agents and the cached build of the students; expert.py the
+teacher, a language model written by hand that is competent on every prefix.
 """

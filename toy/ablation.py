@@ -1,62 +1,88 @@
 """The ablation of Table 2 (§4.3) in the toy world, plus the coordination analysis of Figs. 3-4.
 
-    python -m toy.ablation                            # the toy preset; about half an hour on 2 CPU cores
-    python -m toy.ablation --steps 4 --eval-seeds 7   # a quick look
+    python -m toy.ablation                                    # 3 variants x 3 training seeds (README: its time)
+    python -m toy.ablation --train-seeds 0 --eval-seeds 7 --steps 4   # a quick look
 
-Trains, from the same base students with the same training seed, MAS-OPD, w/o RAS (lambda = 0) and w/o PAC
-(the teacher sees only the student-visible context), then evaluates them and the untrained students on the
-held-out toy problems with the evaluation decoding of App. D.5 over the same seeds. Prints two Markdown tables
-(accuracy: the Table 2 analogue; coordination: exchange penalty, revise-iff-wrong with its failure modes,
-turns) and writes everything to OUT/ablation.json. Any other train.py flag is passed on, e.g. `--lr 1e-4`.
+Trains MAS-OPD, w/o RAS (lambda = 0) and w/o PAC (the teacher sees only the student-visible context) from the same
+base students, once per training seed, then evaluates each trained team and the untrained one on the held-out toy
+problems with the evaluation decoding of App. D.5, over the same evaluation seeds, with the seats exchanged too
+(Fig. 3a). As in the paper's Table 2, a figure is mean +- std over training runs (each run's figure being its mean
+over the evaluation seeds). Prints two Markdown tables (accuracy: the Table 2 analogue; coordination: exchange
+penalty, revise-iff-wrong with its failure modes, turns) and writes everything to OUT/ablation.json. Any other
+train.py flag is passed on, e.g. `--lr 1e-4`.
 """
 import argparse
 import json
 import os
+import statistics
 import sys
 
 import train
-from data import load_problems, write_atomic
+from data import SEED, load_problems, write_atomic
 from eval import load_policies, markdown
 from models import load_model
 from rollout import ROLES
-from toy.expert import toy_teacher
+from toy.expert import HandTeacher
 from toy.world import build_toy, train_args
 
 VARIANTS = {"MAS-OPD": [], "w/o RAS (lambda=0)": ["--lam", "0"], "w/o PAC": ["--no-pac"]}
 
 
+def with_means(m):
+    """One evaluation's metrics plus the two summaries the ablation is judged on: revise-iff-wrong averaged over
+    the roles and the exchange penalty averaged over the domains (each a mean_std entry, as eval.mean_std gives)."""
+    out = dict(m)
+    for name, prefix in (("revise_iff_wrong_mean", "revise_iff_wrong_"), ("exchange_penalty_mean", "exchange_penalty_")):
+        parts = [v["mean"] for k, v in m.items() if k.startswith(prefix)]
+        if parts:
+            out[name] = {"mean": statistics.fmean(parts), "std": 0.0}
+    return out
+
+
+def over_runs(runs):
+    """Per metric, mean +- std over runs, each run a dict metric -> {"mean": its mean over evaluation seeds}."""
+    keys = sorted({k for r in runs for k in r})
+    out = {}
+    for k in keys:
+        vals = [r[k]["mean"] for r in runs if k in r]
+        out[k] = {"mean": statistics.fmean(vals), "std": statistics.stdev(vals) if len(vals) > 1 else 0.0}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Table 2 of the paper, in the toy world.")
     ap.add_argument("--out", default="runs/ablation")
-    ap.add_argument("--eval-seeds", type=int, nargs="+", default=[2000, 2001, 2002])
+    ap.add_argument("--train-seeds", type=SEED, nargs="+", default=[0, 1, 2], help="one training run per seed")
+    ap.add_argument("--eval-seeds", type=SEED, nargs="+", default=[2000, 2001, 2002])
     ap.add_argument("--cache", default=".cache")
     ap.add_argument("--eval-problems", help="held-out problem file (default: the toy world's test split)")
-    ap.add_argument("--teacher", choices=("learned", "hand"), default="learned", help="as for python -m toy")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     root = build_toy(args.cache)
-    common = (train_args(root, args.out, args.teacher == "learned") + ["--eval-seeds"]
-              + [str(s) for s in args.eval_seeds] + rest)
+    common = train_args(root, args.out) + ["--eval-seeds"] + [str(s) for s in args.eval_seeds] + rest
     print("config:", json.dumps({**vars(args), "train_args": common}))
     targs = train.get_args(common)  # the shared settings, also those of the evaluation below
-    teacher = toy_teacher(args.teacher, root)  # frozen: one for all variants
+    base, tok = load_model(targs.student, device=targs.device)
+    teacher = HandTeacher(tok)  # frozen: one for every run
+    runs = {name: [os.path.join(args.out, f"{_slug(name)}_seed{s}") for s in args.train_seeds] for name in VARIANTS}
     for name, flags in VARIANTS.items():
-        print(f"== training {name}")
-        train.main(common + flags + ["--out", os.path.join(args.out, _slug(name))],  # evaluated together below
-                   teacher=teacher)
+        for seed, out in zip(args.train_seeds, runs[name]):
+            print(f"== training {name}, seed {seed}")
+            train.main(common + flags + ["--seed", str(seed), "--out", out], teacher=teacher)  # evaluated below
 
     problems = load_problems(args.eval_problems or os.path.join(root, "test.jsonl"))
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
-    base, tok = load_model(targs.student, device=targs.device)
-    systems = {"untrained": {r: base for r in roles}}
+    print(f"== evaluating untrained on {len(problems)} held-out problems, seeds {args.eval_seeds}")
+    results = {"untrained": with_means(train.evaluate_policies(problems, {r: base for r in roles}, tok, targs,
+                                                               exchange=True))}
     for name in VARIANTS:
-        systems[name] = load_policies(os.path.join(args.out, _slug(name), "checkpoint"), roles, targs.device)[0]
-    results = {}
-    for name, policies in systems.items():
-        print(f"== evaluating {name} on {len(problems)} held-out problems, seeds {args.eval_seeds}")
-        results[name] = train.evaluate_policies(problems, policies, tok, targs, exchange=True)
+        print(f"== evaluating {name} ({len(runs[name])} runs) on {len(problems)} held-out problems")
+        results[name] = over_runs([with_means(train.evaluate_policies(
+            problems, load_policies(os.path.join(out, "checkpoint"), roles, targs.device)[0], tok, targs,
+            exchange=True)) for out in runs[name]])
     accuracy = {n: {k: v for k, v in m.items() if k.startswith("acc_")} for n, m in results.items()}
     coordination = {n: {k: v for k, v in m.items() if not k.startswith("acc_")} for n, m in results.items()}
-    print("\nTable 2 analogue: team accuracy / Pass@1 (%), held-out toy problems, mean ± std over seeds\n")
+    print(f"\nTable 2 analogue: team accuracy / Pass@1 (%), held-out toy problems; trained systems: mean ± std over "
+          f"training seeds {args.train_seeds}, each the mean over evaluation seeds {args.eval_seeds}\n")
     print(markdown(accuracy))
     print("\nCoordination (Figs. 3-4): exchange penalty (points), revise-iff-wrong and its failure modes (% of "
           "disagreeing turns), turns to agreement\n")

@@ -1,22 +1,29 @@
 """The toy world's teacher: a hand-written language model that is right on every prefix.
 
-What it stands for. The paper's teacher is a far stronger model (Qwen3-14B) that prices *any* prefix sensibly.
-A small teacher fine-tuned only on oracle trajectories cannot: it has never seen the prefixes the students
-produce. This one is written by hand instead. It reads the teacher context exactly as teacher.py renders it (the
-role condition, the problem text, the history the student saw, and the verdicts of completed turns when PAC is
-on) and the response prefix, and puts its mass on what an expert of that role would write next *from that
-prefix*: it knows the toy world's arithmetic and response formats. It reads nothing the paper's teacher does not
-get: no reference answer, no golden test, no hidden field of the problem; the values it prefers are computed from
-the question's text, as a competent model would.
+What it stands for. The paper's teacher is a far stronger model (Qwen3-14B) that prices *any* prefix sensibly. A
+small teacher fine-tuned on oracle trajectories cannot: it has never seen the prefixes the students produce, and
+distilling it made the toy students worse. This one is written by hand. It reads the teacher context exactly as
+teacher.py renders it (the role condition, the problem text, the history the student saw, and the verdicts of
+completed turns when PAC is on) and the response prefix, and puts its mass on what an expert of that role would
+write next *from that prefix*: it knows the toy world's arithmetic and response formats. It reads nothing the
+paper's teacher does not get: no reference answer, no golden test, no hidden field of the problem; the values it
+prefers are computed from the question's text, as a competent model would.
 
 How it decides. After a conflict it keeps or revises as the verdict on the previous turn says (PAC); without a
-verdict it is at chance (w/o PAC). A revision is a fresh artefact or, for the roles that compute (Tester,
-Reasoner), taking over what the program printed, which it prefers when the verdict clears the program. Under the
-contrast condition kappa(r) it also expects the contrast role's kind of artefact to follow the seat's own (half of
-its mass), so A^role = l^(r) - l^(kappa r) is negative on the teammate's work that a role-blind student appends,
-positive on ending the response, and about zero elsewhere. It is as sure as an expert (SURE, DECIDE): on-policy
-distillation pulls a student towards the teacher's whole distribution, so a hesitant teacher makes hesitant
-students.
+verdict it is at chance (w/o PAC): nothing in the students' own view tells it who is at fault. A revision is a
+fresh artefact or, for the roles that compute (Tester, Reasoner), taking over what the program printed, which it
+prefers when the verdict clears the program.
+
+How its role conditions differ (RAS). Under the contrast condition kappa(r) it answers in seat r's format but
+takes kappa(r)'s side: it answers for kappa(r)'s kind of artefact, revising when the verdict blames that one, and,
+since that artefact is kappa(r)'s core duty, nearly always does that part of the work too. Under its own role's
+condition it follows the condition only partly, like a language model: half its responses also do the teammate's
+part (the whole job, as the role-blind students do). So A^role = l^(r) - l^(kappa r) is positive on the decision
+the verdict asks of role r itself (keeping its work when the teammate is at fault, revising when it is), large and
+positive where a response ends its own work without the teammate's, slightly negative where the teammate's part
+begins, and zero elsewhere: plain OPD (lambda = 0) leaves the whole-job habit as it is, only RAS specialises the
+roles. It is as sure as an expert (SURE, DECIDE): on-policy distillation pulls a student towards the teacher's
+whole distribution.
 
 How it is a language model. Each candidate response is a *plan*: literal text and number slots with a preferred
 value. The teacher is the Bayesian mixture of its plans: each plan predicts the next characters from the prefix
@@ -29,7 +36,6 @@ sampler.sequence_logprobs and teacher.score use it unchanged.
 """
 import functools
 import math
-import os
 import re
 from types import SimpleNamespace
 
@@ -37,11 +43,12 @@ import torch
 from torch import nn
 
 from rollout import ANSWER_FMT
-from models import load_model
 from teacher import KAPPA, ROLE_CONDITIONS
-from toy.world import NOUN, calc, question_spec
+from toy.world import FIRST, NOUN, calc, question_spec, value_of
 
 DECIDE = 0.97        # P(keep) or P(revise) when the verdict names the side at fault (PAC)
+TEAMMATE_WORK = 0.5  # share of its responses that also do the teammate's part: under the seat's own condition
+CONTRAST_WORK = 1 - 1e-4  # ... and under the contrast condition kappa(r), whose core duty that part is
 SMOOTH = 1e-3        # share of each plan's mass spread over every token
 SURE = 0.99          # its confidence in a digit of its own arithmetic, and in where a number ends
 PRINT_VALUE = 0.2    # a Tool-User's share of programs that print the value rather than compute it
@@ -66,18 +73,20 @@ def num(value):
 # --------------------------------------------------------------------------------------------- the plans
 
 def fresh(role, question):
-    """Parts of a right turn-0 artefact of `role` for the toy question (its own arithmetic, from the text)."""
-    a, op, k = question_spec(question)
+    """Parts of a right first-turn artefact of `role` for the toy question (its own arithmetic, from the text)."""
+    spec = question_spec(question)
+    a, op, b = spec
+    side = lambda k: lit("x") if k is None else num(str(k))
     if role == "coder":
-        return [lit(f"Code:\n```python\nx = int(input())\nprint(x {op} "), num(str(k)), lit(")\n```")]
+        return [lit("Code:\n```python\nx = int(input())\nprint("), side(a), lit(f" {op} "), side(b), lit(")\n```")]
     if role == "tester":
-        out = lambda fills: str(calc(int(fills[-1]), op, k)) if fills and fills[-1].lstrip("-").isdigit() else "0"
+        out = lambda fills: str(value_of(spec, int(fills[-1]))) if fills and fills[-1].isdigit() else "0"
         return [lit("Test Input:\n```\n"), num(None), lit("\n```\nTest Output:\n```\n"), num(out), lit("\n```")]
-    v = str(calc(a, op, k))
+    v = str(calc(a, op, b))
     if role == "reasoner":
-        return [lit("Reasoning Steps: "), num(str(a)), lit(f" {op} "), num(str(k)), lit(" = "), num(v),
+        return [lit("Reasoning Steps: "), num(str(a)), lit(f" {op} "), num(str(b)), lit(" = "), num(v),
                 lit("\n#### "), num(v)]
-    return [lit("Code:\n```python\nprint("), num(str(a)), lit(f" {op} "), num(str(k)), lit(")\n```")]
+    return [lit("Code:\n```python\nprint("), num(str(a)), lit(f" {op} "), num(str(b)), lit(")\n```")]
 
 
 def artefacts(role, question):
@@ -85,9 +94,9 @@ def artefacts(role, question):
     it worked out instead of the expression (PRINT_VALUE of its mass), so closing `print(8` is never a surprise."""
     if role != "tool_user":
         return [(1.0, fresh(role, question))]
-    a, op, k = question_spec(question)
     return [(1 - PRINT_VALUE, fresh(role, question)),
-            (PRINT_VALUE, [lit("Code:\n```python\nprint("), num(str(calc(a, op, k))), lit(")\n```")])]
+            (PRINT_VALUE, [lit("Code:\n```python\nprint("), num(str(value_of(question_spec(question)))),
+                           lit(")\n```")])]
 
 
 def adopted(role, last):
@@ -122,39 +131,52 @@ def kept(role, last):
     return [lit(text)]
 
 
+def own_plans(seat, cond, question, history):
+    """[(prior, parts)] of the seat's own artefact, after the decision line on later turns: fresh at turn 0;
+    afterwards keep or revise as the last verdict says (PAC), at chance without one (Eq. 12). The decision is the
+    one role `cond` would take: it revises when the verdict blames cond's own kind of artefact."""
+    if history is None:
+        return artefacts(seat, question)
+    verdicts = history.split("Verification result for the previous turn:")
+    conclusion = verdicts[-1].split("\n\n")[0].strip().split("\n")[-1] if len(verdicts) > 1 else None
+    p_revise = 0.5 if conclusion is None else DECIDE if any(f in conclusion for f in FAULT[cond]) else 1 - DECIDE
+    last = history.split("\nTurn ")[-1]  # the previous turn's entry
+    keep, adopt = kept(seat, last), adopted(seat, last)
+    if keep is None:
+        p_revise = 1.0
+    if adopt is None:
+        p_adopt = 0.0
+    elif conclusion is None:
+        p_adopt = 0.5
+    else:  # the verdict clears the program when it blames only this seat
+        p_adopt = ADOPT if FAULT[seat][0] in conclusion else 1 - ADOPT
+    opening = lambda word: [lit(f"I {word} my {NOUN[seat]}.\n")]
+    out = [(p_revise * (1 - p_adopt) * w, opening("revise") + parts) for w, parts in artefacts(seat, question)]
+    if p_adopt:
+        out.append((p_revise * p_adopt, opening("revise") + adopt))
+    if keep is not None:
+        out.append((1 - p_revise, opening("keep") + keep))
+    return out
+
+
 def plans(context):
     """[(prior, parts)] for the teacher context u~ (text, Eq. 12 / Eq. 23): who speaks, under which role
-    condition, after what history and verdicts."""
+    condition, after what history and verdicts; each own plan alone or as the whole job, with the teammate's
+    artefact in the workflow's order (its share depends on the role condition, see the module docstring)."""
     seat = next(r for r in ANSWER_FMT if ANSWER_FMT[r] in context)
     cond = next(r for r in ROLE_CONDITIONS if ROLE_CONDITIONS[r] in context)
     question = context.split("Problem:\n", 1)[1].split("\n\n", 1)[0]
     history = context.split("History of the earlier turns:\n", 1)[1] if "History of the earlier turns:" in context \
         else None
-    if history is None:  # turn 0
-        own = artefacts(seat, question)
-    else:
-        verdicts = history.split("Verification result for the previous turn:")
-        conclusion = verdicts[-1].split("\n\n")[0].strip().split("\n")[-1] if len(verdicts) > 1 else None
-        if conclusion is not None:  # the last verdict judges the previous turn
-            p_revise = DECIDE if any(f in conclusion for f in FAULT[seat]) else 1 - DECIDE
-        else:
-            p_revise = 0.5
-        last = history.split("\nTurn ")[-1]  # the previous turn's entry
-        keep = kept(seat, last)
-        if keep is None:
-            p_revise = 1.0
-        opening = lambda word: [lit(f"I {word} my {NOUN[seat]}.\n")]
-        adopt = adopted(seat, last)
-        p_adopt = 0 if adopt is None else ADOPT if conclusion and FAULT[seat][0] in conclusion else 0.5
-        own = [(p_revise * (1 - p_adopt) * w, opening("revise") + parts) for w, parts in artefacts(seat, question)]
-        if p_adopt:
-            own.append((p_revise * p_adopt, opening("revise") + adopt))
-        if keep is not None:
-            own.append((1 - p_revise, opening("keep") + keep))
-    if cond == seat:
-        return own
-    mate = fresh(KAPPA[seat], question)  # under kappa: the teammate's kind of artefact may follow the seat's own
-    return [(w / 2, parts) for w, parts in own] + [(w / 2, parts + [lit("\n")] + mate) for w, parts in own]
+    share = TEAMMATE_WORK if cond == seat else CONTRAST_WORK
+    mate = fresh(KAPPA[seat], question)
+    first = seat in FIRST.values()
+    out = []
+    for w, parts in own_plans(seat, cond, question, history):
+        opening, body = (parts[:1], parts[1:]) if history is not None else ([], parts)
+        whole = body + [lit("\n")] + mate if first else mate + [lit("\n")] + body
+        out += [(w * (1 - share), parts), (w * share, opening + whole)]
+    return out
 
 
 def render(parts, fills):
@@ -200,7 +222,7 @@ def continuations(parts, s):
             go_on = pref[len(written):] + render(rest, fills + [pref])
             return [(go_on, SURE)] + [(d, (1 - SURE) / 9) for d in DIGITS if d != go_on[0]]
         return [(after, SURE)] + [(d, (1 - SURE) / 10) for d in DIGITS]  # done, or wrong: the plan goes on after it
-    return [(None, 1.0)]  # the plan is complete (text after it, such as a teammate's artefact, is not its own)
+    return [(None, 1.0)]  # the plan is complete
 
 
 def recover(parts, fills, s):
@@ -310,9 +332,3 @@ class HandTeacher(nn.Module):
             lp = self.response_logprobs(self.tok.decode(ids[:start]), ids[start:])
             out[b, start - 1:start - 1 + len(lp)] = lp.float()
         return SimpleNamespace(last_hidden_state=out.to(self.head.weight.device))
-
-
-def toy_teacher(kind, root):
-    """The teacher pi_T (Eq. 7) to hand to train.main: None for 'learned' (train.py loads the fine-tuned teacher that
-    toy.world.train_args names), or this module's hand-written teacher over the toy tokenizer for 'hand'."""
-    return HandTeacher(load_model(os.path.join(root, "student"))[1]) if kind == "hand" else None

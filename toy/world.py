@@ -1,32 +1,27 @@
-"""The toy world: problems, simulated agents and the cached build of a toy student and teacher, small enough
-for MAS-OPD to run end to end on a laptop CPU (`python -m toy`).
+"""The toy world: problems, role-blind simulated agents, and the cached build of the toy students, small enough for
+MAS-OPD to run end to end on a laptop CPU (`python -m toy`).
 
-What the toy world is. Synthetic problems small enough for models of ~0.2M parameters, run through the *same*
-workflows, prompts, schema, sandbox, verifier, teacher and loss as the real path; only the tokenizer and the
-model sizes differ. Code: "The input is one integer x. Print x times 17." (57 problems, stdin/stdout, golden
-tests, a reference solution). Math: "What is 7 times 8?" (243 problems). A third of each is held out, so the
-held-out problems need arithmetic facts no model here has seen: there, the roles that compute (Tester,
-Reasoner) can only be right by adopting the value their teammate's program printed.
+What the toy world is. Synthetic problems for models of ~0.2M parameters, run through the *same* workflows,
+prompts, schema, sandbox, verifier, teacher contexts and loss as the real path; only the tokenizer, the model sizes
+and the teacher (toy/expert.py, written by hand) differ. Code: "The input is one integer x. Print x times 17." and
+"... Print 4 minus x." (stdin/stdout, golden tests, a reference solution). Math: "What is 5 times 6?". A third of
+each domain is held out ('valid' for choosing settings, 'test' for the figures we report).
 
-The agents start from models trained in code on simulated trajectories (the "pretraining" a real checkpoint
-would bring), both of one shape (SHAPE):
-  - the base student on role-blind behaviour in student-visible prompts: slips when copying or computing,
-    deference after a conflict (revising whatever its own correctness, the Tester adopting the printed output,
-    the Reasoner the printed result), and drift into the teammate's job (the Coder appending a test case, which
-    also breaks its program's extraction; the Reasoner appending a program);
-  - the teacher, fine-tuned from the base student, on oracle behaviour (revise iff wrong) rendered exactly as
-    teacher.py renders teacher contexts: role condition in place of the opening line, verdicts after each
-    earlier turn (half the time; the other half without, so it must also act without them), and, for a quarter
-    of the examples, a contrast condition with the response the contrast role would write.
+Who can do what. Copying an expression out of the question is within a tiny model's reach, arithmetic is not: the
+Coder and the Tool-User can write a right program for any problem (they copy its expression), while the Tester and
+the Reasoner, who must work out a value, can only guess one, or take over the value their teammate's program
+printed. So after a conflict the right move depends on the role, and that is what the students must learn.
 
-What it shows: the RAS and PAC mechanisms operating on real token-level teacher signals through the real code,
-and their measured effect on accuracy, revise-iff-wrong and seat exchange (in this world they do not yet help;
-the README's toy-world section gives what we measured and why; toy/diagnose.py measures most of it). What it cannot
-show: anything about scale, natural-language reasoning, or real benchmarks. Nothing here gives the students a
-verdict, a reference value or a role condition, nor the teacher a reference value: the simulator only shapes the
-starting checkpoints.
+The base students ("pretraining", SFT on simulated episodes in student-visible prompts) are role-blind:
+  - after a conflict each revises half the time whatever its own correctness; a revision defers to the teammate
+    (the Tester and the Reasoner take over what the program printed; half the time the Tool-User prints the
+    derivation's answer and the Coder hard-codes the Tester's expected output, else they start afresh);
+  - half the time they do the whole job: both of the domain's artefacts, in the workflow's order (the program
+    before its test, the derivation before its program), so each seat also writes its teammate's kind of work;
+  - copying slips now and then (a neighbouring digit).
+Nothing here gives the students a verdict, a reference value or a role condition: the simulator only shapes the
+starting checkpoint.
 """
-import copy
 import json
 import math
 import os
@@ -35,22 +30,27 @@ import re
 from dataclasses import dataclass
 
 import torch
-from tokenizers import Tokenizer, decoders, models as bpe, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models as bpe, pre_tokenizers, trainers
 from tqdm import tqdm
 
 from attribution import answers_equivalent, attribute_math, describe_code
 from models import SPECIAL_TOKENS, hf_tokenizer, make_tokenizer, tiny_model
 from rollout import (NO_CODE_BLOCK, ROLES, build_context, extract_answer, extract_program, extract_test_case,
                      printed_answer, stop_ids_of)
-from sampler import generate, sequence_logprobs
+from sampler import sequence_logprobs
 from sandbox import ERROR, RunResult, is_error, outputs_match
-from teacher import KAPPA, ROLE_CONDITIONS, teacher_contexts
+from teacher import KAPPA
+
 
 def make_phrase_tokenizer(corpus, vocab_size=2048):
-    """Byte-level BPE whose merges may cross spaces (whole template phrases become one token) but never touch
-    a digit (numbers stay digit by digit, so arithmetic generalises). Any string still round-trips."""
+    """Byte-level BPE whose merges may cross spaces (a template line becomes one token) but neither a digit (numbers
+    stay digit by digit, so copying them generalises) nor a line end, except one before a fence: a decision such as
+    "I keep my program." stays a token of its own, apart from the artefact after it, while a label and the fence
+    it opens ("Test Output:\n```\n") may become one token, so a value to copy follows a token that names it. Any
+    string still round-trips."""
     tok = Tokenizer(bpe.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r"\n(?!```)"), "merged_with_previous"),
+                                                 pre_tokenizers.Digits(individual_digits=True),
                                                  pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(corpus, trainers.BpeTrainer(
@@ -59,176 +59,173 @@ def make_phrase_tokenizer(corpus, vocab_size=2048):
     return hf_tokenizer(tok)
 
 
-
 # ---------------------------------------------------------------------------------------------- problems
 
 OPS = {"+": "plus", "-": "minus", "*": "times"}
+SPLITS = ("train", "valid", "test")
 
 
 def calc(a, op, b):
     return a + b if op == "+" else a - b if op == "-" else a * b
 
 
+def expr(spec):
+    """The Python expression of a question's spec (question_spec): a number, or x, on either side."""
+    a, op, b = spec
+    return f"{'x' if a is None else a} {op} {'x' if b is None else b}"
+
+
+def value_of(spec, x=None):
+    """What the question asks for: the math answer, or the code expression's value on input x."""
+    a, op, b = spec
+    return calc(x if a is None else a, op, x if b is None else b)
+
+
 def toy_problems(split):
-    """'train' or 'test': disjoint, deterministic; in the project's problem schema (data.py)."""
-    code = [{"id": f"code:x{op}{k}", "domain": "code", "format": "stdio",
-             "question": f"The input is one integer x. Print x {OPS[op]} {k}.",
-             "tests": [{"input": f"{x}\n", "output": f"{calc(x, op, k)}\n"} for x in (2, 5, 9)],
-             "solution": f"x = int(input())\nprint(x {op} {k})\n"} for op in OPS for k in range(1, 20)]
-    math = [{"id": f"math:{a}{op}{b}", "domain": "math", "question": f"What is {a} {OPS[op]} {b}?",
-             "answer": str(calc(a, op, b))} for op in OPS for a in range(1, 10) for b in range(1, 10)]
+    """'train', 'valid' or 'test': disjoint and deterministic, in the project's problem schema (data.py). A third of
+    each domain is held out and split in two: 'valid' for choosing settings, 'test' for the figures we report."""
+    specs = [s for op in OPS for k in range(1, 20) for s in ((None, op, k), (k, op, None))]
+    code = [{"id": f"code:{expr(s).replace(' ', '')}", "domain": "code", "format": "stdio",
+             "question": f"The input is one integer x. Print {expr(s).replace(s[1], OPS[s[1]])}.",
+             "tests": [{"input": f"{x}\n", "output": f"{value_of(s, x)}\n"} for x in (2, 5, 9)],
+             "solution": f"x = int(input())\nprint({expr(s)})\n"} for s in specs]
+    math_ = [{"id": f"math:{a}{op}{b}", "domain": "math", "question": f"What is {a} {OPS[op]} {b}?",
+              "answer": str(calc(a, op, b))} for op in OPS for a in range(1, 7) for b in range(1, 7)]
+    if split not in SPLITS:
+        raise ValueError(f"toy_problems: split must be one of {SPLITS}, got {split!r}")
     out, rng = [], random.Random(1234)
-    for ps in (code, math):
-        held = set(rng.sample(range(len(ps)), len(ps) // 3))
-        out += [p for i, p in enumerate(ps) if (i in held) == (split == "test")]
+    for ps in (code, math_):
+        held = rng.sample(range(len(ps)), len(ps) // 3)
+        part = {"train": set(range(len(ps))) - set(held), "valid": set(held[::2]), "test": set(held[1::2])}[split]
+        out += [p for i, p in enumerate(ps) if i in part]
     return out
 
 
 def question_spec(question):
-    """(a or None, op, b) of a toy question: code 'x op k' has a = None (x comes from stdin)."""
-    m = re.search(r"(?:What is (\d+)|Print x) (plus|minus|times) (\d+)", question)
-    op = {w: o for o, w in OPS.items()}[m.group(2)]
-    return (int(m.group(1)) if m.group(1) else None), op, int(m.group(3))
+    """(a, op, b) of a toy question; in a code question the side that is x is None (x comes from stdin)."""
+    m = re.search(r"(?:What is|Print) (\d+|x) (plus|minus|times) (\d+|x)", question)
+    a, b = (None if g == "x" else int(g) for g in (m.group(1), m.group(3)))
+    return a, {w: o for o, w in OPS.items()}[m.group(2)], b
 
 
 # ------------------------------------------------------------------------------------- simulated agents
 
 @dataclass
 class Behaviour:
-    err: float      # chance that a fresh artefact is wrong (an arithmetic or copying slip)
-    defer: float    # after a conflict: chance to revise whatever its own correctness (the oracle: revise iff wrong)
-    drift: float    # chance to append the teammate's kind of artefact
-    oracle: bool = False
+    err: float        # chance that a copied expression slips (one constant off by a neighbouring digit)
+    revise: float     # after a conflict: chance to revise, whatever its own correctness
+    defer: float      # chance that a revision of a role that copies takes the teammate's value over, rather than
+                      # start afresh (a role that must compute always takes it over: afresh it could only guess)
+    whole_job: float  # chance to also write the teammate's kind of artefact (in the workflow's order)
 
 
-ORACLE = Behaviour(0.0, 0.0, 0.0, oracle=True)
-ROLE_BLIND = Behaviour(err=0.3, defer=0.85, drift=0.2)
+ROLE_BLIND = Behaviour(err=0.15, revise=0.5, defer=0.5, whole_job=0.5)
+GUESS = range(0, 41)  # what a role that must compute a value writes for it: a guess
+NOUN = {"coder": "program", "tester": "test case", "reasoner": "answer", "tool_user": "program"}
+FIRST = {"code": "coder", "math": "reasoner"}  # whose artefact comes first in a whole-job response
+COMPUTING = ("tester", "reasoner")  # the roles that must work out a value (the others copy the question)
 
 
-def _slip(v, rng):
-    return v + rng.choice([-2, -1, 1, 2])
+def program(text):
+    return f"Code:\n```python\n{text}\n```"
 
 
-def _program(expr):
-    return f"Code:\n```python\n{expr}\n```"
-
-
-def _test(x, y):
+def test_case(x, y):
     return f"Test Input:\n```\n{x}\n```\nTest Output:\n```\n{y}\n```"
 
 
-def _run(program, stdin=""):
+def derivation(spec, value):
+    return f"Reasoning Steps: {expr(spec)} = {value}\n#### {value}"
+
+
+def _slip(spec, rng):
+    """The spec with one constant miscopied as a neighbouring number (never 0)."""
+    a, op, b = spec
+    near = lambda k: rng.choice([m for m in (k - 2, k - 1, k + 1, k + 2) if m > 0])
+    return (a, op, near(b)) if b is not None else (near(a), op, b)
+
+
+def fresh(role, problem, b, rng):
+    """A first-turn artefact of `role` as agents of behaviour b write it: copied (with slips) or guessed."""
+    spec = question_spec(problem["question"])
+    copied = _slip(spec, rng) if rng.random() < b.err else spec
+    if role == "coder":
+        return program(f"x = int(input())\nprint({expr(copied)})")
+    if role == "tool_user":
+        return program(f"print({expr(copied)})")
+    if role == "tester":
+        return test_case(rng.randint(0, 5), rng.choice(GUESS))
+    return derivation(spec, rng.choice(GUESS))
+
+
+def deferring(role, last):
+    """A role-blind revision: take the teammate's value over, from `last`, the previous turn's artefacts (None if
+    there is nothing to take)."""
+    if role == "tester" and last["program_output"] and not is_error(last["program_output"]) \
+            and last["test_input"] is not None:
+        return test_case(last["test_input"].strip(), last["program_output"].strip())
+    if role == "reasoner" and not is_error(last["program_answer"]):
+        return f"Reasoning Steps: I adopt the printed result.\n#### {last['program_answer']}"
+    if role == "tool_user" and last["derivation_answer"]:
+        return program(f"print({last['derivation_answer']})")
+    if role == "coder" and last["test_output"]:
+        return program(f"x = int(input())\nprint({last['test_output'].strip()})")
+    return None
+
+
+def whole_job(role, domain, own, mate):
+    """A response that holds both artefacts of the domain, in the workflow's order."""
+    return own + "\n" + mate if FIRST[domain] == role else mate + "\n" + own
+
+
+def respond(role, problem, turns, b, rng):
+    """One response of `role` at turn len(turns) under behaviour b -> (response text, its own artefact's text)."""
+    own = fresh(role, problem, b, rng)
+    if turns:
+        revise = rng.random() < b.revise
+        if not revise:
+            own = turns[-1].own[role]
+        elif role in COMPUTING or rng.random() < b.defer:
+            own = deferring(role, turns[-1].artefacts) or own
+    text = own
+    if rng.random() < b.whole_job:
+        text = whole_job(role, problem["domain"], own, fresh(KAPPA[role], problem, b, rng))
+    if turns:
+        text = f"I {'revise' if revise else 'keep'} my {NOUN[role]}.\n" + text
+    return text, own
+
+
+def _run(source, stdin=""):
     """Output of a simulator-written program (trusted templates, so no sandbox: the real env is not involved
-    in making training data). Anything unexpected prints nothing, as an empty or broken program would."""
+    in making training data)."""
     out, lines = [], iter(stdin.splitlines())
     try:
-        exec(program, {"input": lambda: next(lines), "print": lambda *a: out.append(" ".join(map(str, a)))})
+        exec(source, {"input": lambda: next(lines), "print": lambda *a: out.append(" ".join(map(str, a)))})
     except Exception as e:
         return f"{ERROR}{type(e).__name__}: {e}"
     return "".join(o + "\n" for o in out)
 
 
-def _fresh(role, problem, b, rng):
-    """A turn-0 (or revised) artefact: (response text, artefact values)."""
-    a, op, k = question_spec(problem["question"])
-    wrong = rng.random() < b.err
-    if role == "coder":
-        kk = _slip(k, rng) if wrong else k
-        return _program(f"x = int(input())\nprint(x {op} {kk})"), None
-    if role == "tester":
-        x = rng.randint(0, 9)
-        y = calc(x, op, k)
-        return _test(x, _slip(y, rng) if wrong else y), None
-    v = calc(a, op, k)
-    if role == "reasoner":
-        shown = _slip(v, rng) if wrong else v
-        return f"Reasoning Steps: {a} {op} {k} = {shown}\n#### {shown}", None
-    return _program(f"print({a} {op} {_slip(k, rng) if wrong else k})"), None
-
-
-def _drift(role, problem, rng):
-    """The teammate's kind of artefact, as a role-blind agent appends it (and the teacher under kappa writes it)."""
-    a, op, k = question_spec(problem["question"])
-    if role == "coder":
-        x = rng.randint(0, 9)
-        return _test(x, calc(x, op, k))
-    if role == "tester":
-        return _program(f"x = int(input())\nprint(x {op} {k})")
-    if role == "reasoner":
-        return _program(f"print({a} {op} {k})")
-    return f"Reasoning Steps: {a} {op} {k} = {calc(a, op, k)}\n#### {calc(a, op, k)}"
-
-
-def _correction(role, problem, last, rng):
-    """The oracle's revision of a wrong artefact. Where the teammate's artefact was right, the Tester and the
-    Reasoner take over the value that the program printed, as a careful agent would once it knows its own side
-    is at fault; this needs no arithmetic, so it works on problems whose facts the model never learnt."""
-    if role == "tester":
-        a, op, k = question_spec(problem["question"])
-        x = last.artefacts["test_input"].strip() if (last.artefacts["test_input"] or "").strip().isdigit() \
-            else str(rng.randint(0, 9))
-        return _test(x, last.artefacts["program_output"].strip() if last.checks["coder"] else calc(int(x), op, k))
-    if role == "reasoner" and last.checks["tool_user"]:
-        return f"Reasoning Steps: I adopt the printed result.\n#### {last.artefacts['program_answer'].strip()}"
-    return _fresh(role, problem, ORACLE, rng)[0]
-
-
-DRIFT_MARK = {"coder": "Test Input:", "tester": "Code:", "reasoner": "Code:", "tool_user": "Reasoning Steps:"}
-NOUN = {"coder": "program", "tester": "test case", "reasoner": "answer", "tool_user": "program"}
-
-
-def respond(role, problem, turns, b, rng, correct):
-    """One response of `role` at turn len(turns) under behaviour b. correct: was its last artefact correct?"""
-    if not turns:
-        text = _fresh(role, problem, b, rng)[0]
-    else:
-        prev, agree_to = turns[-1].artefacts, None
-        revise = (not correct) if b.oracle else (rng.random() < b.defer)
-        printed = prev.get("program_output") or ""
-        if revise and not b.oracle and role == "tester" and printed and not is_error(printed):
-            agree_to = prev["program_output"].strip()  # deference: adopt what the program printed
-            text = _test(prev["test_input"].strip(), agree_to)
-        elif revise and not b.oracle and role == "reasoner" and not is_error(prev["program_answer"]):
-            text = f"Reasoning Steps: I adopt the printed result.\n#### {prev['program_answer']}"
-        elif revise and not b.oracle and role == "tool_user" and prev["derivation_answer"]:
-            text = _program(f"print({prev['derivation_answer']})")
-        elif revise and b.oracle:
-            text = _correction(role, problem, turns[-1], rng)
-        elif revise:
-            text = _fresh(role, problem, b, rng)[0]
-        else:  # keep: the same artefact again (the oracle without the teammate's work a drift appended)
-            text = turns[-1].responses[role].split("\n", 1)[1] if turns[-1].responses[role].startswith("I ") \
-                else turns[-1].responses[role]
-            if b.oracle:
-                text = text.split("\n" + DRIFT_MARK[role])[0]
-        text = f"I {'revise' if revise else 'keep'} my {NOUN[role]}.\n" + text
-    if rng.random() < b.drift:
-        text = text + "\n" + _drift(role, problem, rng)
-    return text
-
-
 def step_env(problem, texts):
-    """The environment of rollout.code_env / math_env, on simulator programs without a sandbox.
-    Returns (artefacts in rollout's layout, agree, checks of each role's artefact)."""
+    """The environment of rollout.code_env / math_env and the verifier's checks, on simulator programs without a
+    sandbox. Returns (artefacts in rollout's layout, agree, {role: was its artefact right})."""
     if problem["domain"] == "code":
-        program, case = extract_program(texts["coder"]), extract_test_case(texts["tester"])
-        out = _run(program, case[0]) if program and case else None
-        artefacts = {"program": program, "test_input": case and case[0], "test_output": case and case[1],
-                     "program_output": out}
-        if program is None:
-            artefacts["program_output"] = NO_CODE_BLOCK
+        prog, case = extract_program(texts["coder"]), extract_test_case(texts["tester"])
+        out = _run(prog, case[0]) if prog and case else None
+        artefacts = {"program": prog, "test_input": case and case[0], "test_output": case and case[1],
+                     "program_output": NO_CODE_BLOCK if prog is None else out}
         agree = out is not None and not is_error(out) and outputs_match("stdio", out, case[1])
-        passes = program is not None and all(outputs_match("stdio", _run(program, t["input"]), t["output"])
-                                             for t in problem["tests"])
+        passes = prog is not None and all(outputs_match("stdio", _run(prog, t["input"]), t["output"])
+                                          for t in problem["tests"])
         test_ok = case is not None and outputs_match("stdio", _run(problem["solution"], case[0]), case[1])
         return artefacts, agree, {"coder": passes, "tester": test_ok}
-    program = extract_program(texts["tool_user"])
-    printed = printed_answer(RunResult(_run(program), None)) if program else NO_CODE_BLOCK
+    prog = extract_program(texts["tool_user"])
+    printed = printed_answer(RunResult(_run(prog), None)) if prog else NO_CODE_BLOCK
     artefacts = {"derivation": texts["reasoner"], "derivation_answer": extract_answer(texts["reasoner"]),
-                 "program": program, "program_answer": printed}
+                 "program": prog, "program_answer": printed}
     agree = not is_error(printed) and answers_equivalent(artefacts["derivation_answer"], printed)
     return artefacts, agree, {"reasoner": answers_equivalent(artefacts["derivation_answer"], problem["answer"]),
-                      "tool_user": not is_error(printed) and answers_equivalent(printed, problem["answer"])}
+                              "tool_user": not is_error(printed) and answers_equivalent(printed, problem["answer"])}
 
 
 def verdict(problem, artefacts, checks):
@@ -244,7 +241,8 @@ def verdict(problem, artefacts, checks):
 class SimTurn:  # what rollout.build_context reads of a turn (artefacts), plus the simulator's own records
     artefacts: dict
     responses: dict   # role -> response text
-    checks: dict      # role -> was its artefact correct
+    own: dict         # role -> the text of its own artefact in that response
+    checks: dict      # role -> was its artefact right
     verdict: str
 
 
@@ -252,40 +250,34 @@ def simulate(problem, b, rng, max_turns=4):
     """One episode of the workflow in which both agents follow behaviour b."""
     turns = []
     for _ in range(max_turns):
-        texts = {r: respond(r, problem, turns, b, rng, turns[-1].checks[r] if turns else True)
-                 for r in ROLES[problem["domain"]]}
-        a, agree, checks = step_env(problem, texts)
-        turns.append(SimTurn(a, texts, checks, verdict(problem, a, checks)))
+        said = {r: respond(r, problem, turns, b, rng) for r in ROLES[problem["domain"]]}
+        texts = {r: text for r, (text, _) in said.items()}
+        artefacts, agree, checks = step_env(problem, texts)
+        turns.append(SimTurn(artefacts, texts, {r: own for r, (_, own) in said.items()}, checks,
+                             verdict(problem, artefacts, checks)))
         if agree:
             break
     return turns
 
 
-def sft_examples(tok, problems, n, teacher, seed):
-    """n (context ids, response ids) pairs from simulated episodes under role-blind behaviour.
+# ------------------------------------------------------------------------------------- the build
 
-    Students (teacher=False): the student-visible context and the role-blind response actually given there.
-    Teacher (teacher=True): the teacher context of teacher.py (verdicts of earlier turns half the time) and the
-    oracle response at that state; a quarter of the time the contrast condition kappa(r) with the response
-    the contrast role would write."""
+def sft_examples(tok, problems, n, seed, first_turns=0.3):
+    """n (student context ids, response ids) pairs: the responses of simulated role-blind episodes, in the
+    context the student saw (rollout.build_context: no verdict, no role condition, no reference value). Only a
+    share `first_turns` of the first turns is kept: later turns teach what is slow to learn (copying a value out
+    of the history), the first turn what is quick (copying the question)."""
     rng, out, end = random.Random(seed), [], [stop_ids_of(tok)[0]]
     by_domain = [[p for p in problems if p["domain"] == d] for d in ("code", "math")]
     while len(out) < n:
         p = rng.choice(rng.choice([ps for ps in by_domain if ps]))  # domains equally often, whatever their sizes
         turns = simulate(p, ROLE_BLIND, rng)
         for t in range(len(turns)):
+            if t == 0 and rng.random() >= first_turns:
+                continue
             for r in ROLES[p["domain"]]:
-                segs = build_context(tok, p, r, turns[:t])
-                if not teacher:
-                    response = turns[t].responses[r]
-                    ctx = [i for s in segs for i in s.ids]
-                else:
-                    verdicts = [x.verdict for x in turns[:t]] if rng.random() < 0.5 else None
-                    crossed = rng.random() < 0.25
-                    response = _drift(r, p, rng) if crossed else respond(
-                        r, p, turns[:t], ORACLE, rng, turns[t - 1].checks[r] if t else True)
-                    ctx = teacher_contexts(tok, segs, (KAPPA[r] if crossed else r,), verdicts)[0]
-                out.append((ctx, tok(response, add_special_tokens=False)["input_ids"] + end))
+                ctx = [i for s in build_context(tok, p, r, turns[:t]) for i in s.ids]
+                out.append((ctx, tok(turns[t].responses[r], add_special_tokens=False)["input_ids"] + end))
     return out[:n]
 
 
@@ -314,43 +306,38 @@ def sft(model, examples, steps, batch=32, lr=3e-3, seed=0, desc="sft"):
     return model.eval()
 
 
-TOY_VERSION = "toy-v5"  # bump when anything above (or the prompts, parsing or teacher contexts) changes what gets built
-SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2)
+TOY_VERSION = "toy-v9"  # bump when anything above (or the prompts, parsing or teacher contexts) changes what gets built
+# Untied input and output embeddings: with tied ones, every push down on a sampled token (a guessed digit, say)
+# would also move how that token is read in the question, and the toy students drifted into garbage.
+SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2, tie_word_embeddings=False)
 
 
-def build_toy(cache=".cache", student_steps=2000, teacher_steps=1000, seed=0):
-    """Build the tokenizer, the base student and the teacher once; -> the directory holding student/ and
-    teacher/ (save_pretrained, each with the tokenizer) and the problem files train.jsonl and test.jsonl, under
-    cache/TOY_VERSION. Written to a temporary directory and renamed, so an interrupted build leaves nothing
-    half-made.
+def build_toy(cache=".cache", student_steps=4000, examples=16000, seed=0):
+    """Build the tokenizer and the base student once; -> the directory holding student/ (save_pretrained, with the
+    tokenizer) and the problem files train.jsonl, valid.jsonl and test.jsonl, under cache/TOY_VERSION. Written to a
+    temporary directory and renamed, so an interrupted build leaves nothing half-made.
 
-    The base student learns the format, copying and some arithmetic from role-blind episodes (its
-    "pretraining"). The teacher starts from that checkpoint and is then trained on oracle responses in teacher
-    contexts: one family, like Qwen3-14B and Qwen3-1.7B, though not larger here (a larger one would need
-    minutes more of CPU to learn what the base already knows; see README, toy world)."""
+    The base student learns the formats, copying and the role-blind habits from simulated episodes: the
+    "pretraining" a real checkpoint would bring. The teacher is not built: it is written by hand (toy/expert.py)."""
     root = os.path.join(cache, TOY_VERSION)
     if os.path.isdir(os.path.join(root, "student")):
         return root
     train = toy_problems("train")
     rng, corpus = random.Random(seed), []
-    base = make_tokenizer()  # the tokenizer's own training text: rendered contexts and responses
-    for p in train[::3]:
+    base = make_tokenizer()  # the tokenizer's own training text: what the students read and write, nothing else
+    for p in train[::3]:     # (a token only the teacher reads would be one the students never learn to leave out)
         turns = simulate(p, ROLE_BLIND, rng)
         for t in range(len(turns)):
             for r in ROLES[p["domain"]]:
                 corpus.append(base.decode([i for s in build_context(base, p, r, turns[:t]) for i in s.ids]))
-                corpus.append(turns[t].responses[r] + "\n" + turns[t].verdict)
-    corpus += list(ROLE_CONDITIONS.values()) * 20
+                corpus.append(turns[t].responses[r])
     tok = make_phrase_tokenizer(corpus)
     student = tiny_model("qwen3", vocab_size=len(tok), seed=seed + 2, **SHAPE)
-    sft(student, sft_examples(tok, train, 4000, False, seed + 1), student_steps, desc="toy student")
-    teacher = copy.deepcopy(student)
-    sft(teacher, sft_examples(tok, train, 4000, True, seed), teacher_steps, desc="toy teacher")
+    sft(student, sft_examples(tok, train, examples, seed + 1), student_steps, desc="toy student")
     tmp = f"{root}.tmp{os.getpid()}"
-    for name, model in (("teacher", teacher), ("student", student)):
-        model.save_pretrained(os.path.join(tmp, name))
-        tok.save_pretrained(os.path.join(tmp, name))
-    for split in ("train", "test"):  # the problems as files, so train.py and eval.py read them like any others
+    student.save_pretrained(os.path.join(tmp, "student"))
+    tok.save_pretrained(os.path.join(tmp, "student"))
+    for split in SPLITS:  # the problems as files, so train.py and eval.py read them like any others
         with open(os.path.join(tmp, f"{split}.jsonl"), "w") as f:
             f.writelines(json.dumps(p) + "\n" for p in toy_problems(split))
     os.makedirs(cache, exist_ok=True)
@@ -358,51 +345,14 @@ def build_toy(cache=".cache", student_steps=2000, teacher_steps=1000, seed=0):
     return root
 
 
-def teacher_report(tok, teacher, problems, n=300, seed=0):
-    """How well a toy teacher knows its world, measured on states of role-blind episodes of `problems`, with the
-    teacher's greedy response under the teacher context of its own role (teacher.py). Percentages of:
-      - fresh_<role>: turn-0 artefacts that the verifier checks as right;
-      - decide_pac / decide_blind: after a disagreement, 'I keep' / 'I revise' openings that match
-        revise-iff-wrong, with the verdicts of earlier turns in the context (PAC) and without them;
-      - right_after_pac / right_after_blind: after a disagreement, artefacts that are right after the response.
-    The gap between the PAC and blind figures is what PAC (§3.3, Eq. 12: verdicts in the teacher context only)
-    can add in this world."""
-    rng, stops = random.Random(seed), stop_ids_of(tok)
-    jobs = []  # (kind, problem, role, turns, t, context)
-    while len(jobs) < n:
-        p = rng.choice(problems)
-        turns = simulate(p, ROLE_BLIND, rng)
-        t = rng.randrange(len(turns))
-        for r in ROLES[p["domain"]]:
-            segs = build_context(tok, p, r, turns[:t])
-            if t == 0:
-                jobs.append((f"fresh_{r}", p, r, turns, t, teacher_contexts(tok, segs, (r,))[0]))
-            else:
-                for kind, verdicts in (("pac", [x.verdict for x in turns[:t]]), ("blind", None)):
-                    jobs.append((kind, p, r, turns, t, teacher_contexts(tok, segs, (r,), verdicts)[0]))
-    out = generate(teacher, [j[5] for j in jobs], 48, temperature=0, stop_ids=stops)
-    hits = {}
-    for (kind, p, r, turns, t, _), ids in zip(jobs, out.tokens):
-        text = tok.decode(ids, skip_special_tokens=True)
-        right = step_env(p, {**turns[t].responses, r: text})[2][r]  # checks of one role ignore the other's text
-        if kind.startswith("fresh"):
-            hits.setdefault(kind, []).append(right)
-        else:
-            opening = "I revise" if not turns[t - 1].checks[r] else "I keep"
-            hits.setdefault(f"decide_{kind}", []).append(text.startswith(opening))
-            hits.setdefault(f"right_after_{kind}", []).append(right)
-    return {k: round(100 * sum(map(bool, v)) / len(v), 1) for k, v in sorted(hits.items())}
-
-
 # The toy preset: what 2 CPU cores finish in minutes at the toy models' size. The paper's values are train.py's
 # defaults; the toy differs in steps, batch, learning rate (tiny models from scratch, not lr 1e-6) and lengths.
-PRESET = ["--steps", "20", "--batch", "16", "--mini-batch", "8", "--micro-batch", "64", "--lr", "2e-4",
-          "--max-new-tokens", "48"]
+PRESET = ["--steps", "80", "--batch", "16", "--mini-batch", "4", "--micro-batch", "64", "--lr", "3e-4",
+          "--max-new-tokens", "64"]
 
 
-def train_args(root, out, learned_teacher=True):
-    """train.py's arguments for the toy world built at `root` (build_toy), writing to `out`; without
-    learned_teacher, no --teacher (the caller hands train.main a teacher object)."""
-    teacher = ["--teacher", os.path.join(root, "teacher")] if learned_teacher else []
+def train_args(root, out):
+    """train.py's arguments for the toy world built at `root` (build_toy), writing to `out`; the caller hands
+    train.main the hand-written teacher (toy/expert.py), so there is no --teacher."""
     return ["--problems", os.path.join(root, "train.jsonl"), "--student", os.path.join(root, "student"),
-            "--out", out] + teacher + PRESET
+            "--out", out] + PRESET
