@@ -149,22 +149,19 @@ def taught(tmp_path_factory):
     """A toy build whose student has learnt the formats and the role-blind habits (SFT long enough for that, a
     few seconds), and the hand-written teacher over its tokenizer: (root, teacher)."""
     cache = str(tmp_path_factory.mktemp("taught"))
-    root = build_toy(cache, student_steps=400, examples=3000)
+    root = build_toy(cache, student_steps=600, examples=3000)
     return root, HandTeacher(load_model(os.path.join(root, "student"))[1])
 
 
-def _states(role, n=24, seed=0):
-    """Later-turn states of role-blind episodes of training problems, as (problem, earlier turns): for the Tester,
-    ones where its test case was wrong and the program right (the verdict blames the test case); for the Coder any
-    first turn (no history)."""
+def _tester_states(n=24, seed=0):
+    """(problem, earlier turns) at second turns of role-blind code episodes of training problems where the Tester's
+    test case was wrong and the program right: the verdict blames the test case."""
     rng, out = random.Random(seed), []
     problems = [p for p in toy_problems("train") if p["domain"] == "code"]
     while len(out) < n:
         p = rng.choice(problems)
         turns = simulate(p, ROLE_BLIND, rng)
-        if role == "coder":
-            out.append((p, []))
-        elif len(turns) > 1 and turns[0].checks["coder"] and not turns[0].checks["tester"]:
+        if len(turns) > 1 and turns[0].checks["coder"] and not turns[0].checks["tester"]:
             out.append((p, turns[:1]))
     return out
 
@@ -178,12 +175,13 @@ def _prob(model, tok, role, states, text):
 
 
 def _train(root, teacher, out, flags):
-    """A short MAS-OPD run on the toy's code problems through train.main; -> its policies."""
+    """A short MAS-OPD run on the toy's code problems through train.main (two turns: the first one decision each);
+    -> its policies."""
     code = os.path.join(out + "-problems.jsonl")
     with open(code, "w") as f:
         f.writelines(json.dumps(p) + "\n" for p in toy_problems("train") if p["domain"] == "code")
-    args = train_args(root, out) + ["--problems", code, "--steps", "4", "--batch", "16", "--mini-batch", "4",
-                                    "--lr", "2e-3", "--max-new-tokens", "48", "--workers", "2"] + flags
+    args = train_args(root, out) + ["--problems", code, "--steps", "8", "--batch", "8", "--mini-batch", "2",
+                                    "--max-turns", "2", "--lr", "3e-4", "--max-new-tokens", "32", "--workers", "2"] + flags
     train.main(args, teacher=teacher)
     return {r: load_model(os.path.join(out, "checkpoint", r))[0] for r in ("coder", "tester")}
 
@@ -194,7 +192,7 @@ def test_pac_teaches_the_tester_to_revise_a_wrong_test_and_its_absence_does_not(
     probability does not rise as much."""
     root, teacher = taught
     base, tok = load_model(os.path.join(root, "student"))
-    states, opening = _states("tester"), f"I revise my {NOUN['tester']}.\n"
+    states, opening = _tester_states(), f"I revise my {NOUN['tester']}.\n"
     before = _prob(base, tok, "tester", states, opening)
     pac = _prob(_train(root, teacher, str(tmp_path / "pac"), [])["tester"], tok, "tester", states, opening)
     blind = _prob(_train(root, teacher, str(tmp_path / "blind"), ["--no-pac"])["tester"], tok, "tester", states,
@@ -202,20 +200,19 @@ def test_pac_teaches_the_tester_to_revise_a_wrong_test_and_its_absence_does_not(
     assert pac > before + 0.15 and pac > blind + 0.1, (before, pac, blind)
 
 
-def test_ras_makes_the_coder_end_after_its_own_work_and_lambda_zero_does_not(taught, tmp_path):
-    """Under its own condition the teacher does the teammate's part as often as the students (TEAMMATE_WORK), so
-    plain OPD leaves the whole-job habit alone; A^role rewards ending after the program. With a large lambda a few
-    steps raise the Coder's probability of a response that is its program alone, with lambda = 0 they do not."""
+def test_ras_makes_the_tester_leave_the_program_out_and_lambda_zero_does_not(taught, tmp_path):
+    """Under its own condition the teacher does the teammate's part as often as the students do (TEAMMATE_WORK), so
+    plain OPD leaves the whole-job habit alone, while A^role rewards starting with one's own artefact. With a large
+    lambda a few steps raise the Tester's probability of writing its test case first (rather than the Coder's
+    kind of program), with lambda = 0 they do not."""
     root, teacher = taught
     base, tok = load_model(os.path.join(root, "student"))
-    states = _states("coder")
-    alone = lambda m: sum(_prob(m, tok, "coder", [s], _program_of(s[0])) for s in states) / len(states)
-    before = alone(base)
-    ras = alone(_train(root, teacher, str(tmp_path / "ras"), ["--lam", "1"])["coder"])
-    plain = alone(_train(root, teacher, str(tmp_path / "plain"), ["--lam", "0"])["coder"])
-    assert ras > before + 0.1 and ras > plain + 0.1, (before, ras, plain)
+    states, opening = _tester_states(), f"I revise my {NOUN['tester']}.\n"
 
-
-def _program_of(problem):
-    """The right program of a toy code problem as a whole response: 'Code:' and the fenced program, then the end."""
-    return f"Code:\n```python\n{problem['solution']}```<|im_end|>"
+    def own_first(model):
+        own = _prob(model, tok, "tester", states, opening + "Test Input:\n```\n")
+        return own / (own + _prob(model, tok, "tester", states, opening + "Code:\n```python\n"))
+    before = own_first(base)
+    ras = own_first(_train(root, teacher, str(tmp_path / "ras"), ["--lam", "1"])["tester"])
+    plain = own_first(_train(root, teacher, str(tmp_path / "plain"), ["--lam", "0"])["tester"])
+    assert ras > before + 0.15 and ras > plain + 0.15, (before, ras, plain)
