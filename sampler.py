@@ -41,17 +41,17 @@ def _rms_norm(module, x):
     return F.rms_norm(x, module.weight.shape, module.weight.to(x.dtype), module.variance_epsilon)
 
 
-def _forward(model, ids, cos, sin, mask, cache_k, cache_v, start):
+def _forward(model, ids, cos, sin, mask, cache_k, cache_v, slots, kv_len):
     """One forward over new tokens, writing their K/V into our cache.
 
-    ids: (B, S) token ids; cos, sin: (B, 1, S, D) RoPE tables at their positions; mask: (B, 1, S, start + S)
-    bool, True = may attend; cache_k/v: per layer (B, Hkv, Tmax, D); the new tokens occupy cache slots
-    [start, start + S). Returns the final hidden states (B, S, C).
+    ids: (B, S) token ids; cos, sin: (B, 1, S, D) RoPE tables at their positions; mask: (B, 1, S, kv_len) bool,
+    True = may attend; cache_k/v: per layer (B, Hkv, Tmax, D); slots: (S,) long tensor, the cache slots the new
+    tokens go to (a tensor, not a Python int, so that a decode step keeps one shape and can be replayed as a CUDA
+    graph); attention reads cache slots [0, kv_len). Returns the final hidden states (B, S, C).
     """
     body = model.model
     B, S = ids.shape
     x = body.embed_tokens(ids)                              # (B, S, C)
-    end = start + S
     for i, layer in enumerate(body.layers):
         attn = layer.self_attn
         h = _rms_norm(layer.input_layernorm, x)
@@ -63,9 +63,9 @@ def _forward(model, ids, cos, sin, mask, cache_k, cache_v, start):
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, D)
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
-        cache_k[i][:, :, start:end] = k
-        cache_v[i][:, :, start:end] = v
-        o = F.scaled_dot_product_attention(q, cache_k[i][:, :, :end], cache_v[i][:, :, :end], attn_mask=mask,
+        cache_k[i].index_copy_(2, slots, k.to(cache_k[i].dtype))
+        cache_v[i].index_copy_(2, slots, v.to(cache_v[i].dtype))
+        o = F.scaled_dot_product_attention(q, cache_k[i][:, :, :kv_len], cache_v[i][:, :, :kv_len], attn_mask=mask,
                                            scale=attn.scaling, enable_gqa=True)  # (B, H, S, D)
         x = x + attn.o_proj(o.transpose(1, 2).reshape(B, S, -1))
         x = x + layer.mlp(_rms_norm(layer.post_attention_layernorm, x))
@@ -93,6 +93,122 @@ def _sample(logits, temperature, top_p, top_k, generator):
     return torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.size(-1) - 1).squeeze(1)
 
 
+# ----------------------------------------------------------------------------------------------------------
+# Static-shape decoding (the way gpt-fast does it): every decode step of a generate call has the same shapes and
+# reads its position from a tensor, so on CUDA the step is recorded once as a CUDA graph and replayed, one launch
+# per token instead of one per kernel. One recording per (batch, cache length, dtype) bucket, kept with the model.
+# Attention reads the whole bucket every step (future slots masked): more reads than the used prefix, fixed shapes.
+
+CACHE_BUCKET = 256   # cache lengths are rounded up to a multiple of this, so nearby prompt lengths share a graph
+STOP_CHECK = 16      # decode steps between host reads of "has every row stopped?" (each read is a device sync)
+
+
+@dataclass
+class Decoder:
+    """The static buffers of one bucket: the K/V cache, RoPE tables, which slots hold real tokens, the token and
+    slot of the step, and the step's output logits. `graph` is the recorded step (CUDA), or None (the step runs
+    eagerly: CPU, or under autocast)."""
+    cache_k: list            # per layer (B, Hkv, Tmax, D)
+    cache_v: list
+    cos: torch.Tensor        # (B, 1, Tmax, D)
+    sin: torch.Tensor
+    valid: torch.Tensor      # (B, Tmax) bool, slots of real (not left-pad) tokens
+    slot: torch.Tensor       # (Tmax,) 0..Tmax-1
+    tok: torch.Tensor        # (B,) the token fed at this step
+    cur: torch.Tensor        # (1,) long, its cache slot
+    logits: torch.Tensor = None  # (B, V) float32, written by the step
+    graph: object = None
+
+
+def decode_one(model, d):
+    """One decode step on the bucket's buffers: the token d.tok at slot d.cur -> d.logits (B, V) float32 of the
+    next token. Only tensor reads and writes, no Python value depends on the position: shapes are fixed by the
+    cache, so this is the step a CUDA graph records."""
+    cos, sin = d.cos.index_select(2, d.cur), d.sin.index_select(2, d.cur)              # (B, 1, 1, D)
+    mask = (d.valid & (d.slot <= d.cur))[:, None, None]                                # (B, 1, 1, Tmax)
+    h = _forward(model, d.tok[:, None], cos, sin, mask, d.cache_k, d.cache_v, d.cur, d.slot.numel())
+    logits = model.lm_head(h[:, -1]).float()                                           # (B, V)
+    if d.logits is None:
+        d.logits = logits
+    else:
+        d.logits.copy_(logits)
+    return d.logits
+
+
+def _record(model, d):
+    """Record decode_one as a CUDA graph on d's buffers (warm-up on a side stream first, as capture requires)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        decode_one(model, d)
+    torch.cuda.current_stream().wait_stream(side)
+    d.graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(d.graph):
+        decode_one(model, d)
+
+
+_kept = {}  # the last bucket: {"key": ..., "decoder": Decoder}; one at a time, whichever model made it
+
+
+def decoder(model, B, t_max, dtype):
+    """The bucket (B, t_max rounded up to CACHE_BUCKET, dtype) for `model`. The last one is kept, so that the
+    next call of the same model with the same bucket reuses its buffers and its recording; any other call frees it
+    first, so at most one KV cache is alive at a time, as tools/memory.py plans (release_decoder frees it at once). The
+    key holds every parameter's storage address: a recorded graph reads the weights where they were, so moved or
+    replaced weights need a new recording (in-place updates, as optimizers do them, do not). The step is recorded
+    as a CUDA graph on CUDA when autocast is off (autocast's weight casts would be recorded with the weights of
+    the moment)."""
+    device = next(model.parameters()).device
+    cfg = model.config
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    t_max = -(-t_max // CACHE_BUCKET) * CACHE_BUCKET
+    graphed = device.type == "cuda" and not torch.is_autocast_enabled("cuda")
+    key = (B, t_max, dtype, graphed, tuple(p.data_ptr() for p in model.parameters()))
+    if _kept.get("key") == key:
+        return _kept["decoder"]
+    release_decoder()
+    cache_k = [torch.zeros(B, cfg.num_key_value_heads, t_max, head_dim, device=device, dtype=dtype)
+               for _ in range(cfg.num_hidden_layers)]
+    rope = torch.zeros(B, 1, t_max, head_dim, device=device, dtype=dtype)
+    d = Decoder(cache_k, [torch.zeros_like(c) for c in cache_k], rope, rope.clone(),
+                torch.zeros(B, t_max, dtype=torch.bool, device=device), torch.arange(t_max, device=device),
+                torch.zeros(B, dtype=torch.long, device=device), torch.zeros(1, dtype=torch.long, device=device))
+    if graphed:
+        _record(model, d)
+    _kept.update(key=key, decoder=d)
+    return d
+
+
+def release_decoder():
+    """Free the kept bucket (its KV cache and recording), e.g. after a rollout, before other work needs the
+    memory."""
+    _kept.clear()
+
+
+def prefill(model, d, prompts):
+    """Write the left-padded prompts into d's cache and RoPE tables; -> final hidden state of the last prompt
+    position (B, C). Left-padding puts every row's next token in the same cache slot; pad slots are never
+    attended to by real tokens."""
+    device = d.slot.device
+    B, T, t_max = len(prompts), max(len(p) for p in prompts), d.slot.numel()
+    pad = torch.tensor([T - len(p) for p in prompts], device=device)                  # (B,)
+    ids = torch.tensor([[0] * (T - len(p)) + list(p) for p in prompts], device=device)  # (B, T)
+    d.valid.copy_(d.slot[None, :] >= pad[:, None])                                     # (B, Tmax) real tokens
+    pos = (d.slot[None, :] - pad[:, None]).clamp(min=0)                                # (B, Tmax)
+    # RoPE tables for every slot, once; the model's own rotary module, so its rope scaling applies.
+    cos, sin = model.model.rotary_emb(d.cache_k[0], pos)                               # (B, Tmax, D) each
+    d.cos.copy_(cos[:, None])
+    d.sin.copy_(sin[:, None])
+    for c in d.cache_k + d.cache_v:  # an earlier call's values: finite, masked, but 0 * inf would still leak
+        c[:, :, T:].zero_()
+    causal = d.slot[:T, None] >= d.slot[None, :T]                                      # (T, T)
+    # A pad query may see itself so that no row of the softmax is empty (an empty row gives NaN, and a NaN
+    # in a pad slot's K/V would leak into real rows through 0 * NaN).
+    mask = causal & (d.valid[:, None, :T] | torch.eye(T, dtype=torch.bool, device=device))  # (B, T, T)
+    h = _forward(model, ids, d.cos[:, :, :T], d.sin[:, :, :T], mask[:, None], d.cache_k, d.cache_v, d.slot[:T], T)
+    return h[:, -1]
+
+
 @torch.inference_mode()
 def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_k=0, stop_ids=(), generator=None):
     """Sample continuations of a batch of token-id prompts with our own KV cache.
@@ -106,6 +222,10 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
     logits (temperature 1, no top-k/top-p) at that position. These are the student log-probs of Eq. 8 and the
     ones training differentiates; when temperature != 1 or top-k/top-p are active they are NOT the
     probabilities of the distribution the token was drawn from.
+
+    Prefill runs once over the prompts; then each token is one decode_one step on a static-shape bucket
+    (decoder), replayed as a CUDA graph on CUDA without autocast. The host reads the stop state every STOP_CHECK
+    steps only; rows that stopped keep decoding until then, and their extra tokens are dropped.
     """
     _check_supported(model)
     if not prompts or any(len(p) == 0 for p in prompts):
@@ -115,47 +235,31 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
     if max_new_tokens <= 0:
         return Generation(tokens, logprobs)
     param = next(model.parameters())
-    device = param.device
     # Under autocast (bf16 compute over fp32 master weights) K and V come out in the autocast dtype: cache them
     # so, at half the bytes of the weights' dtype.
-    dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else param.dtype
-    cfg = model.config
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    t_max = T + max_new_tokens
-    cache_k = [torch.zeros(B, cfg.num_key_value_heads, t_max, head_dim, device=device, dtype=dtype)
-               for _ in range(cfg.num_hidden_layers)]
-    cache_v = [torch.zeros_like(c) for c in cache_k]
+    amp = torch.is_autocast_enabled(param.device.type)
+    d = decoder(model, B, T + max_new_tokens, torch.get_autocast_dtype(param.device.type) if amp else param.dtype)
+    h = prefill(model, d, prompts)                                                     # (B, C)
+    logits = model.lm_head(h).float()                                                  # (B, V)
 
-    # Left-pad so every row's next token lands in the same cache slot; pad slots are never attended to.
-    pad = torch.tensor([T - len(p) for p in prompts], device=device)                  # (B,)
-    ids = torch.tensor([[0] * (T - len(p)) + list(p) for p in prompts], device=device)  # (B, T)
-    slot = torch.arange(t_max, device=device)                                          # (Tmax,)
-    valid = slot[None, :] >= pad[:, None]                                              # (B, Tmax) real tokens
-    pos = (slot[None, :] - pad[:, None]).clamp(min=0)                                  # (B, Tmax)
-    # RoPE tables for every slot, once; the model's own rotary module, so its rope scaling applies.
-    cos, sin = model.model.rotary_emb(cache_k[0], pos)                                 # (B, Tmax, D) each
-    cos, sin = cos[:, None], sin[:, None]                                              # (B, 1, Tmax, D)
-    causal = slot[:T, None] >= slot[None, :T]                                          # (T, T)
-    # A pad query may see itself so that no row of the softmax is empty (an empty row gives NaN, and a NaN
-    # in a pad slot's K/V would leak into real rows through 0 * NaN).
-    mask = causal & (valid[:, None, :T] | torch.eye(T, dtype=torch.bool, device=device))  # (B, T, T)
-    h = _forward(model, ids, cos[:, :, :T], sin[:, :, :T], mask[:, None], cache_k, cache_v, 0)
-
-    stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
-    done = torch.zeros(B, dtype=torch.bool, device=device)
+    stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=param.device)
+    done = torch.zeros(B, dtype=torch.bool, device=param.device)
     new_ids, new_lps = [], []
     for step in range(max_new_tokens):
-        logits = model.lm_head(h[:, -1]).float()                                       # (B, V)
         nxt = _sample(logits, temperature, top_p, top_k, generator)                    # (B,)
         lp = logits.log_softmax(dim=-1).gather(1, nxt[:, None]).squeeze(1)             # (B,)
         new_ids.append(torch.where(done, -1, nxt))
         new_lps.append(lp)
         done = done | torch.isin(nxt, stop)
-        if step == max_new_tokens - 1 or bool(done.all()):
+        if step == max_new_tokens - 1 or ((step + 1) % STOP_CHECK == 0 and bool(done.all())):
             break
-        cur = T + step                                                                 # this token's slot
-        h = _forward(model, nxt[:, None], cos[:, :, cur:cur + 1], sin[:, :, cur:cur + 1],
-                     valid[:, None, None, :cur + 1], cache_k, cache_v, cur)
+        d.tok.copy_(nxt)
+        d.cur.fill_(T + step)                                                          # this token's slot
+        if d.graph is None:
+            logits = decode_one(model, d)
+        else:
+            d.graph.replay()
+            logits = d.logits
 
     # One device->host copy at the end instead of one per step.
     ids_cpu, lps_cpu = torch.stack(new_ids, 1).tolist(), torch.stack(new_lps, 1).tolist()

@@ -37,7 +37,7 @@ from eval import EVAL_DECODING, evaluate, load_policies, markdown
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
 from models import check_same_tokenizer, device, first_line, load_model
 from rollout import ROLES, Response, check_prompt_limit, rollout_config, run_episodes
-from sampler import sequence_logprobs
+from sampler import release_decoder, sequence_logprobs
 from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
 
@@ -128,14 +128,42 @@ def autocast(args):
     return torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16)
 
 
-def train_step(step, problems, policies, optims, teacher, tok, args, gen):
+def rollout_copies(policies, args):
+    """role -> the model Phase 1 samples with. Under --precision bf16 a bf16 copy of each policy (one per distinct
+    policy), refreshed from the fp32 masters before every rollout (refresh): decoding reads half the bytes, casts
+    nothing per step, and its step can be recorded as a CUDA graph (sampler.decoder). Otherwise the policies."""
+    if args.precision != "bf16":
+        return policies
+    copies = {id(m): copy.deepcopy(m).to(torch.bfloat16).eval().requires_grad_(False) for m in distinct(policies)}
+    return {r: copies[id(m)] for r, m in policies.items()}
+
+
+@torch.no_grad()
+def refresh(rollout_models, policies):
+    """Copy each policy's fp32 master weights into its rollout copy, in place (a recorded decode step keeps reading
+    the same storage)."""
+    for r, model in policies.items():
+        if rollout_models[r] is not model:
+            for c, p in zip(rollout_models[r].parameters(), model.parameters()):
+                c.copy_(p)
+
+
+def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models=None):
     """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes -> advantages -> update.
-    Returns the step's metrics; the caller decides what to save."""
+    rollout_models: what Phase 1 samples with (rollout_copies; default: the policies themselves). Returns the
+    step's metrics; the caller decides what to save."""
     lap, cfg = stopwatch(), rollout_config(args)
     ids = list(range(distributed.rank(), args.batch, distributed.world_size()))  # this rank's share of the batch
     batch = batch_for_step(problems, step, args.batch, args.seed)
-    with autocast(args):  # Phase 1: joint rollout, students only
-        episodes = run_episodes([batch[i] for i in ids], policies, tok, cfg, gen)
+    if rollout_models is None:
+        rollout_models = policies
+    refresh(rollout_models, policies)
+    # Phase 1: joint rollout, students only. Under bf16 on the rollout copies (no autocast needed); the sampler's
+    # log-probs are then those of bf16 weights while Eq. 13 differentiates the fp32 masters under autocast: the
+    # gap between the two is reported as logprob_gap / logprob_gap_mean (0 would be exactly on-policy, Eq. 8).
+    with autocast(args) if rollout_models is policies else nullcontext():
+        episodes = run_episodes([batch[i] for i in ids], rollout_models, tok, cfg, gen)
+    release_decoder()  # the sampler's KV cache, before the teacher and the update need the memory
     seconds = {"rollout": lap()}
     # Phase 2a: a^t of every completed turn, all before any scoring (the last turn's verdict goes unused)
     attributions = attribute_episodes(episodes, timeout=cfg.code_timeout, workers=args.workers)
@@ -223,9 +251,8 @@ def update(items, n_episodes, policies, optims, args):
             chunk = mb[lo:lo + args.micro_batch]
             with autocast(args):
                 logps = author_logprobs(chunk, policies)
-            if "logprob_gap" not in out:  # on-policy here: the trainer's log-probs must match the sampler's
-                out["logprob_gap"] = max((lp.detach().cpu() - it.lp_student).abs().max().item()
-                                         for lp, it in zip(logps, chunk))
+            if "gaps" not in out:  # on-policy here: the trainer's log-probs must match the sampler's
+                out["gaps"] = torch.cat([(lp.detach().cpu() - it.lp_student).abs() for lp, it in zip(logps, chunk)])
             loss = weighted_loss(logps, [it.adv.to(lp.device) for it, lp in zip(chunk, logps)],
                                  weights[lo:lo + args.micro_batch])
             loss.backward()
@@ -247,8 +274,13 @@ def update(items, n_episodes, policies, optims, args):
         out["loss"].append(loss_sum)
     for model in unique:
         model.eval()
-    gaps = [g for g in distributed.gather(out.pop("logprob_gap", None)) if g is not None]
-    return {**out, **({"logprob_gap": max(gaps)} if gaps else {})}
+    mine = out.pop("gaps", None)  # |sampler - trainer| per token of the first micro-batch, before any update
+    gaps = [g for g in distributed.gather(None if mine is None else (mine.max().item(), mine.sum().item(),
+                                                                     mine.numel())) if g is not None]
+    if not gaps:
+        return out
+    return {**out, "logprob_gap": max(g[0] for g in gaps),
+            "logprob_gap_mean": sum(g[1] for g in gaps) / max(1, sum(g[2] for g in gaps))}
 
 
 def rollout_counts(episodes, attributions, items, overlong):
@@ -434,6 +466,7 @@ def main(argv=None, teacher=None):
         check_writable(args.out, "--out", directory=True)  # before the models load, not at the first save
         held_out = load_problems(args.eval_problems) if args.eval_problems else None
         problems, policies, teacher, tok, optims, gen, start, skipped = build(args, teacher)
+        rollout_models = rollout_copies(policies, args)
         check_prompt_limit(held_out or [], tok, args.max_prompt_tokens)
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -451,7 +484,7 @@ def main(argv=None, teacher=None):
         results = {"before": evaluate_policies(held_out, policies, tok, args)} if start == 0 else {}
     bar = tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps, disable=rank != 0)
     for step in bar:
-        metrics = train_step(step, problems, policies, optims, teacher, tok, args, gen)
+        metrics = train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models)
         skipped += metrics["skipped"]
         metrics["skipped_total"] = skipped
         if rank == 0:
@@ -478,7 +511,9 @@ def main(argv=None, teacher=None):
 def evaluate_policies(problems, policies, tok, args, exchange=False):
     """Team accuracy, revise-iff-wrong and turns on held-out problems over args.eval_seeds, with eval.py's
     decoding (App. D.5); with exchange=True also the exchange penalty (Fig. 3a)."""
-    return evaluate(problems, policies, tok, args.eval_seeds, rollout_config(args, **EVAL_DECODING), exchange=exchange)
+    out = evaluate(problems, policies, tok, args.eval_seeds, rollout_config(args, **EVAL_DECODING), exchange=exchange)
+    release_decoder()
+    return out
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 import pytest
 import torch
 
-from sampler import _sample, generate
+import sampler
+from models import tiny_model
+from sampler import STOP_CHECK, _sample, generate
 
 LENGTHS = (5, 17, 1, 30, 9)
 
@@ -121,3 +123,85 @@ def test_bf16_autocast_generation_stays_close_to_fp32(qwen3):
         out = generate(qwen3, prompts, 6, temperature=0)
     for a, b in zip(ref.logprobs, out.logprobs):
         torch.testing.assert_close(torch.tensor(b), torch.tensor(a), atol=0.1, rtol=0)
+
+
+# ------------------------------------------------------------------- the static-shape decode step and its buckets
+
+def _reference(model, prompts, n, *, temperature=1.0, top_p=1.0, top_k=0, stop_ids=(), seed=0):
+    """What generate must return, the plain way: each step a full forward of every row, unpadded and uncached,
+    the same _sample and one uniform per row per step from the same seeded generator."""
+    gen = torch.Generator().manual_seed(seed)
+    rows, lps, done = [list(p) for p in prompts], [[] for _ in prompts], [False] * len(prompts)
+    out = [[] for _ in prompts]
+    for _ in range(n):
+        with torch.no_grad():
+            logits = torch.stack([model(torch.tensor([r])).logits[0, -1].float() for r in rows])  # (B, V)
+        nxt = _sample(logits, temperature, top_p, top_k, gen)
+        lp = logits.log_softmax(-1).gather(1, nxt[:, None]).squeeze(1)
+        for b, t in enumerate(nxt.tolist()):
+            rows[b].append(t)
+            if not done[b]:
+                out[b].append(t)
+                lps[b].append(lp[b].item())
+                done[b] = t in stop_ids
+        if all(done):
+            break
+    return out, lps
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+@pytest.mark.parametrize("temperature", [0, 1.0])
+def test_static_decode_equals_plain_decoding_greedy_and_seeded(arch, temperature, qwen3, llama):
+    model = {"qwen3": qwen3, "llama": llama}[arch]
+    prompts = _prompts(11)
+    ref, ref_lps = _reference(model, prompts, 20, temperature=temperature, seed=4)
+    out = generate(model, prompts, 20, temperature=temperature, generator=torch.Generator().manual_seed(4))
+    assert out.tokens == ref
+    for a, b in zip(out.logprobs, ref_lps):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+
+
+def test_rows_stop_on_their_own_between_host_checks(qwen3):
+    """Stop tokens land at different steps in different rows, and all rows stop long before max_new_tokens and
+    off the STOP_CHECK grid: each row ends at its own stop token, exactly as plain decoding ends it."""
+    prompts = _prompts(12)
+    free, _ = _reference(qwen3, prompts, 12, seed=5)
+    stops = sorted({free[0][0]} | {row[4] for row in free[1:]})  # row 0 stops at once, each other within 5 tokens
+    ref, ref_lps = _reference(qwen3, prompts, 3 * STOP_CHECK, stop_ids=stops, seed=5)
+    out = generate(qwen3, prompts, 3 * STOP_CHECK, stop_ids=stops, generator=torch.Generator().manual_seed(5))
+    assert out.tokens == ref and all(len(t) <= 5 for t in out.tokens)
+    assert len(out.tokens[0]) == 1 < max(len(t) for t in out.tokens)
+    for a, b in zip(out.logprobs, ref_lps):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+
+
+def test_a_kept_bucket_is_reused_and_an_earlier_call_never_leaks(qwen3, llama):
+    """Calls whose lengths round to the same bucket share its buffers; what an earlier call left in the cache
+    (even a NaN) does not change a later call's tokens or log-probs; another batch size, another model or
+    replaced weights get a new bucket, and release_decoder() frees the kept one."""
+    model = tiny_model("qwen3", layers=2, hidden=64, heads=4, kv_heads=2, seed=0)  # qwen3's weights, own storage
+    long, short = _prompts(13, (40, 33, 2, 7)), _prompts(14)[:3]
+    fresh = generate(qwen3, short, 10, temperature=0)
+
+    def poison():
+        with torch.inference_mode():  # the buffers are made in generate's inference mode
+            for c in sampler._kept["decoder"].cache_k + sampler._kept["decoder"].cache_v:
+                c.fill_(float("nan"))
+        return sampler._kept["decoder"]
+    generate(model, long, 30, temperature=0)
+    d = poison()
+    again = generate(model, short, 10, temperature=0)  # another batch size: a new bucket
+    assert sampler._kept["decoder"] is not d
+    d = poison()
+    out = generate(model, short, 10, temperature=0)
+    assert sampler._kept["decoder"] is d and d.slot.numel() == sampler.CACHE_BUCKET > 40 + 30  # reused
+    assert out.tokens == again.tokens == fresh.tokens and out.logprobs == again.logprobs
+    generate(llama, short, 4, temperature=0)
+    assert sampler._kept["decoder"] is not d  # another model
+    d = sampler._kept["decoder"]
+    for p in llama.parameters():
+        p.data = p.data.clone()
+    generate(llama, short, 4, temperature=0)
+    assert sampler._kept["decoder"] is not d  # the same model, its weights elsewhere
+    sampler.release_decoder()
+    assert not sampler._kept

@@ -18,6 +18,7 @@ token ids are random ids below 256, valid for the real 151,936-entry vocabulary.
 """
 import argparse
 import gc
+import os
 import time
 from types import SimpleNamespace
 
@@ -27,21 +28,24 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 from transformers.utils import logging as hf_logging
 
 import train
+from data import load_problems
+from models import make_tokenizer
 from rollout import Response, Segment
-from sampler import generate, sequence_logprobs
+from sampler import generate, release_decoder, sequence_logprobs
 from teacher import score
 from tools import memory
 
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "problems.jsonl")
 TINY_S = dict(model_type="qwen3", hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
               head_dim=16, intermediate_size=192, vocab_size=1024, tie_word_embeddings=True)
 TINY_T = dict(TINY_S, hidden_size=96, num_attention_heads=4, head_dim=24, intermediate_size=256,
               tie_word_embeddings=False)
 # Lengths per check: real (paper-like) and tiny. decode: batch x (prompt, new); long: the prefill/KV check;
 # teacher: (teacher context, response, how many); update: (prompt, response, micro-batch, checkpointing).
-REAL = dict(decode=(32, 512, 512), long=(4, 8192, 128), teacher=[(12288, 4096, 4), (6144, 2048, 4)],
+REAL = dict(decode=((1, 16, 128), 512, 128), step=(8, 2, 128), long=(4, 8192, 128), teacher=[(12288, 4096, 4), (6144, 2048, 4)],
             teacher_batch_tokens=16384,
             update=[(2048, 2048, 2, False), (2048, 2048, 2, True), (8192, 4096, 2, True), (8192, 4096, 4, True)])
-TINY = dict(decode=(4, 24, 8), long=(2, 48, 4), teacher=[(48, 16, 2), (24, 8, 2)], teacher_batch_tokens=64,
+TINY = dict(decode=((1, 4), 24, 8), step=(2, 2, 8), long=(2, 48, 4), teacher=[(48, 16, 2), (24, 8, 2)], teacher_batch_tokens=64,
             update=[(32, 16, 2, False), (32, 16, 2, True), (64, 32, 2, True), (64, 32, 4, True)])
 
 
@@ -169,43 +173,79 @@ def main(argv=None):
             log("SDPA kernels: sequence_logprobs, two padded sequences:",
                 sdpa_ops(lambda: sequence_logprobs(student, probe, [rand_ids(4), rand_ids(4)])))
 
-    # (a) Rollout. Both samplers under bf16 autocast over the fp32 student, as train.py runs the rollout;
-    # temperature 1, no stop tokens, so every row produces exactly `new` tokens. A short warm-up of each first.
-    B, P, N = sizes["decode"]
-    lens = torch.linspace(P // 2, P, B).long().tolist()
-    prompts = [rand_ids(n) for n in lens]
-    ids = torch.tensor([[0] * (P - len(p)) + p for p in prompts], device=dev)
-    attn = torch.tensor([[0] * (P - len(p)) + [1] * len(p) for p in prompts], device=dev)
-
-    def ours(new, model=student):
-        with amp():
-            return generate(model, prompts, new, temperature=1.0, generator=torch.Generator(dev).manual_seed(0))
-
-    def theirs(new, model=student):
-        with amp(), torch.inference_mode():
-            return model.generate(ids, attention_mask=attn, max_new_tokens=new, min_new_tokens=new, do_sample=True,
-                                  temperature=1.0, top_p=1.0, top_k=0, eos_token_id=None, pad_token_id=0)
-
-    log(f"(a) rollout: batch {B}, prompts {P // 2}-{P} tokens, {N} new tokens, bf16 autocast over fp32 weights")
-    ours(4)  # warm-ups
-    theirs(4)
-    pred = predict("rollout", prompt_len=P, response_len=N, rollout_batch=B)
-    _, t_ours = measure("(a1) sampler.generate", lambda: ours(N), pred)
-    _, t_theirs = measure("(a2) transformers generate (DynamicCache)", lambda: theirs(N))
-    if t_ours and t_theirs:
-        log(f"    decode: ours {B * N / t_ours:,.0f} tokens/s, transformers {B * N / t_theirs:,.0f} tokens/s, "
-            f"ratio ours/transformers {t_theirs / t_ours:.2f}x")
-    # The same sampler on a bf16 copy of the weights (no per-step weight casts, a bf16 KV cache): what a bf16
-    # rollout copy of each policy would buy.
+    # (a) Rollout decode, on a bf16 copy of the student as train.py samples under --precision bf16: our sampler
+    # (static-shape decode step, replayed as a CUDA graph) vs transformers generate with a static cache (its
+    # compiled decode), temperature 1, no stop tokens, so every row produces exactly `new` tokens; each timed after
+    # a warm-up of the same shapes (our recording, their compilation). Then today's training path for reference:
+    # ours under bf16 autocast over the fp32 weights (eager: autocast's casts cannot be recorded).
     bf = build(S, torch.bfloat16, dev)
     bf.load_state_dict(student.state_dict())
-    ours(4, bf)
-    _, t_bf = measure("(a3) sampler.generate on a bf16 copy of the student", lambda: ours(N, bf),
-                      predict("rollout", prompt_len=P, response_len=N, rollout_batch=B, kv_bytes=2)
-                      + 2 * base["params"]["student"])
-    if t_bf and t_ours:
-        log(f"    decode with bf16 weights: {B * N / t_bf:,.0f} tokens/s ({t_ours / t_bf:.2f}x the autocast path)")
+    batches, P, N = sizes["decode"]
+    weight_bytes = 2 * base["params"]["student"]
+    big = torch.empty(weight_bytes // 2, dtype=torch.bfloat16, device=dev)
+    dst = torch.empty_like(big)
+    dst.copy_(big)
+    _, t_copy = measure("(a0) copy of one student's bf16 weights (bandwidth)", lambda: dst.copy_(big))
+    del big, dst
+    if t_copy:
+        bw = 2 * weight_bytes / t_copy  # read + write
+        log(f"    {bw / 1e9:,.0f} GB/s -> HBM roofline at batch 1: {bw / weight_bytes:,.0f} tokens/s "
+            f"({weight_bytes / bw * 1e3:.2f} ms per decode step to read the weights)")
+    log(f"(a) rollout decode: prompts {P // 2}-{P} tokens, {N} new tokens, bf16 weights")
+    for B in batches:
+        lens = torch.linspace(P // 2, P, B).long().tolist()
+        prompts = [rand_ids(n) for n in lens]
+        ids = torch.tensor([[0] * (P - len(p)) + p for p in prompts], device=dev)
+        attn = torch.tensor([[0] * (P - len(p)) + [1] * len(p) for p in prompts], device=dev)
+        ours = lambda new, model=bf: generate(model, prompts, new, generator=torch.Generator(dev).manual_seed(0))
+
+        def theirs(new, model=bf):
+            with torch.inference_mode():
+                return model.generate(ids, attention_mask=attn, max_new_tokens=new, min_new_tokens=new,
+                                      do_sample=True, temperature=1.0, top_p=1.0, top_k=0, eos_token_id=None,
+                                      pad_token_id=0, cache_implementation="static")
+        ours(N)
+        _, t_ours = measure(f"(a1) sampler.generate, batch {B}", lambda: ours(N))
+        theirs(N)
+        _, t_theirs = measure(f"(a2) transformers generate, static cache, batch {B}", lambda: theirs(N))
+        if t_ours and t_theirs:
+            log(f"    batch {B}: ours {B * N / t_ours:,.0f} tokens/s ({t_ours / N * 1e3:.1f} ms/step), transformers "
+                f"{B * N / t_theirs:,.0f} tokens/s, ratio ours/transformers {t_theirs / t_ours:.2f}x")
+    Bm = batches[len(batches) // 2]
+    mid = [rand_ids(n) for n in torch.linspace(P // 2, P, Bm).long().tolist()]
+    with amp():
+        generate(student, mid, 4, generator=torch.Generator(dev).manual_seed(0))
+        _, t_amp = measure(f"(a3) sampler.generate, batch {Bm}, autocast over fp32 weights (eager)",
+                           lambda: generate(student, mid, N, generator=torch.Generator(dev).manual_seed(0)))
+    if t_amp:
+        log(f"    batch {Bm} under autocast: {Bm * N / t_amp:,.0f} tokens/s ({t_amp / N * 1e3:.1f} ms/step)")
+    release_decoder()
     del bf
+
+    # (d) One train_step end to end at this shape (Algorithm 1: rollout, attribution, two teacher passes, update):
+    # the example problems with the byte-level tokenizer (random weights never agree, so every episode runs all its
+    # turns at full length), per-phase seconds; once with the rollout on bf16 copies, as train.py runs it under
+    # --precision bf16, once under autocast over the fp32 weights (the path before the copies).
+    Bd, turns, new = sizes["step"]
+    roles = {"coder": students[0], "reasoner": students[0], "tester": students[1], "tool_user": students[1]}
+    targs = train.get_args(["--problems", EXAMPLES, "--student", "tiny-qwen3", "--precision", "bf16", "--batch",
+                            str(Bd), "--mini-batch", str(Bd), "--micro-batch", "2", "--max-turns", str(turns),
+                            "--max-new-tokens", str(new), "--device", dev])
+    problems, tok = load_problems(EXAMPLES), make_tokenizer()
+    log(f"(d) train_step: {Bd} episodes x {turns} turns x {new} new tokens, bf16, teacher {T.get('hidden_size')} wide")
+    steps = {}
+    for name, rollout_models in (("bf16 rollout copies", train.rollout_copies(roles, targs)),
+                                 ("autocast over fp32", None)):
+        m, _ = measure(f"(d) train_step, rollout on {name}", lambda: train.train_step(
+            0, problems, roles, optims, teacher, tok, targs, torch.Generator(dev).manual_seed(0), rollout_models))
+        if m:
+            steps[name] = m["seconds"]
+            log(f"    seconds {m['seconds']}, tokens {m['tokens']}, logprob_gap mean "
+                f"{m.get('logprob_gap_mean', float('nan')):.2e} max {m.get('logprob_gap', float('nan')):.2e}")
+        del rollout_models
+    if len(steps) == 2:
+        log(f"    rollout phase: {steps['autocast over fp32']['rollout'] / steps['bf16 rollout copies']['rollout']:.2f}x "
+            "faster on the bf16 copies")
 
     Bl, Pl, Nl = sizes["long"]
     long_prompts = [rand_ids(Pl - Pl // 64 * i) for i in range(Bl)]  # mixed lengths, as in real batches

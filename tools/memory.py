@@ -16,7 +16,8 @@ it beside measured peaks; trust the measurement where they disagree.
 Algorithm 1 runs its phases one after another, so
     peak = persistent + max(rollout, teacher scoring, update)
     persistent = student weights (fp32 master, one copy per policy) + AdamW moments (2 x fp32 per policy)
-                 + teacher weights (bf16 with --precision bf16, frozen, no optimizer)
+                 + under bf16 the rollout copies (bf16, one per policy) + teacher weights (bf16 with --precision
+                 bf16, frozen, no optimizer)
 Gradients exist only inside the update (train.py zeroes them with set_to_none after each optimizer step).
 Sizes: P = parameter count (exact, `param_count`); C hidden, L layers, H / Hkv query / key-value heads, D head
 dim, I intermediate, V vocabulary; Q = H*D, K = Hkv*D; p = parameter bytes (4: fp32 master weights), a = compute
@@ -33,6 +34,7 @@ from transformers import AutoConfig
 import train
 from data import COUNT, ProblemError, load_problems
 from models import TINY, tiny_model
+from sampler import CACHE_BUCKET
 from rollout import ROLES
 
 GiB = 2**30
@@ -165,23 +167,26 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     # Persistent: present in every phase.
     b["student weights (fp32 master)"] = n * 4 * Ps
     b["AdamW moments (2 x fp32)"] = n * 8 * Ps
+    if a != p:
+        b["rollout copies (bf16, train.rollout_copies)"] = n * a * Ps
     b["teacher weights"] = tb * Pt
     persistent = sum(b.values()) - (b["teacher weights"] if teacher_offload else 0)
     casts = n * 2 * _autocast_params(student_cfg) if a != p else 0
 
-    # Phase 1, rollout (sampler.generate under `with amp:`). generate runs in inference mode, where autocast does not
-    # cache its weight casts (checked): each matmul casts its fp32 weight anew, one at a time (largest: the LM head,
-    # 2VC). One generate call at a time holds its KV cache:
+    # Phase 1, rollout (sampler.generate; under bf16 on the bf16 rollout copies, so no weight is cast). One generate
+    # call at a time holds its KV cache (sampler.decoder keeps one bucket and frees it before another), its length
+    # rounded up to sampler.CACHE_BUCKET:
     #   2 (K, V) x L x B x Hkv x (prompt + new) x D x kv_bytes.
     # Prefill over B x T tokens at once: the no-grad layer tensors, the (B, T, T) bool mask and its temporaries
     # (2 bytes per entry) plus SDPA's float copy of it (a), and with the math fallback scores + softmax in fp32
-    # (8 x B x H x T^2). Each decode step casts the cache slices K, V to a for SDPA (one layer at a time), and the
-    # math fallback also upcasts them to fp32 and repeats them to H heads; plus four (B, V) fp32 vocabulary rows.
+    # (8 x B x H x T^2). Each decode step attends over the whole cache: the math fallback upcasts it to fp32 and
+    # repeats it to H heads, one layer at a time; plus four (B, V) fp32 vocabulary rows.
     B = math.ceil(rollout_batch * 2 / n)
-    B, T, TN = min(B, rollout_chunk) if rollout_chunk else B, prompt_len, prompt_len + response_len
+    B, T = min(B, rollout_chunk) if rollout_chunk else B, prompt_len
+    TN = -(-(prompt_len + response_len) // CACHE_BUCKET) * CACHE_BUCKET
     b["KV cache (one generate call)"] = 2 * s["L"] * B * s["Hkv"] * TN * s["D"] * kvb
-    prefill = B * T * _nograd_token_bytes(student_cfg, p, a, kvb) + (2 + a) * B * T * T
-    decode = 2 * B * TN * s["K"] * (a if kvb != a else 0) + 16 * B * s["V"] + (2 * s["V"] * s["C"] if a != p else 0)
+    prefill = B * T * _nograd_token_bytes(student_cfg, a, a, kvb) + (2 + a) * B * T * T  # weights in a (copies)
+    decode = 2 * B * TN * s["K"] * (a if kvb != a else 0) + 16 * B * s["V"]
     if rollout_attention == "math":
         prefill += 8 * B * s["H"] * T * T
         decode += 2 * B * TN * s["D"] * 4 * (s["Hkv"] + s["H"])
