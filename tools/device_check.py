@@ -4,10 +4,14 @@
     python -m tools.device_check --tiny --out /tmp/dc.txt     # the same script, tiny shapes, CPU, under a minute
 
 It first builds everything train.py keeps on the GPU at once -- two students in fp32 with their AdamW moments, the
-frozen teacher in bf16 -- and then measures each phase with train.py's own building blocks, under bf16 autocast
-as train.py runs them:
-  (a) rollout: sampler.generate vs transformers generate on one student (decode tokens/s and their ratio), and
-      one long-prompt generate for the prefill and KV-cache memory
+frozen teacher in bf16 -- and then measures each phase with train.py's own building blocks, as train.py runs
+them under --precision bf16:
+  (a) rollout: the copy bandwidth and the HBM roofline it implies; sampler.generate (the CUDA-graph decode step)
+      vs transformers generate with a static cache on a bf16 copy of one student at batch 1, 16 and 128 (tokens/s
+      and their ratio); ours under autocast over the fp32 weights for reference; and one long-prompt generate for
+      the prefill and KV-cache memory
+  (d) one train_step end to end at these shapes, per-phase seconds, with the rollout on bf16 copies and under
+      autocast over fp32 (the rollout phase's ratio), and the sampler/trainer log-prob gap
   (b) teacher scoring: teacher.score of responses at realistic lengths (one pass; train.py makes two)
   (c) update: train.update, train_step's Phase 3 itself (Eq. 13 over one micro-batch, backward, clip, AdamW step
       for both students), with and without gradient checkpointing
