@@ -96,7 +96,7 @@ def _sample(logits, temperature, top_p, top_k, generator):
 # ----------------------------------------------------------------------------------------------------------
 # Static-shape decoding (the way gpt-fast does it): every decode step of a generate call has the same shapes and
 # reads its position from a tensor, so on CUDA the step is recorded once as a CUDA graph and replayed, one launch
-# per token instead of one per kernel. One recording per (batch, cache length, dtype) bucket, kept with the model.
+# per token instead of one per kernel. One recording per (batch, cache length, dtype) bucket; the last one is kept.
 # Attention reads the whole bucket every step (future slots masked): more reads than the used prefix, fixed shapes.
 
 CACHE_BUCKET = 256   # cache lengths are rounded up to a multiple of this, so nearby prompt lengths share a graph
@@ -122,8 +122,8 @@ class Decoder:
 
 def decode_one(model, d):
     """One decode step on the bucket's buffers: the token d.tok at slot d.cur -> d.logits (B, V) float32 of the
-    next token. Only tensor reads and writes, no Python value depends on the position: shapes are fixed by the
-    cache, so this is the step a CUDA graph records."""
+    next token (whose log_softmax is the student log-prob of Eq. 8, App. C). Only tensor reads and writes, no
+    Python value depends on the position: shapes are fixed by the cache, so this is the step a CUDA graph records."""
     cos, sin = d.cos.index_select(2, d.cur), d.sin.index_select(2, d.cur)              # (B, 1, 1, D)
     mask = (d.valid & (d.slot <= d.cur))[:, None, None]                                # (B, 1, 1, Tmax)
     h = _forward(model, d.tok[:, None], cos, sin, mask, d.cache_k, d.cache_v, d.cur, d.slot.numel())
@@ -151,7 +151,7 @@ _kept = {}  # the last bucket: {"key": ..., "decoder": Decoder}; one at a time, 
 
 
 def decoder(model, B, t_max, dtype):
-    """The bucket (B, t_max rounded up to CACHE_BUCKET, dtype) for `model`. The last one is kept, so that the
+    """The bucket (B, t_max rounded up to CACHE_BUCKET, dtype) for `model`'s Phase 1 decoding (App. C). The last one is kept, so that the
     next call of the same model with the same bucket reuses its buffers and its recording; any other call frees it
     first, so at most one KV cache is alive at a time, as tools/memory.py plans (release_decoder frees it at once). The
     key holds every parameter's storage address: a recorded graph reads the weights where they were, so moved or
@@ -180,17 +180,17 @@ def decoder(model, B, t_max, dtype):
 
 
 def release_decoder():
-    """Free the kept bucket (its KV cache and recording), e.g. after a rollout, before other work needs the
-    memory."""
+    """Free the kept bucket (its KV cache and recording), e.g. after Phase 1's rollout (App. C), before the teacher
+    and the update need the memory."""
     _kept.clear()
 
 
 def prefill(model, d, prompts):
     """Write the left-padded prompts into d's cache and RoPE tables; -> final hidden state of the last prompt
-    position (B, C). Left-padding puts every row's next token in the same cache slot; pad slots are never
-    attended to by real tokens."""
+    position (B, C), from which the first sampled token of Phase 1 (App. C) is drawn. Left-padding puts every
+    row's next token in the same cache slot; pad slots are never attended to by real tokens."""
     device = d.slot.device
-    B, T, t_max = len(prompts), max(len(p) for p in prompts), d.slot.numel()
+    T = max(len(p) for p in prompts)
     pad = torch.tensor([T - len(p) for p in prompts], device=device)                  # (B,)
     ids = torch.tensor([[0] * (T - len(p)) + list(p) for p in prompts], device=device)  # (B, T)
     d.valid.copy_(d.slot[None, :] >= pad[:, None])                                     # (B, Tmax) real tokens

@@ -129,7 +129,7 @@ def autocast(args):
 
 
 def rollout_copies(policies, args):
-    """role -> the model Phase 1 samples with. Under --precision bf16 a bf16 copy of each policy (one per distinct
+    """role -> the model Phase 1 (App. C) samples with, whose log-probs are Eq. 8's log pi_theta. Under --precision bf16 a bf16 copy of each policy (one per distinct
     policy), refreshed from the fp32 masters before every rollout (refresh): decoding reads half the bytes, casts
     nothing per step, and its step can be recorded as a CUDA graph (sampler.decoder). Otherwise the policies."""
     if args.precision != "bf16":
@@ -141,7 +141,7 @@ def rollout_copies(policies, args):
 @torch.no_grad()
 def refresh(rollout_models, policies):
     """Copy each policy's fp32 master weights into its rollout copy, in place (a recorded decode step keeps reading
-    the same storage)."""
+    the same storage), so that Phase 1 samples from the policy Eq. 13 just updated (App. C: on-policy)."""
     for r, model in policies.items():
         if rollout_models[r] is not model:
             for c, p in zip(rollout_models[r].parameters(), model.parameters()):
