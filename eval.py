@@ -7,8 +7,9 @@
 Problems: any problem file (data.py), e.g. examples/problems.jsonl or a benchmark converted by tools/loaders.py.
 Evaluation decoding (App. D.5): temperature 0.6, top-p 0.95, top-k 20, T = 4, over several seeds, mean +- std.
 Reports team accuracy / Pass@1 per domain and, for teams: the exchange penalty (Fig. 3a), the revise-iff-wrong
-rate per role with its two failure modes (Fig. 4a-b), turns to agreement (Fig. 4c); optionally the token-level
-role-advantage heat map of App. G.2 as one HTML file. A Markdown table on stdout, everything in a JSON file.
+rate per role with its two failure modes (Fig. 4a-b), turns to agreement (Fig. 4c), and how each role's artefacts
+were parsed (format failures apart from wrong work); optionally the token-level role-advantage heat map of App. G.2
+as one HTML file. A Markdown table on stdout, everything in a JSON file.
 The verifier scores; no model ever sees a verdict here.
 """
 import argparse
@@ -24,7 +25,8 @@ import torch
 from attribution import answers_equivalent, attribute_episodes
 from data import COUNT, SEED, ProblemError, check_writable, json_text, load_problems, write_atomic
 from models import device, load_model
-from rollout import ROLES, check_prompt_limit, rollout_config, run_episodes, stop_ids_of
+from rollout import (ROLES, check_prompt_limit, format_counts, format_shares, rollout_config, run_episodes,
+                     stop_ids_of)
 from sampler import Generation
 from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
@@ -94,7 +96,14 @@ def team_metrics(episodes, atts):
             m[f"revise_iff_wrong_{role}"] = 100 * s["success"] / s["n"]
             m[f"revised_when_right_{role}"] = 100 * s["revised_when_right"] / s["n"]
             m[f"kept_when_wrong_{role}"] = 100 * s["kept_when_wrong"] / s["n"]
-    return m
+    return {**m, **format_metrics(episodes)}
+
+
+def format_metrics(episodes, roles=None):
+    """Per role (of `roles`, default all), the % of its responses read by each parsing rule and the % whose
+    artefact could not be read at all (parse_unparsed_ROLE): a format failure, not wrong work."""
+    return {f"parse_{rule}_{role}": v for role, shares in format_shares(format_counts(episodes)).items()
+            if roles is None or role in roles for rule, v in shares.items()}
 
 
 def single_agent_metrics(problems, model, tok, seed, cfg):
@@ -111,7 +120,7 @@ def single_agent_metrics(problems, model, tok, seed, cfg):
         if mine:
             ok = [atts[id(e)][0].checks["program_correct" if domain == "code" else "derivation_correct"] for e in mine]
             m[f"acc_{domain}"] = 100 * sum(map(bool, ok)) / len(mine)
-    return m
+    return {**m, **format_metrics(episodes, roles=("coder", "reasoner"))}  # the silent seats write nothing
 
 
 def mean_std(per_seed):

@@ -77,34 +77,68 @@ def tiny_model(arch="qwen3", vocab_size=261, hidden=64, layers=2, heads=4, kv_he
 
 # ---------------------------------------------------------------------------------------- every kind of model spec
 
+def _kind(spec):
+    """What a model spec names: "tiny", "gguf", "dir" or "hub"; ValueError with one line for anything else."""
+    if spec in TINY:
+        return "tiny"
+    if os.path.isfile(spec) and spec.endswith(".gguf"):
+        return "gguf"
+    if os.path.isdir(spec):
+        if not os.path.isfile(os.path.join(spec, "config.json")):
+            raise ValueError(f"model {spec!r}: a directory without config.json is not a transformers model")
+        return "dir"
+    if os.path.exists(spec):
+        raise ValueError(f"model {spec!r}: unsupported file (expected a .gguf file or a transformers directory)")
+    if spec.endswith(".gguf") or spec.startswith(("/", ".", "~")) or not _HUB_ID.fullmatch(spec):
+        raise ValueError(f"model {spec!r}: no such file or directory (choices: {', '.join(TINY)}, a local "
+                         f"directory, a .gguf file, or a hub id owner/name)")
+    return "hub"
+
+
+def _hub_error(spec, e):
+    return ValueError(f"model {spec!r}: not on disk, and the hub could not provide it ({first_line(e)}); "
+                      "download it first, or pass a local directory or .gguf file")
+
+
+def load_tokenizer(spec):
+    """The tokenizer of a model spec (as for load_model) without its weights, in seconds, so that what needs only
+    the tokenizer (train.py: teacher and students must share one) is checked before any weights load."""
+    kind = _kind(spec)
+    if kind == "tiny":
+        return make_tokenizer()
+    try:
+        if kind == "gguf":
+            folder, name = os.path.split(os.path.realpath(spec))
+            return AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        return AutoTokenizer.from_pretrained(spec)
+    except OSError as e:
+        raise (_hub_error(spec, e) if kind == "hub" else ValueError(
+            f"model {spec!r}: cannot load its tokenizer ({first_line(e)})")) from None
+    except Exception as e:  # a damaged tokenizer.json or GGUF file: whatever its parser hits
+        raise ValueError(f"model {spec!r}: cannot load its tokenizer ({first_line(e)})") from None
+
+
 def load_model(spec, *, seed=0, dtype=torch.float32, device="cpu"):
     """-> (model, tokenizer). spec: 'tiny-qwen3' | 'tiny-llama' (weights drawn from `seed`), a local
     transformers directory, a .gguf file, or a hub id. Raises ValueError with one line when it cannot."""
-    if spec in TINY:
+    kind = _kind(spec)
+    if kind == "tiny":
         model, tok = tiny_model(spec.split("-")[1], layers=2, hidden=64, seed=seed), make_tokenizer()
-    elif os.path.isfile(spec) and spec.endswith(".gguf"):
+    elif kind == "gguf":
         model, tok = (copy.deepcopy(x) for x in _load_gguf(os.path.realpath(spec), os.path.getmtime(spec)))
-    elif os.path.isdir(spec):
-        if not os.path.isfile(os.path.join(spec, "config.json")):
-            raise ValueError(f"model {spec!r}: a directory without config.json is not a transformers model")
+    elif kind == "dir":
         try:
             model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype)
             tok = AutoTokenizer.from_pretrained(spec)
         except Exception as e:  # missing files arrive as OSError, damaged ones as whatever their parser hits
             # (a truncated model.safetensors: SafetensorError; a broken tokenizer.json: the tokenizers Exception)
             raise ValueError(f"model {spec!r}: cannot load this directory ({first_line(e)})") from None
-    elif os.path.exists(spec):
-        raise ValueError(f"model {spec!r}: unsupported file (expected a .gguf file or a transformers directory)")
-    elif spec.endswith(".gguf") or spec.startswith(("/", ".", "~")) or not _HUB_ID.fullmatch(spec):
-        raise ValueError(f"model {spec!r}: no such file or directory (choices: {', '.join(TINY)}, a local "
-                         f"directory, a .gguf file, or a hub id owner/name)")
     else:
         try:
             model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype)
             tok = AutoTokenizer.from_pretrained(spec)
         except OSError as e:  # offline (HF_HUB_OFFLINE), no connection, unknown repo: all arrive as OSError
-            raise ValueError(f"model {spec!r}: not on disk, and the hub could not provide it ({first_line(e)}); "
-                             "download it first, or pass a local directory or .gguf file") from None
+            raise _hub_error(spec, e) from None
     check_chat_template(tok, spec)
     # Plain fp32 (or `dtype`) parameters on `device`, in eval mode: the sampler and the trainer expect no less.
     return model.to(device=device, dtype=dtype).eval(), tok

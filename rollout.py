@@ -155,6 +155,8 @@ NO_PROGRAM = "(no program found in the response)"
 NO_TEST = "(no test case found in the response)"
 NO_ANSWER = '(no "####" answer found in the response)'
 NO_CODE_BLOCK = ERROR + "no ```python code block found in the response"  # the outcome when there is no program
+NOT_RUN = "(not run: there was no test case)"
+PLACEHOLDERS = (NO_PROGRAM, NO_TEST, NO_ANSWER, NO_CODE_BLOCK, NOT_RUN)  # never parsed as an artefact
 
 
 def _fence(text, lang=""):
@@ -173,7 +175,7 @@ def history_entry(role, t, artefacts):
         test_in, test_out = artefacts["test_input"], artefacts["test_output"]
         shown = {"test input": _fence(NO_TEST if test_in is None else test_in),
                  "expected output": _fence(NO_TEST if test_out is None else test_out),
-                 "program output": _fence(artefacts["program_output"] or "(not run: there was no test case)")}
+                 "program output": _fence(artefacts["program_output"] or NOT_RUN)}
         if role == "coder":
             lines = ["Your program:", _fence(program, "python"), "Test input:", shown["test input"], "Expected output:",
                      shown["expected output"], "Your program's output:", shown["program output"]]
@@ -238,43 +240,95 @@ def check_prompt_limit(problems, tokenizer, limit):
                                f"{limit} tokens")
 
 
-# Parsing rules (§10.5, our choices). A program is the last ```python block, so a revised program written after
-# an old one wins and an example-output block after the program is not taken for it; without a python-tagged
-# block, the first fenced block after the last "Code:" (the answer format's label); without that either, the
-# last fenced block of any tag. An unclosed fence (truncated response) yields no program. A test case is the
-# first fenced block after the last "Test Input:" and the first after the following "Test Output:"; only one
-# test case is read per turn.
+# Parsing rules (§10.5, our choices), tolerant of what small instruct models write; each parsed artefact also
+# names the rule that read it, so that metrics can tell format failures from wrong work (format_counts).
+# A program is the last ```python block, so a revised program written after an old one wins and an
+# example-output block after the program is not taken for it; without a python-tagged block, the first fenced
+# block after the last "Code:" (the answer format's label); without that either, the last fenced block of any
+# tag. A "Code:" label repeated as the block's first line is not code. An unclosed fence (truncated response)
+# yields no program. A test case is read after the last "Test Input:" and the following "Test Output:": fenced
+# blocks when there are any, else the text after each label (unfenced). Only one test case is read per turn.
+# The Reasoner's answer: the last "####" line with markup stripped, else the last \boxed{...}, else the last
+# number outside code blocks. The placeholders this project writes into histories (NO_PROGRAM ...) are removed
+# before any rule runs, so a student that copies one from its history has written no artefact.
 _FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.S)
+_LABEL_LINE = re.compile(r"\A(\s*Code:[ \t]*\n)+")
+_MARKUP = re.compile(r"</?[A-Za-z][\w-]*>|\*\*|__|`")
+_LAST_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?")
+
+
+def _without_placeholders(text):
+    for p in PLACEHOLDERS:
+        text = text.replace(p, "")
+    return text
 
 
 def extract_program(text):
-    """The program of a Coder or Tool-User response, written after "Code:" in a fenced block as the answer
-    format of App. F.1 asks (rules above, §10.5), or None."""
+    """(program, rule) of a Coder or Tool-User response, written after "Code:" in a fenced block as the answer
+    format of App. F.1 asks (rules above, §10.5); (None, None) when there is none."""
+    text = _without_placeholders(text)
     blocks = list(_FENCE.finditer(text))
     python = [b for b in blocks if b.group(1).lower() in ("python", "py", "python3")]
     after_label = [b for b in blocks if b.start() > text.rfind("Code:") >= 0]
-    chosen = python[-1] if python else after_label[0] if after_label else blocks[-1] if blocks else None
-    return chosen.group(2) if chosen is not None and chosen.group(2).strip() else None
+    chosen, rule = next(((b[-1] if r != "after_code_label" else b[0], r) for b, r in
+                         ((python, "python_block"), (after_label, "after_code_label"), (blocks, "any_block")) if b),
+                        (None, None))
+    program = chosen and _LABEL_LINE.sub("", chosen.group(2))
+    return (program, rule) if program and program.strip() else (None, None)
+
+
+def _after_label(text, start, end):
+    """The first fenced block in text[start:end] ("fenced"), else the unfenced text there up to the first blank
+    line ("unfenced"), as (value, rule) or (None, None)."""
+    block = _FENCE.search(text, start, end)
+    if block:
+        return block.group(2), "fenced"
+    value = text[start:end].strip().split("\n\n")[0].strip()
+    return (value + "\n", "unfenced") if value and "```" not in value else (None, None)
 
 
 def extract_test_case(text):
-    """-> (input, expected_output) or None."""
+    """((input, expected_output), rule) of a Tester response, or (None, None). rule: "fenced" when both are
+    fenced blocks, else "unfenced"."""
+    text = _without_placeholders(text)
     i = text.rfind("Test Input:")
     j = text.find("Test Output:", i + 1) if i >= 0 else -1
     if j < 0:
-        return None
-    inp, out = _FENCE.search(text, i, j), _FENCE.search(text, j)
+        return None, None
+    (inp, r_in), (out, r_out) = _after_label(text, i + len("Test Input:"), j), \
+        _after_label(text, j + len("Test Output:"), len(text))
     if inp is None or out is None:
+        return None, None
+    return (inp, out), "fenced" if r_in == r_out == "fenced" else "unfenced"
+
+
+def _last_boxed(text):
+    """The content of the last \\boxed{...}, braces balanced, or None."""
+    i = text.rfind("\\boxed{")
+    if i < 0:
         return None
-    return inp.group(2), out.group(2)
+    depth, k = 0, i + len("\\boxed")
+    for k in range(k, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[k], 0)
+        if depth == 0:
+            return text[i + len("\\boxed{"):k].strip() or None
+    return None
 
 
 def extract_answer(text):
-    """The Reasoner's answer: the rest of the line after the last '####' (App. D.6.1), or None."""
+    """(answer, rule) of a Reasoner response: the rest of the line after the last '####' (App. D.6.1) with markup
+    such as <answer> tags or ** stripped ("hash_line"), else the last \\boxed{} ("boxed"), else the last number
+    outside code blocks ("last_number"); (None, None) when none applies."""
+    text = _without_placeholders(text)
     i = text.rfind("####")
-    if i < 0:
-        return None
-    return text[i + 4:].strip().split("\n")[0].strip() or None
+    if i >= 0:
+        line = _MARKUP.sub("", text[i + 4:].strip().split("\n")[0]).strip()
+        if line:
+            return line, "hash_line"
+    if boxed := _last_boxed(text):
+        return boxed, "boxed"
+    numbers = _LAST_NUMBER.findall(_FENCE.sub("", text))  # a number inside a program is no answer
+    return (numbers[-1], "last_number") if numbers else (None, None)
 
 
 def printed_answer(result):
@@ -288,9 +342,9 @@ def printed_answer(result):
 def code_env(problem, texts, cfg):
     """Run the Coder's program on the Tester's case (Table 3, run 1: the only outcome agents see). Golden tests
     are not run here: they belong to the verifier (attribution.py)."""
-    program, case = extract_program(texts["coder"]), extract_test_case(texts["tester"])
+    (program, by_coder), (case, by_tester) = extract_program(texts["coder"]), extract_test_case(texts["tester"])
     artefacts = {"program": program, "test_input": case and case[0], "test_output": case and case[1],
-                 "program_output": None}
+                 "program_output": None, "parsed_by": {"coder": by_coder, "tester": by_tester}}
     if program is None:
         artefacts["program_output"] = NO_CODE_BLOCK
     elif case is not None:
@@ -302,9 +356,10 @@ def code_env(problem, texts, cfg):
 
 def math_env(problem, texts, cfg):
     """Parse the derivation's answer, run the program, compare the two with the symbolic verifier (App. D.6.1)."""
-    program = extract_program(texts["tool_user"])
-    artefacts = {"derivation": texts["reasoner"], "derivation_answer": extract_answer(texts["reasoner"]),
-                 "program": program}
+    (program, by_tool_user), (answer, by_reasoner) = extract_program(texts["tool_user"]), \
+        extract_answer(texts["reasoner"])
+    artefacts = {"derivation": texts["reasoner"], "derivation_answer": answer, "program": program,
+                 "parsed_by": {"reasoner": by_reasoner, "tool_user": by_tool_user}}
     if program is None:
         artefacts["program_answer"] = NO_CODE_BLOCK
     else:
@@ -325,6 +380,26 @@ def final_answer(episode, cfg):
         raise ValueError(f"RolloutConfig.math_final must be 'reasoner' or 'tool_user', got {cfg.math_final!r}")
     first, second = (deriv, prog) if cfg.math_final == "reasoner" else (prog, deriv)
     return first if first is not None else second
+
+
+def format_counts(episodes):
+    """Per role, how its responses were parsed: {role: {"responses": n, rule: count, ..., "unparsed": count}},
+    rule as named by extract_program / extract_test_case / extract_answer; "unparsed" = no artefact could be
+    read, a format failure rather than wrong work."""
+    out = {}
+    for e in episodes:
+        for turn in e.turns:
+            for role, rule in turn.artefacts.get("parsed_by", {}).items():
+                c = out.setdefault(role, {"responses": 0, "unparsed": 0})
+                c["responses"] += 1
+                c[rule or "unparsed"] = c.get(rule or "unparsed", 0) + 1
+    return out
+
+
+def format_shares(counts):
+    """format_counts' counts (or their sums over ranks) as % of each role's responses: {role: {rule: %}}."""
+    return {role: {k: 100 * v / c["responses"] for k, v in sorted(c.items()) if k != "responses"}
+            for role, c in sorted(counts.items()) if c["responses"]}
 
 
 def stop_ids_of(tokenizer):

@@ -540,7 +540,14 @@ def _lines(text: str) -> list[str]:
 
 
 def _values_match(a, b) -> bool:
-    """Literal values equal up to number tolerance; True is not 1; list and tuple are interchangeable."""
+    """Literal value a equals the expected b up to number tolerance; True is not 1; list and tuple are
+    interchangeable; an expected set matches any list, tuple or set of its elements (a benchmark that asserts
+    `set(f(x)) == ...` stores its outputs as sets)."""
+    if isinstance(b, set) and isinstance(a, (list, tuple, set)):
+        try:
+            return set(a) == b
+        except TypeError:  # unhashable items: no set of them can equal b
+            return False
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):

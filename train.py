@@ -35,8 +35,9 @@ from attribution import attribute_episodes, verdicts_before
 from data import COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems, write_atomic
 from eval import EVAL_DECODING, evaluate, load_policies, markdown
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
-from models import check_same_tokenizer, device, first_line, load_model
-from rollout import ROLES, Response, check_prompt_limit, rollout_config, run_episodes
+from models import check_same_tokenizer, device, first_line, load_model, load_tokenizer
+from rollout import (ROLES, Response, check_prompt_limit, format_counts, format_shares, rollout_config,
+                     run_episodes)
 from sampler import release_decoder, sequence_logprobs
 from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
@@ -303,7 +304,7 @@ def rollout_counts(episodes, attributions, items, overlong):
             "conflicts": sum(not t.agree for e in episodes for t in e.turns), "attributed": len(atts),
             "stopped": {k: sum(e.stopped == k for e in episodes) for k in {e.stopped for e in episodes}},
             "outcomes": {k: sum(a.outcome == k for a in atts) for k in {a.outcome for a in atts}},
-            "teacher_overlong": overlong}
+            "format": format_counts(episodes), "teacher_overlong": overlong}
 
 
 def add_counts(parts):
@@ -325,7 +326,7 @@ def rollout_metrics(c):
             "conflict_rate": c["conflicts"] / max(1, c["attributed"]),
             "stopped": dict(sorted(c.get("stopped", {}).items())),
             "outcomes": dict(sorted(c.get("outcomes", {}).items())),
-            "teacher_overlong": c["teacher_overlong"]}
+            "format": format_shares(c.get("format", {})), "teacher_overlong": c["teacher_overlong"]}
 
 
 def peak_memory_mb(device):
@@ -403,6 +404,11 @@ def build(args, teacher=None):
         raise ValueError(f"--resume: no checkpoint in {args.out}")
     # state.pt first, so that a damaged checkpoint fails before any model loads
     state = read_state(os.path.join(ckpt, "state.pt")) if args.resume else None
+    if teacher is None:  # the tokenizers alone first: a mismatch is refused in seconds, before any weights load
+        if args.teacher is None:
+            raise ValueError("--teacher is required (a model spec, as for --student)")
+        check_same_tokenizer(load_tokenizer(args.teacher), load_tokenizer(args.student),
+                             (f"--teacher {args.teacher}", f"--student {args.student}"))
 
     if args.resume:  # the policies of the checkpoint, in fresh aligned storage like a live run's: loaded
         policies, tok = load_policies(ckpt, roles, "cpu")  # tensors can sit at odd offsets, which changes
@@ -414,10 +420,7 @@ def build(args, teacher=None):
         policies = {r: base for r in roles} if args.shared_policy else {r: copy.deepcopy(base) for r in roles}
     check_prompt_limit(problems, tok, args.max_prompt_tokens)  # before the teacher, the longest load
     if teacher is None:
-        if args.teacher is None:
-            raise ValueError("--teacher is required (a model spec, as for --student)")
-        teacher, teacher_tok = load_model(args.teacher, seed=args.seed + 1)
-        check_same_tokenizer(teacher_tok, tok, (f"--teacher {args.teacher}", f"--student {args.student}"))
+        teacher = load_model(args.teacher, seed=args.seed + 1)[0]
     device = torch.device(args.device)
     teacher.to("cpu" if args.teacher_offload else device, dtype=torch.bfloat16 if args.precision == "bf16"
                else torch.float32).eval().requires_grad_(False)

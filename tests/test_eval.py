@@ -35,7 +35,13 @@ def test_revise_iff_wrong_counts_success_and_both_failure_modes(tok, scripted):
 def test_math_accuracy_uses_the_reference(tok, scripted):
     seats = {"reasoner": scripted(["#### 29"]), "tool_user": scripted(["Code:\n```python\nprint(29)\n```"])}
     eps, atts = ev.run_team([APPLES], seats, tok, 0, CFG)
-    assert ev.team_metrics(eps, atts) == {"acc_math": 100.0, "turns_math": 1.0}
+    assert ev.team_metrics(eps, atts) == {"acc_math": 100.0, "turns_math": 1.0,  # and how each artefact was read:
+                                          "parse_hash_line_reasoner": 100.0, "parse_unparsed_reasoner": 0.0,
+                                          "parse_python_block_tool_user": 100.0, "parse_unparsed_tool_user": 0.0}
+    seats["reasoner"] = scripted(["so it is 30 - 1 = 29."])  # no "####" line: the last number, counted as such
+    eps, atts = ev.run_team([APPLES], seats, tok, 0, CFG)
+    m = ev.team_metrics(eps, atts)
+    assert m["acc_math"] == 100.0 and m["parse_last_number_reasoner"] == 100.0
 
 
 def test_exchange_penalty_of_specialists(tok, scripted):
@@ -47,7 +53,8 @@ def test_exchange_penalty_of_specialists(tok, scripted):
 
 def test_single_agent_judges_only_the_main_role(tok, scripted):
     m = ev.single_agent_metrics([SUM, APPLES], scripted([GOOD + "\n#### 29"]), tok, 0, CFG)
-    assert m == {"acc_code": 100.0, "acc_math": 100.0}
+    assert m == {"acc_code": 100.0, "acc_math": 100.0, "parse_python_block_coder": 100.0, "parse_unparsed_coder": 0.0,
+                 "parse_hash_line_reasoner": 100.0, "parse_unparsed_reasoner": 0.0}
 
 
 def test_heatmap_is_self_contained_and_escaped(tok, qwen3):

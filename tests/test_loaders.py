@@ -11,6 +11,8 @@ from collections import Counter
 
 import pytest
 
+from attribution import attribute_code
+
 from tools import loaders
 from data import ProblemError, check_problem, load_problems
 from tools.loaders import load_dataset_as_problems
@@ -160,6 +162,23 @@ def test_evalplus_gives_inputs_the_tuples_of_the_benchmark_asserts(tmp_path):
     assert loaders._like([[1, [2, [3]]], 4], [(1, (2, (3,))), 4]) == [(1, (2, (3,))), 4]  # nested tuples all the way
 
 
+def test_results_the_benchmark_compares_as_sets_are_stored_and_checked_as_sets(tmp_path):
+    rec = {"task_id": 2, "text": "Shared elements of two tuples.",
+           "code": "def similar(a, b):\n    return tuple(sorted(set(a) & set(b)))\n",
+           "test_list": ["assert set(similar((3, 4, 5), (5, 4))) == set((4, 5))",
+                         "assert set(similar((1,), (2,))) == set(())"], "test_setup_code": ""}
+    stats = Counter()
+    p = load_dataset_as_problems(_jsonl(tmp_path / "mbpp.jsonl", [rec]), stats=stats)[0]
+    assert p["tests"] == [{"input": "[(3, 4, 5), (5, 4)]", "output": "{4, 5}"},
+                          {"input": "[(1,), (2,)]", "output": "set()"}] and not stats  # literal_eval reads set()
+    # the benchmark's own assert passes a program that returns the elements in another order, and so does ours
+    reordered = "def similar(a, b):\n    return sorted(set(a) & set(b), reverse=True)\n"
+    assert attribute_code(p, reordered, None).checks["program_correct"]
+    plain = load_dataset_as_problems(_jsonl(tmp_path / "plain.jsonl", [{**rec, "test_list": [
+        "assert similar((3, 4, 5), (5, 4)) == (4, 5)"]}]))[0]
+    assert plain["tests"][0]["output"] == "(4, 5)"  # an ordered assert stays ordered
+
+
 def test_mbpp_entry_point_from_first_assert_and_setup_code_skipped(tmp_path):
     recs = [{"task_id": 11, "text": "Write a function to double n.",
              "code": "K = 2\r\ndef double(n):\r\n\treturn K * n",
@@ -181,7 +200,7 @@ def test_reference_tests_counts_non_literal_return_values():
     p = {"id": "s", "domain": "code", "format": "function", "entry_point": "f", "question": "q", "tests": [],
          "solution": "def f(x):\n    return {x} if x else frozenset()\n"}
     stats = Counter()
-    kept = loaders.reference_tests([(p, [[1], [0]])], stats)
+    kept = loaders.reference_tests([(p, [[1], [0]], False)], stats)
     assert kept[0]["tests"] == [{"input": "[1]", "output": "{1}"}]
     assert stats == {"outputs not a Python literal": 1}  # 'frozenset()' is a call, not a literal ('set()' is one)
 

@@ -478,7 +478,9 @@ def test_outputs_match_stdio(got, expected, same):
     ("{'a': 1.0, 'b': [2]}", "{'b': (2,), 'a': 1}", True),
     ("{'a': 1}", "{'a': 1, 'b': 2}", False),
     ("{1, 2}", "{2, 1}", True),
-    ("{1, 2}", "[1, 2]", False),
+    ("{1, 2}", "[1, 2]", False),             # a list is compared as a list ...
+    ("(5, 4, 4)", "{4, 5}", True),           # ... an expected set as a set (benchmarks asserting set(f(x)) == ...)
+    ("[[1], [2]]", "{1, 2}", False),         # unhashable items: no TypeError
     ("'1'", "1", False),
     ("None", "None", True),
     ("10**20", "10**20", True),              # not a literal: stripped strings compared

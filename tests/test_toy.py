@@ -135,6 +135,13 @@ def test_ablation_trains_each_variant_per_seed_and_tables_four_systems(tmp_path,
         assert {"acc_code", "acc_math", "exchange_penalty_code", "exchange_penalty_math"} <= set(m)
     assert results["untrained"]["exchange_penalty_code"]["mean"] == 0  # one model in both seats
     assert "Table 2 analogue" in capsys.readouterr().out
+    # --reuse evaluates the trained runs again without training them
+    stamp = os.path.getmtime(os.path.join(out, "mas_opd_seed0", "checkpoint", "state.pt"))
+    ablation.main(["--out", out, "--train-seeds", "0", "1", "--eval-seeds", "5", "--cache", cache, "--max-new-tokens",
+                   "8", "--max-turns", "2", "--eval-problems", held, "--reuse"])
+    printed = capsys.readouterr().out
+    assert "== training" not in printed and printed.count("== reusing") == 6 and "Table 2 analogue" in printed
+    assert os.path.getmtime(os.path.join(out, "mas_opd_seed0", "checkpoint", "state.pt")) == stamp
 
 
 def test_over_runs_is_mean_and_std_over_training_runs():

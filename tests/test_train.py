@@ -38,6 +38,8 @@ def test_three_steps_write_metrics_and_a_loadable_checkpoint(tmp_path, problems)
         assert 0 <= m["conflict_rate"] <= 1 and 1 <= m["turns_per_episode"] <= 2
         assert m["updates"] == 2 and m["skipped"] == 0 and m["peak_memory_mb"] > 0
         assert sum(m["outcomes"].values()) == round(m["turns_per_episode"] * 2)
+        assert set(m["format"]) == set(m["roles"])  # per role, % of responses parsed by each rule or unparsed
+        assert all(abs(sum(shares.values()) - 100) < 1e-9 and "unparsed" in shares for shares in m["format"].values())
     # the sampler's log-probs are the trainer's (on-policy, before any update)
     assert ms[0]["logprob_gap_mean"] <= ms[0]["logprob_gap"] < 1e-4
     ckpt = os.path.join(out, "checkpoint")
@@ -86,6 +88,18 @@ def test_non_finite_teacher_skips_the_step_and_never_checkpoints_bad_weights(tmp
     coder = AutoModelForCausalLM.from_pretrained(os.path.join(out, "checkpoint", "coder"))
     start = tiny_model("qwen3", layers=2, hidden=64, seed=0)
     assert all(torch.equal(x, y) for x, y in zip(coder.parameters(), start.parameters()))  # untouched
+
+
+def test_a_teacher_with_another_tokenizer_is_refused_before_any_weights_load(tmp_path, problems, capsys):
+    other = make_tokenizer()
+    other.add_tokens(["<extra>"])
+    other.save_pretrained(tmp_path / "teacher")
+    (tmp_path / "teacher" / "config.json").write_text("{}")  # no weights at all: loading them would fail otherwise
+    with pytest.raises(SystemExit) as e:
+        train.main(FAST + ["--problems", problems, "--out", str(tmp_path / "run"), "--teacher",
+                           str(tmp_path / "teacher")])
+    assert e.value.code == 2 and "must share a tokenizer" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "run")
 
 
 def test_save_refuses_non_finite_weights(tmp_path):

@@ -8,8 +8,8 @@ import torch
 from attribution import attribute_turn, verdicts_before
 from data import ProblemError, check_problem
 from models import SPECIAL_TOKENS
-from rollout import (RolloutConfig, build_context, check_prompt_limit, extract_answer, extract_program,
-                     extract_test_case, fit_context, run_episodes)
+from rollout import (NO_ANSWER, PLACEHOLDERS, RolloutConfig, build_context, check_prompt_limit, extract_answer,
+                     extract_program, extract_test_case, fit_context, format_counts, format_shares, run_episodes)
 from teacher import teacher_contexts
 
 SUM = {"id": "sum", "domain": "code", "format": "stdio", "question": "Read integers a and b on one line; print a + b.",
@@ -179,21 +179,59 @@ def test_fit_context_drops_oldest_history_first(tok, scripted):
 
 
 def test_parsers_on_hostile_text():
-    assert extract_program("Code:\n```python\nold()\n```\nbetter:\n```python\nnew()\n```") == "new()\n"
-    assert extract_program("```python\nprint(1)\n") is None  # truncated: unclosed fence
-    assert extract_program("```python\n   \n```") is None
-    assert extract_program("```\nx = 1\n```") == "x = 1\n"
+    program = lambda text: extract_program(text)[0]
+    assert program("Code:\n```python\nold()\n```\nbetter:\n```python\nnew()\n```") == "new()\n"
+    assert program("```python\nprint(1)\n") is None  # truncated: unclosed fence
+    assert program("```python\n   \n```") is None
+    assert program("```\nx = 1\n```") == "x = 1\n"
     # an example-output block after the program is not the program: the last ```python block wins ...
-    assert extract_program("Code:\n```python\nprint(5)\n```\nIt prints:\n```\n5\n```") == "print(5)\n"
+    assert program("Code:\n```python\nprint(5)\n```\nIt prints:\n```\n5\n```") == "print(5)\n"
     # ... and without a language tag, the first block after the last "Code:" label
-    assert extract_program("Code:\n```\nprint(5)\n```\nOutput:\n```text\n5\n```") == "print(5)\n"
-    assert extract_program("Sketch:\n```\na\n```\nCode:\n```\nb\n```\n```\nc\n```") == "b\n"
-    assert extract_test_case("Test Input:\n```\n1\n```") is None
-    assert extract_test_case("Test Output:\n```\n1\n```\nTest Input:\n```\n2\n```") is None
+    assert program("Code:\n```\nprint(5)\n```\nOutput:\n```text\n5\n```") == "print(5)\n"
+    assert program("Sketch:\n```\na\n```\nCode:\n```\nb\n```\n```\nc\n```") == "b\n"
+    assert extract_test_case("Test Input:\n```\n1\n```") == (None, None)
+    assert extract_test_case("Test Output:\n```\n1\n```\nTest Input:\n```\n2\n```") == (None, None)
     assert extract_test_case("Test Input:\n```\n1\n```\nTest Output:\n```\n2\n```\n"
-                             "Test Input:\n```\n3\n```\nTest Output:\n```\n4\n```") == ("3\n", "4\n")
-    assert extract_answer("so #### 12\nmore text") == "12" and extract_answer("#### ") is None
-    assert extract_answer("no marker") is None and extract_answer("#### 1\n#### 2") == "2"
+                             "Test Input:\n```\n3\n```\nTest Output:\n```\n4\n```") == (("3\n", "4\n"), "fenced")
+    assert extract_answer("so #### 12\nmore text") == ("12", "hash_line") and extract_answer("#### ") == (None, None)
+    assert extract_answer("no marker") == (None, None) and extract_answer("#### 1\n#### 2")[0] == "2"
+
+
+def test_tolerant_parsing_rules_name_the_rule_that_read_each_artefact():
+    # each rule in turn, and which one read the artefact
+    assert extract_program("Code:\n```python\nprint(1)\n```") == ("print(1)\n", "python_block")
+    assert extract_program("Code:\n```\nprint(1)\n```") == ("print(1)\n", "after_code_label")
+    assert extract_program("Here:\n```\nprint(1)\n```") == ("print(1)\n", "any_block")
+    # a "Code:" label repeated inside the fence is not code (it would be a SyntaxError)
+    assert extract_program("Code:\n```python\nCode:\nprint(18)\n```") == ("print(18)\n", "python_block")
+    assert extract_program("```python\nCode:\n```") == (None, None)
+    # unfenced test cases are accepted, fenced ones preferred
+    assert extract_test_case("Test Input: [3, 'ab']\nTest Output: 5\n\nbecause ...") == (("[3, 'ab']\n", "5\n"),
+                                                                                        "unfenced")
+    assert extract_test_case("Test Input:\n4 5\nTest Output:\n```\n9\n```") == (("4 5\n", "9\n"), "unfenced")
+    assert extract_test_case("Test Input:\nTest Output: 3") == (None, None)
+    # the answer: the #### line without markup, else \boxed{}, else the last number
+    assert extract_answer("#### <answer>3</answer>") == ("3", "hash_line")
+    assert extract_answer("Reasoning Steps: ...\n#### **70,000**") == ("70,000", "hash_line")
+    assert extract_answer("so the total is \\boxed{\\frac{1}{2}} dollars") == ("\\frac{1}{2}", "boxed")
+    assert extract_answer("He pays 3 + 4 = 7, so <answer>70,000</answer>") == ("70,000", "last_number")
+    assert extract_answer("It is -2.5 or 1/3") == ("1/3", "last_number")
+    assert extract_answer("Code:\n```python\nprint(3 * 4)\n```") == (None, None)  # a program's numbers are no answer
+    # the project's own placeholders, copied from a history, are no artefacts (NO_ANSWER even holds "####")
+    for placeholder in PLACEHOLDERS:
+        assert extract_answer(placeholder) == (None, None) and extract_program(placeholder) == (None, None)
+        assert extract_test_case(f"Test Input:\n{placeholder}\nTest Output:\n{placeholder}") == (None, None)
+    assert extract_answer(f"Your answer: {NO_ANSWER}\nI keep it: 4")[0] == "4"
+
+
+def test_format_counts_and_shares_per_role(tok, scripted):
+    e = run_episodes([SUM], {"coder": scripted(["Here:\n```\nprint(1)\n```", GOOD]),
+                             "tester": scripted(["no test here", TEST_OK])}, tok,
+                     RolloutConfig(max_turns=2, code_timeout=5))
+    counts = format_counts(e)
+    assert counts == {"coder": {"responses": 2, "unparsed": 0, "any_block": 1, "python_block": 1},
+                      "tester": {"responses": 2, "unparsed": 1, "fenced": 1}}
+    assert format_shares(counts)["tester"] == {"fenced": 50.0, "unparsed": 50.0}
 
 
 def test_one_tiny_model_in_both_seats_logprobs_rescore_exactly(tok, qwen3):

@@ -31,7 +31,8 @@ from sandbox import run_case
 # ("FILE:LINE"), `pid` is its id (record_id), `stats` (a Counter) counts what was dropped and why. A malformed
 # record raises ProblemError; a well-formed one that cannot become a problem (no reference answer, no literal
 # test) raises Skip and is counted. HumanEval(+)/MBPP(+) converters return (problem without tests, argument
-# lists): their golden outputs come from running the reference solution (reference_tests).
+# lists, as_set): their golden outputs come from running the reference solution (reference_tests); as_set says
+# that the benchmark's asserts compare the result as a set (`assert set(f(x)) == set(...)`).
 
 class Skip(Exception):
     """A well-formed record that yields no problem; the message is the reason counted in stats."""
@@ -124,14 +125,18 @@ def from_olympiadbench(rec, where, pid, stats):
 
 
 def _calls_in_asserts(code, name, stats):
-    """Argument lists of the calls `name(...)` with only literal arguments inside the asserts of `code`:
-    `assert candidate([1, 2], 3) == ...`, `assert math.isclose(f(2), 4.0)`. The expected side is ignored
-    (outputs come from the reference, so set()/isclose wrappers do not matter); a call with a non-literal
-    argument (a loop variable, a Node object) is counted and left out."""
+    """(argument lists, as_set): the argument lists of the calls `name(...)` with only literal arguments inside
+    the asserts of `code` (`assert candidate([1, 2], 3) == ...`, `assert math.isclose(f(2), 4.0)`), and whether
+    an assert compares such a call's result as a set (`set(f(x)) == ...`). The expected side is ignored (outputs
+    come from the reference); a call with a non-literal argument (a loop variable, a Node object) is counted and
+    left out."""
     try:
         asserts = [n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Assert)]
     except SyntaxError:
-        return []
+        return [], False
+    as_set = any(isinstance(c, ast.Call) and getattr(c.func, "id", None) == "set" and c.args
+                 and isinstance(c.args[0], ast.Call) and getattr(c.args[0].func, "id", None) == name
+                 for a in asserts for c in ast.walk(a.test))
     found = []
     for call in (c for a in asserts for c in ast.walk(a.test)):
         if isinstance(call, ast.Call) and getattr(call.func, "id", None) == name:
@@ -141,7 +146,7 @@ def _calls_in_asserts(code, name, stats):
                 found.append([ast.literal_eval(a) for a in call.args])
             except (ValueError, TypeError, SyntaxError, RecursionError):
                 stats["test calls with non-literal arguments"] += 1
-    return found
+    return found, as_set
 
 
 def _function(pid, entry, question, solution, tests=None):
@@ -154,7 +159,7 @@ def from_humaneval(rec, where, pid, stats):
     are the literal `candidate(...)` calls of `test` (inputs built in loops or at random are left out)."""
     prompt = _get(rec, where, "prompt")
     p = _function(pid, _get(rec, where, "entry_point"), prompt, prompt + _get(rec, where, "canonical_solution"))
-    return p, _calls_in_asserts(_get(rec, where, "test"), "candidate", stats)
+    return (p, *_calls_in_asserts(_get(rec, where, "test"), "candidate", stats))
 
 
 def from_mbpp(rec, where, pid, stats):
@@ -174,7 +179,7 @@ def from_mbpp(rec, where, pid, stats):
     except (SyntaxError, StopIteration):
         raise Skip("first test calls no function of the reference") from None
     return (_function(pid, entry, f'"""\n{text.strip()}\n{tests[0].strip()}\n"""\n', code),
-            _calls_in_asserts("\n".join(tests), entry, stats))
+            *_calls_in_asserts("\n".join(tests), entry, stats))
 
 
 def _has_list(t):
@@ -217,19 +222,20 @@ def from_evalplus(rec, where, pid, stats):
             raise ProblemError(f"{where}: field {k!r} must be a list of argument lists")
         inputs += v
     humaneval = "assertion" not in rec
-    calls = _calls_in_asserts(rec.get("test" if humaneval else "assertion") or "", "candidate" if humaneval else entry,
-                              Counter())
+    calls, as_set = _calls_in_asserts(rec.get("test" if humaneval else "assertion") or "",
+                                      "candidate" if humaneval else entry, Counter())
     return (_function(pid, entry, prompt, prompt + canonical if humaneval else canonical),
-            [_like(a, calls[0]) for a in inputs] if calls else inputs)
+            [_like(a, calls[0]) for a in inputs] if calls else inputs, as_set)
 
 
 def reference_tests(pairs, stats, *, max_tests=None, workers=None, timeout=30.0):
     """Fill in the golden tests of function problems: for each distinct argument list (the first `max_tests`),
-    the repr of what the reference solution returns on it in the sandbox. pairs: [(problem, [args, ...])].
+    the repr of what the reference solution returns on it in the sandbox, as a set literal when the benchmark
+    compares results as sets (so that outputs_match does too). pairs: [(problem, [args, ...], as_set)].
     Counted and left out: an input whose repr is no literal (inf, nan, objects), a run that fails or times out,
     a result whose repr is no literal (objects, Counter). Returns the problems left with at least one test."""
     jobs = []
-    for k, (p, arg_lists) in enumerate(pairs):
+    for k, (p, arg_lists, _) in enumerate(pairs):
         distinct = list(dict.fromkeys(repr(list(a)) for a in arg_lists))
         literals = [s for s in distinct if _is_literal(s)]
         _count(stats, "inputs not a Python literal", len(distinct) - len(literals))
@@ -247,13 +253,26 @@ def reference_tests(pairs, stats, *, max_tests=None, workers=None, timeout=30.0)
         results = list(tqdm(pool.map(run, jobs), total=len(jobs), desc="reference outputs", unit="run",
                             file=sys.stderr, disable=not jobs))
     for (k, s), r in zip(jobs, results):
+        out = r.stdout.strip()
+        if r.ok and pairs[k][2] and _is_literal(out):
+            out = _as_set_literal(out)
         if not r.ok:
             stats["inputs where the reference failed"] += 1
-        elif not _is_literal(r.stdout.strip()):
+        elif not _is_literal(out):
             stats["outputs not a Python literal"] += 1
         else:
-            pairs[k][0]["tests"].append({"input": s, "output": r.stdout.strip()})
-    return [p for p, _ in pairs if p["tests"]]
+            pairs[k][0]["tests"].append({"input": s, "output": out})
+    return [p for p, _, _ in pairs if p["tests"]]
+
+
+def _as_set_literal(text):
+    """The literal of a collection as a set literal ('(4, 5)' -> '{4, 5}'); unchanged when it is no collection or
+    its items are unhashable ('()' -> 'set()', which ast.literal_eval reads)."""
+    value = ast.literal_eval(text)
+    try:
+        return repr(set(value)) if isinstance(value, (list, tuple, set)) else text
+    except TypeError:
+        return text
 
 
 def _function_stub(starter):

@@ -2,6 +2,7 @@
 
     python -m toy.ablation                                    # 3 variants x 3 training seeds (README: its time)
     python -m toy.ablation --train-seeds 0 --eval-seeds 7 --steps 4   # a quick look
+    python -m toy.ablation --reuse                            # evaluate the runs in OUT again, no training
 
 Trains MAS-OPD, w/o RAS (lambda = 0) and w/o PAC (the teacher sees only the student-visible context) from the same
 base students, once per training seed, then evaluates each trained team and the untrained one on the held-out toy
@@ -56,6 +57,8 @@ def main(argv=None):
     ap.add_argument("--eval-seeds", type=SEED, nargs="+", default=[2000, 2001, 2002])
     ap.add_argument("--cache", default=".cache")
     ap.add_argument("--eval-problems", help="held-out problem file (default: the toy world's test split)")
+    ap.add_argument("--reuse", action="store_true", help="evaluate the runs already trained in OUT (each run's "
+                    "checkpoint) instead of training them again, e.g. after a change to the evaluation")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     root = build_toy(args.cache)
     common = train_args(root, args.out) + ["--eval-seeds"] + [str(s) for s in args.eval_seeds] + rest
@@ -66,6 +69,9 @@ def main(argv=None):
     runs = {name: [os.path.join(args.out, f"{_slug(name)}_seed{s}") for s in args.train_seeds] for name in VARIANTS}
     for name, flags in VARIANTS.items():
         for seed, out in zip(args.train_seeds, runs[name]):
+            if args.reuse and os.path.isfile(os.path.join(out, "checkpoint", "state.pt")):
+                print(f"== reusing {name}, seed {seed}: {out}")
+                continue
             print(f"== training {name}, seed {seed}")
             train.main(common + flags + ["--seed", str(seed), "--out", out], teacher=teacher)  # evaluated below
 

@@ -210,19 +210,21 @@ def step_env(problem, texts):
     """The environment of rollout.code_env / math_env and the verifier's checks, on simulator programs without a
     sandbox. Returns (artefacts in rollout's layout, agree, {role: was its artefact right})."""
     if problem["domain"] == "code":
-        prog, case = extract_program(texts["coder"]), extract_test_case(texts["tester"])
+        (prog, by_coder), (case, by_tester) = extract_program(texts["coder"]), extract_test_case(texts["tester"])
         out = _run(prog, case[0]) if prog and case else None
         artefacts = {"program": prog, "test_input": case and case[0], "test_output": case and case[1],
-                     "program_output": NO_CODE_BLOCK if prog is None else out}
+                     "program_output": NO_CODE_BLOCK if prog is None else out,
+                     "parsed_by": {"coder": by_coder, "tester": by_tester}}
         agree = out is not None and not is_error(out) and outputs_match("stdio", out, case[1])
         passes = prog is not None and all(outputs_match("stdio", _run(prog, t["input"]), t["output"])
                                           for t in problem["tests"])
         test_ok = case is not None and outputs_match("stdio", _run(problem["solution"], case[0]), case[1])
         return artefacts, agree, {"coder": passes, "tester": test_ok}
-    prog = extract_program(texts["tool_user"])
+    (prog, by_tool_user), (answer, by_reasoner) = extract_program(texts["tool_user"]), \
+        extract_answer(texts["reasoner"])
     printed = printed_answer(RunResult(_run(prog), None)) if prog else NO_CODE_BLOCK
-    artefacts = {"derivation": texts["reasoner"], "derivation_answer": extract_answer(texts["reasoner"]),
-                 "program": prog, "program_answer": printed}
+    artefacts = {"derivation": texts["reasoner"], "derivation_answer": answer, "program": prog,
+                 "program_answer": printed, "parsed_by": {"reasoner": by_reasoner, "tool_user": by_tool_user}}
     agree = not is_error(printed) and answers_equivalent(artefacts["derivation_answer"], printed)
     return artefacts, agree, {"reasoner": answers_equivalent(artefacts["derivation_answer"], problem["answer"]),
                               "tool_user": not is_error(printed) and answers_equivalent(printed, problem["answer"])}
