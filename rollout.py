@@ -55,16 +55,31 @@ IO_RULES = {
 TEST_RULES = {
     "stdio": "The test input must follow the problem's input format exactly, and the expected output must be "
              "exactly what a correct program prints for it.",
-    "function": "The test input is the argument list of `{entry_point}` written as a Python list literal, e.g. "
-                "[3, 'ab'], and the expected output is the correct return value written as a Python literal.",
+    "function": "The test input is the arguments of `{entry_point}` written as one Python list literal, one element "
+                "per parameter in order, and the expected output is the correct return value written as a Python "
+                "literal.",
 }
-FMT_CODE = 'Answer format: write "Code:" and then the complete program in one ```python fenced block.'
-FMT_TEST = ('Answer format: after your reasoning, write "Test Input:" followed by a ``` fenced block holding '
-            'the input, then "Test Output:" followed by a ``` fenced block holding the expected output.')
-FMT_MATH = ('Answer format: write "Reasoning Steps:" and your derivation, then a last line "#### <answer>" with '
-            'only the final answer.')
-FMT_TOOL = ('Answer format: write "Code:" and then one ```python fenced block; the program must print only the '
-            'final answer.')
+# Answer formats (App. F.1-F.2), reworded where small instruct models took App. F's wording literally (§10.1):
+# the answer line is described in words, never as a "<answer>" placeholder that reads like markup; the test rule
+# gives no concrete example value that a Tester could copy for an unrelated function; and each format ends with
+# the exact layout of a response, schematic ("..." stands for the model's own text) so there is nothing to copy.
+# The layouts are our addition: App. F shows none.
+LAYOUT = {
+    "coder": "Code:\n```python\n...\n```",
+    "tester": "...\nTest Input:\n```\n...\n```\nTest Output:\n```\n...\n```",
+    "reasoner": "Reasoning Steps:\n...\n#### ...",
+    "tool_user": "Code:\n```python\n...\nprint(...)\n```",
+}
+_SHOWN = ' Layout ("..." stands for your own text):\n'
+FMT_CODE = ('Answer format: a line "Code:" and then the complete program in one ```python fenced block.' + _SHOWN
+            + LAYOUT["coder"])
+FMT_TEST = ('Answer format: after your reasoning, a line "Test Input:" and then a ``` fenced block holding the '
+            'input, then a line "Test Output:" and then a ``` fenced block holding the expected output.' + _SHOWN
+            + LAYOUT["tester"])
+FMT_MATH = ('Answer format: a line "Reasoning Steps:" and your derivation, then a last line that starts with #### '
+            'followed by the final number or expression and nothing else.' + _SHOWN + LAYOUT["reasoner"])
+FMT_TOOL = ('Answer format: a line "Code:" and then one ```python fenced block; the program must print only the '
+            'final answer.' + _SHOWN + LAYOUT["tool_user"])
 
 GUIDANCE = {  # what the role does at turn 0
     "coder": "Think through the problem step by step, then write a program that solves it. {io}",
@@ -249,8 +264,9 @@ def check_prompt_limit(problems, tokenizer, limit):
 # yields no program. A test case is read after the last "Test Input:" and the following "Test Output:": fenced
 # blocks when there are any, else the text after each label (unfenced). Only one test case is read per turn.
 # The Reasoner's answer: the last "####" line with markup stripped, else the last \boxed{...}, else the last
-# number outside code blocks. The placeholders this project writes into histories (NO_PROGRAM ...) are removed
-# before any rule runs, so a student that copies one from its history has written no artefact.
+# number outside code blocks. The placeholders this project writes into histories (NO_PROGRAM ...) and the
+# prompts' schematic layouts are removed before any rule runs, so a student that copies one from its history or
+# its prompt has written no artefact.
 _FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.S)
 _LABEL_LINE = re.compile(r"\A(\s*Code:[ \t]*\n)+")
 _MARKUP = re.compile(r"</?[A-Za-z][\w-]*>|\*\*|__|`")
@@ -258,7 +274,7 @@ _LAST_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?")
 
 
 def _without_placeholders(text):
-    for p in PLACEHOLDERS:
+    for p in PLACEHOLDERS + tuple(LAYOUT.values()):
         text = text.replace(p, "")
     return text
 
@@ -323,7 +339,7 @@ def extract_answer(text):
     i = text.rfind("####")
     if i >= 0:
         line = _MARKUP.sub("", text[i + 4:].strip().split("\n")[0]).strip()
-        if line:
+        if re.search(r"\w", line):  # a copied "#### ..." of the layout is no answer
             return line, "hash_line"
     if boxed := _last_boxed(text):
         return boxed, "boxed"

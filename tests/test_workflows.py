@@ -8,8 +8,9 @@ import torch
 from attribution import attribute_turn, verdicts_before
 from data import ProblemError, check_problem
 from models import SPECIAL_TOKENS
-from rollout import (NO_ANSWER, PLACEHOLDERS, RolloutConfig, build_context, check_prompt_limit, extract_answer,
-                     extract_program, extract_test_case, fit_context, format_counts, format_shares, run_episodes)
+from rollout import (LAYOUT, NO_ANSWER, PLACEHOLDERS, ROLES, RolloutConfig, build_context, check_prompt_limit,
+                     extract_answer, extract_program, extract_test_case, fit_context, format_counts, format_shares,
+                     run_episodes)
 from teacher import teacher_contexts
 
 SUM = {"id": "sum", "domain": "code", "format": "stdio", "question": "Read integers a and b on one line; print a + b.",
@@ -222,6 +223,19 @@ def test_tolerant_parsing_rules_name_the_rule_that_read_each_artefact():
         assert extract_answer(placeholder) == (None, None) and extract_program(placeholder) == (None, None)
         assert extract_test_case(f"Test Input:\n{placeholder}\nTest Output:\n{placeholder}") == (None, None)
     assert extract_answer(f"Your answer: {NO_ANSWER}\nI keep it: 4")[0] == "4"
+    # the prompts' schematic layouts, copied verbatim or in part, are no artefacts either
+    assert extract_program(LAYOUT["coder"]) == (None, None) and extract_program(LAYOUT["tool_user"]) == (None, None)
+    assert extract_test_case(LAYOUT["tester"]) == (None, None)
+    assert extract_answer(LAYOUT["reasoner"]) == (None, None) and extract_answer("#### ...") == (None, None)
+    assert extract_program("Code:\n```python\nprint(2)\n```\n" + LAYOUT["coder"]) == ("print(2)\n", "python_block")
+
+
+def test_prompts_show_each_role_its_layout_and_nothing_to_copy(tok):
+    for domain, roles in ROLES.items():
+        p = SUM if domain == "code" else APPLES
+        for role in roles:
+            text = tok.decode([i for s in build_context(tok, p, role, []) for i in s.ids])
+            assert LAYOUT[role] in text and "<answer>" not in text and "'ab'" not in text
 
 
 def test_format_counts_and_shares_per_role(tok, scripted):

@@ -4,7 +4,7 @@
     python -m toy --steps 4            # any train.py flag is passed on and overrides the preset (world.PRESET)
 
 The toy student and problems are plain files under CACHE/toy-vN (student/, train.jsonl, valid.jsonl, test.jsonl),
-so eval.py reads them like any others, e.g. `python eval.py --problems .cache/toy-v9/test.jsonl --run runs/toy`.
+so eval.py reads them like any others, e.g. `python eval.py --problems .cache/toy-v10/test.jsonl --run runs/toy`.
 The teacher is toy/expert.py's hand-written one, handed to train.main as an object.
 """
 import argparse

@@ -308,7 +308,7 @@ def sft(model, examples, steps, batch=32, lr=3e-3, seed=0, desc="sft"):
     return model.eval()
 
 
-TOY_VERSION = "toy-v9"  # bump when anything above (or the prompts, parsing or teacher contexts) changes what gets built
+TOY_VERSION = "toy-v10"  # bump when anything above (or the prompts, parsing or teacher contexts) changes what gets built
 # Untied input and output embeddings: with tied ones, every push down on a sampled token (a guessed digit, say)
 # would also move how that token is read in the question, and the toy students drifted into garbage.
 SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2, tie_word_embeddings=False)
