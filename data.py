@@ -16,7 +16,8 @@ program. Reference answers, golden tests and solutions are read by the verifier 
 no agent context is ever built from them.
 
 Benchmark and hub datasets are converted into this schema by tools/loaders.py. Also here, for every command line:
-atomic writes, strict JSON, the up-front check of output paths and the argparse type of numeric flags.
+atomic writes, strict JSON, the up-front check of output paths, the argparse type of numeric flags and the
+presets of train.py and eval.py.
 """
 import argparse
 import ast
@@ -91,6 +92,29 @@ def bounded(kind, low, high=math.inf, low_open=False):
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
         return value
     return parse
+
+
+# Presets: the defaults of the flags whose right value depends on the scale of the run. A flag given explicitly
+# always wins (apply_preset fills only flags left unset). train.py reads the training keys, eval.py `seeds` and
+# `max_new_tokens`.
+PRESETS = {
+    # App. D.6.1 / D.6.3 (and D.5 for evaluation): steps, batches, lr, lengths; one evaluation per trained run,
+    # five for a prompt-only system (Table 1). micro_batch is not the paper's (it does not fix one).
+    "paper": dict(steps=150, batch=128, mini_batch=64, micro_batch=8, lr=1e-6, max_new_tokens=4096,
+                  max_prompt_tokens=8192, teacher_max_prompt_tokens=12288, eval_seeds=[1000], seeds=[0, 1, 2, 3, 4]),
+    # A first run of real models on a CPU: every phase once or twice at short lengths, in minutes per step.
+    "cpu": dict(steps=2, batch=2, mini_batch=2, micro_batch=2, lr=1e-6, max_new_tokens=256, max_prompt_tokens=2048,
+                teacher_max_prompt_tokens=3072, eval_seeds=[1000], seeds=[0]),
+}
+
+
+def apply_preset(args):
+    """Fill every flag of `args` (an argparse namespace with a `preset` attribute) that was left unset (None)
+    from PRESETS[args.preset]; returns the names filled, for the start-up line."""
+    filled = [k for k, v in PRESETS[args.preset].items() if getattr(args, k, v) is None]
+    for k in filled:
+        setattr(args, k, PRESETS[args.preset][k])
+    return filled
 
 
 COUNT = bounded(int, 1)  # steps, batch sizes, token and turn limits, workers: 0 would do nothing

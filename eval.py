@@ -19,14 +19,16 @@ import json
 import os
 import statistics
 import sys
+import time
 
 import torch
 
 from attribution import answers_equivalent, attribute_episodes
-from data import COUNT, SEED, ProblemError, check_writable, json_text, load_problems, write_atomic
-from models import device, load_model
-from rollout import (ROLES, check_prompt_limit, format_counts, format_shares, rollout_config, run_episodes,
-                     stop_ids_of)
+from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
+                  load_problems, write_atomic)
+from models import cpu_threads, device, forget_gguf, load_model
+from rollout import (ROLES, append_episodes, check_prompt_limit, format_counts, format_shares, rollout_config,
+                     run_episodes, stop_ids_of)
 from sampler import Generation
 from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
@@ -106,9 +108,11 @@ def format_metrics(episodes, roles=None):
             if roles is None or role in roles for rule, v in shares.items()}
 
 
-def single_agent_metrics(problems, model, tok, seed, cfg):
+def single_agent_metrics(problems, model, tok, seed, cfg, on_run=None):
     """SA+ST: the main role alone for one turn (Coder for code, Reasoner for math); its partner seat is an
-    empty scripted agent so that nothing but the main role's own artefact is judged."""
+    empty scripted agent so that nothing but the main role's own artefact is judged. on_run as for evaluate
+    (seats "single")."""
+    start = time.perf_counter()
     stop = stop_ids_of(tok)[0]
     silent = lambda prompts: Generation([[stop] for _ in prompts], [[0.0] for _ in prompts])
     seats = {"coder": model, "tester": silent, "reasoner": model, "tool_user": silent}
@@ -120,7 +124,10 @@ def single_agent_metrics(problems, model, tok, seed, cfg):
         if mine:
             ok = [atts[id(e)][0].checks["program_correct" if domain == "code" else "derivation_correct"] for e in mine]
             m[f"acc_{domain}"] = 100 * sum(map(bool, ok)) / len(mine)
-    return {**m, **format_metrics(episodes, roles=("coder", "reasoner"))}  # the silent seats write nothing
+    m.update(format_metrics(episodes, roles=("coder", "reasoner")))  # the silent seats write nothing
+    if on_run:
+        on_run(seed, "single", episodes, m, time.perf_counter() - start)
+    return m
 
 
 def mean_std(per_seed):
@@ -132,17 +139,33 @@ def mean_std(per_seed):
     return out
 
 
-def evaluate(problems, policies, tok, seeds, cfg, exchange=True):
-    """Team evaluation over seeds; with exchange=True also the swapped seats and the exchange penalty."""
+def evaluate(problems, policies, tok, seeds, cfg, exchange=True, on_run=None):
+    """Team evaluation over seeds; with exchange=True also the swapped seats and the exchange penalty. on_run:
+    called after every run as on_run(seed, seats, episodes, metrics, seconds), seats "own" or "exchanged"."""
     own = []
     for seed in seeds:
-        own.append(team_metrics(*run_team(problems, policies, tok, seed, cfg)))
+        own.append(_run(problems, policies, tok, seed, cfg, "own", on_run))
         if exchange:  # each policy plays its partner's seat (in a two-role team, kappa of its own role) and
             # receives that seat's prompt (Fig. 3a)
-            m = team_metrics(*run_team(problems, {r: policies[KAPPA[r]] for r in policies}, tok, seed, cfg))
+            m = _run(problems, {r: policies[KAPPA[r]] for r in policies}, tok, seed, cfg, "exchanged", on_run)
             own[-1].update({f"exchange_penalty_{d}": own[-1][f"acc_{d}"] - m[f"acc_{d}"]
                             for d in ("code", "math") if f"acc_{d}" in m})
     return mean_std(own)
+
+
+def _run(problems, policies, tok, seed, cfg, seats, on_run):
+    start = time.perf_counter()
+    episodes, atts = run_team(problems, policies, tok, seed, cfg)
+    m = team_metrics(episodes, atts)
+    if on_run:
+        on_run(seed, seats, episodes, m, time.perf_counter() - start)
+    return m
+
+
+def run_line(seed, seats, episodes, metrics, seconds):
+    """The progress line of one evaluation run: seed, seats, time and accuracy per domain."""
+    acc = ", ".join(f"{k} {v:.1f}" for k, v in metrics.items() if k.startswith("acc_"))
+    return f"eval seed {seed}, {seats} seats: {len(episodes)} episodes in {seconds:.1f} s; {acc}"
 
 
 def heatmap_html(teacher, tok, items, block=4, levels=11):
@@ -201,6 +224,15 @@ def markdown(rows):
     return "\n".join(lines)
 
 
+def report_run(path):
+    """-> on_run for evaluate: a progress line per run, and with a path its episodes appended there (JSONL)."""
+    def on_run(seed, seats, episodes, metrics, seconds):
+        print(run_line(seed, seats, episodes, metrics, seconds), flush=True)
+        if path:
+            append_episodes(path, episodes, seed=seed, seats=seats)
+    return on_run
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Evaluate a team or a single agent; the paper's analysis metrics.")
     who = ap.add_mutually_exclusive_group(required=True)
@@ -208,30 +240,41 @@ def main(argv=None):
     who.add_argument("--student", help="untrained: this model in every seat")
     who.add_argument("--single-agent", help="this model alone, one turn (e.g. the teacher)")
     ap.add_argument("--problems", required=True, help="JSONL problem file (schema: data.py)")
-    ap.add_argument("--seeds", type=SEED, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--max-new-tokens", type=COUNT, default=96)
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="paper", help="defaults of --seeds and "
+                    "--max-new-tokens: the paper's (five seeds, 4096 tokens) or a first CPU run's (data.py, PRESETS)")
+    ap.add_argument("--seeds", type=SEED, nargs="+", help="(preset) one evaluation per seed")
+    ap.add_argument("--max-new-tokens", type=COUNT, help="(preset) response limit [4096]")
+    ap.add_argument("--episodes", help="append every run's episodes here as JSONL as each run ends")
+    ap.add_argument("--threads", type=bounded(int, 0), default=0, help="torch CPU threads; 0 = the free cores")
     ap.add_argument("--no-exchange", action="store_true", help="skip the seat-exchange evaluation")
     ap.add_argument("--heatmap", help="write the App. G.2 role-advantage heat map (needs --teacher) here")
     ap.add_argument("--teacher", default="tiny-qwen3", help="teacher for --heatmap (a model spec as for --student)")
     ap.add_argument("--json", help="write all figures here")
     ap.add_argument("--device", type=device, default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args(argv)
+    apply_preset(args)
     if args.heatmap and args.single_agent:
         ap.error("--heatmap needs a team (--run or --student), not --single-agent")
+    print(f"preset: {args.preset} (seeds {args.seeds}, max_new_tokens {args.max_new_tokens}; explicit flags win)")
     print("config:", json.dumps(vars(args)))
+    print(cpu_threads(args.threads))
     stop_on_sigterm()
     print("sandbox:", describe())
     try:
-        for flag, path in (("--json", args.json), ("--heatmap", args.heatmap)):  # before the run, not after it
-            if path:
+        for flag, path in (("--json", args.json), ("--heatmap", args.heatmap), ("--episodes", args.episodes)):
+            if path:  # before the run, not after it
                 check_writable(path, flag)
+        if args.episodes:
+            open(args.episodes, "w").close()
         problems = load_problems(args.problems)
+        on_run = report_run(args.episodes)
         roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
         cfg = rollout_config(args, **EVAL_DECODING)
         if args.single_agent:
             model, tok = load_model(args.single_agent, seed=1)
             check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
-            per_seed = [single_agent_metrics(problems, model.to(args.device), tok, s, cfg) for s in args.seeds]
+            forget_gguf()
+            per_seed = [single_agent_metrics(problems, model.to(args.device), tok, s, cfg, on_run) for s in args.seeds]
             result = {f"single agent {args.single_agent}": mean_std(per_seed)}
         else:
             if args.run:
@@ -239,9 +282,11 @@ def main(argv=None):
             else:
                 model, tok = load_model(args.student)
                 policies = {r: model.to(args.device) for r in roles}
+            forget_gguf()
             check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
             name = args.run or f"untrained {args.student}"
-            result = {name: evaluate(problems, policies, tok, args.seeds, cfg, exchange=not args.no_exchange)}
+            result = {name: evaluate(problems, policies, tok, args.seeds, cfg, exchange=not args.no_exchange,
+                                     on_run=on_run)}
         print(markdown(result))
         if args.json:  # before the heat map, whose teacher may still fail to load
             write_atomic(args.json, json_text(result, indent=1))

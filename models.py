@@ -13,8 +13,10 @@ import copy
 import functools
 import importlib.metadata
 import importlib.util
+import mmap
 import os
 import re
+import struct
 
 import torch
 from tokenizers import Tokenizer, decoders, models as bpe, pre_tokenizers
@@ -144,6 +146,83 @@ def load_model(spec, *, seed=0, dtype=torch.float32, device="cpu"):
     return model.to(device=device, dtype=dtype).eval(), tok
 
 
+# GGUF's header, read directly: the checks that run before any weights load (shared tokenizer, memory plan) need
+# only the vocabulary and the shape, and transformers' reader takes seconds per file on a big vocabulary.
+_GGUF_SCALAR = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+
+def gguf_header(path):
+    """({key: value} of a GGUF file's metadata, [tensor names]) without reading any tensor data (format v2/v3:
+    little-endian; type 8 = string, 9 = array). ValueError with one line for a file that is not GGUF."""
+    with open(path, "rb") as f:
+        buf = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        value = struct.unpack_from("<" + fmt, buf, pos)
+        pos += struct.calcsize("<" + fmt)
+        return value[0]
+
+    def string():
+        nonlocal pos
+        n = take("Q")
+        pos += n
+        return bytes(buf[pos - n:pos]).decode("utf-8", "replace")
+
+    def value(kind):
+        if kind == 8:
+            return string()
+        if kind == 9:
+            item, n = take("I"), take("Q")
+            return [value(item) for _ in range(n)]
+        return take(_GGUF_SCALAR[kind])
+
+    try:
+        if bytes(buf[:4]) != b"GGUF":
+            raise ValueError("no GGUF magic")
+        pos = 8  # magic, version
+        n_tensors, n_kv = take("Q"), take("Q")
+        meta = {}
+        for _ in range(n_kv):
+            key = string()
+            meta[key] = value(take("I"))
+        names = []
+        for _ in range(n_tensors):  # name, n_dims, dims, type, offset
+            names.append(string())
+            dims = take("I")
+            pos += 8 * dims + 4 + 8
+        return meta, names
+    except (ValueError, KeyError, struct.error, UnicodeError) as e:
+        raise ValueError(f"model {path!r}: not a readable GGUF file ({first_line(e)})") from None
+
+
+def gguf_config(path):
+    """The shape of a GGUF model as transformers config fields (what memory.py plans with), from its header."""
+    meta, names = gguf_header(path)
+    arch = meta.get("general.architecture", "")
+    get = lambda key, default=None: meta.get(f"{arch}.{key}", default)
+    heads = get("attention.head_count")
+    if heads is None:
+        raise ValueError(f"model {path!r}: its GGUF header gives no shape for architecture {arch!r}")
+    hidden = get("embedding_length")
+    return {"model_type": {"qwen2": "qwen2", "qwen3": "qwen3"}.get(arch, arch), "hidden_size": hidden,
+            "num_hidden_layers": get("block_count"), "num_attention_heads": heads,
+            "num_key_value_heads": get("attention.head_count_kv", heads), "intermediate_size": get("feed_forward_length"),
+            "head_dim": get("attention.key_length", hidden // heads), "vocab_size": len(meta["tokenizer.ggml.tokens"]),
+            "tie_word_embeddings": "output.weight" not in names, "attention_bias": "blk.0.attn_q.bias" in names}
+
+
+def same_tokenizer_specs(spec_a, spec_b, names):
+    """check_same_tokenizer for two model specs, before any weights load: two GGUF files are compared by their
+    headers' token lists (a fraction of a second), anything else by its tokenizer (load_tokenizer)."""
+    if _kind(spec_a) == _kind(spec_b) == "gguf":
+        vocab = [{t: i for i, t in enumerate(gguf_header(s)[0].get("tokenizer.ggml.tokens", []))}
+                 for s in (spec_a, spec_b)]
+        return _same_vocab(vocab[0], vocab[1], names)
+    check_same_tokenizer(load_tokenizer(spec_a), load_tokenizer(spec_b), names)
+
+
 @functools.lru_cache(maxsize=1)
 def _load_gguf(path, mtime):
     """De-quantize a GGUF file once per process (~30 s for a 135M model on 2 cores: transformers parses the
@@ -170,6 +249,12 @@ def _load_gguf(path, mtime):
         raise ValueError(f"model {path!r}: weights stayed packed in GGUF blocks ({packed[0]}); the sampler "
                          f"and the trainer need plain weights")
     return model.eval(), tok
+
+
+def forget_gguf():
+    """Drop the de-quantized GGUF model _load_gguf keeps for the next load (a full fp32 copy): call it once every
+    model a command needs is loaded."""
+    _load_gguf.cache_clear()
 
 
 def first_line(error):
@@ -201,6 +286,25 @@ def device(text):
     if not available.get(dev.type, False):
         raise argparse.ArgumentTypeError(f"this machine has no device {text!r}")
     return text
+
+
+@functools.cache
+def _auto_threads():
+    """(threads, cores, load): the cores this process may use less the load other work already puts on them, at
+    least 1. Decided once per process, so that every run in it sums in the same order (resume is exact)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return max(1, min(cores, round(cores - load))), cores, load
+
+
+def cpu_threads(requested=0):
+    """Set torch's CPU thread count to `requested`, or when 0 to what the machine can give (_auto_threads): threads
+    on cores that other work keeps busy wait on each other, and a loaded 2-core machine ran one prefill 3.4x slower
+    with torch's default two threads than with one. Returns the line that says what was chosen."""
+    threads, cores, load = _auto_threads()
+    torch.set_num_threads(requested or threads)
+    why = "--threads" if requested else f"{cores} cores, load average {load:.1f}; --threads N to choose"
+    return f"threads: {torch.get_num_threads()} torch CPU threads ({why})"
 
 
 def encode_text(tok, text):
@@ -238,7 +342,10 @@ def check_chat_template(tok, name):
 def check_same_tokenizer(tok_a, tok_b, names):
     """Teacher and students must share a tokenizer: the teacher force-decodes the students' token ids (Eq. 7),
     so one id must mean one string to both. names: how to call the two models in the message."""
-    va, vb = tok_a.get_vocab(), tok_b.get_vocab()
+    _same_vocab(tok_a.get_vocab(), tok_b.get_vocab(), names)
+
+
+def _same_vocab(va, vb, names):
     if va != vb:
         first = min((k for k in va.keys() | vb.keys() if va.get(k) != vb.get(k)),
                     key=lambda k: (min(va.get(k, 1 << 62), vb.get(k, 1 << 62)), k))

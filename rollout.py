@@ -16,7 +16,7 @@ import torch
 from tqdm import tqdm
 
 from attribution import answers_equivalent, attribute_turn
-from data import COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems, write_atomic
+from data import COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems
 from models import encode_text, load_model, longest_token_chars
 from sampler import Generation, generate
 from sandbox import ERROR, is_error, outputs_match, run_case, run_once, stop_on_sigterm
@@ -424,12 +424,13 @@ def stop_ids_of(tokenizer):
     return tuple(sorted(i for i in ids if i is not None and i != tokenizer.unk_token_id))
 
 
-def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, progress=False):
+def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, progress=False, on_done=None):
     """Algorithm 1, Phase 1: joint rollouts of a batch of problems, all episodes advancing turn by turn.
 
     policies: role -> model, e.g. {"coder": m1, "tester": m2}; one model may sit in both seats. All prompts of a
     turn that go to the same model are sampled in one `generate` call. A policy may also be any function
-    list[list[int]] -> Generation (scripted agents in tests). Returns one Episode per problem.
+    list[list[int]] -> Generation (scripted agents in tests). on_done: called with each episode as soon as it
+    stops (its transcript can be written while the others go on). Returns one Episode per problem.
     """
     cfg = cfg or RolloutConfig()
     for p in problems:
@@ -446,7 +447,7 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, progre
             ctxs = {r: fit_context(build_context(tokenizer, e.problem, r, e.turns), cfg.max_prompt_tokens)
                     for r in ROLES[e.problem["domain"]]}
             if any(c is None for c in ctxs.values()):
-                e.stopped = "prompt_too_long"
+                _finish(e, "prompt_too_long", cfg, on_done)
                 continue
             jobs += [(e, r, c) for r, c in ctxs.items()]
         if not jobs:
@@ -475,12 +476,18 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, progre
         for e, (artefacts, agree) in zip(stepped, results):
             e.turns.append(Turn(t, out[id(e)], artefacts, agree))
             if agree:
-                e.stopped = "agreed"
+                _finish(e, "agreed", cfg, on_done)
     pool.shutdown()
     for e in episodes:
-        e.stopped = e.stopped or "max_turns"
-        e.final = final_answer(e, cfg)
+        if not e.stopped:
+            _finish(e, "max_turns", cfg, on_done)
     return episodes
+
+
+def _finish(e, stopped, cfg, on_done):
+    e.stopped, e.final = stopped, final_answer(e, cfg)
+    if on_done:
+        on_done(e)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -494,6 +501,13 @@ def episode_record(e):
                                 "logprobs": x.logprobs, "text": x.text} for r, x in t.responses.items()}}
              for t in e.turns]
     return {"id": e.problem["id"], "stopped": e.stopped, "final": e.final, "turns": turns}
+
+
+def append_episodes(path, episodes, **fields):
+    """Append one JSONL line per episode (episode_record plus `fields`, e.g. its step or seed) and close the file,
+    so that a crash loses no episode already written."""
+    with open(path, "a") as f:
+        f.writelines(json_text({**fields, **episode_record(e)}) + "\n" for e in episodes)
 
 
 def print_transcript(e, attributions, width=400):
@@ -537,15 +551,16 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     gen = torch.Generator(device=next(model.parameters()).device).manual_seed(args.seed)
     roles = {r for p in problems for r in ROLES[p["domain"]]}
-    episodes = run_episodes(problems, {r: model for r in roles}, tok, cfg, generator=gen, progress=True)
-    records = []
-    for e in episodes:
-        attributions = [attribute_turn(e.problem, t.artefacts, timeout=cfg.code_timeout) for t in e.turns]
-        print_transcript(e, attributions)
-        records.append(episode_record(e))
     if args.out:
-        write_atomic(args.out, "".join(json_text(r) + "\n" for r in records))
-        print(f"wrote {len(records)} episodes to {args.out}")
+        open(args.out, "w").close()
+
+    def done(e):  # each transcript as its episode stops, while the others go on
+        print_transcript(e, [attribute_turn(e.problem, t.artefacts, timeout=cfg.code_timeout) for t in e.turns])
+        if args.out:
+            append_episodes(args.out, [e])
+    episodes = run_episodes(problems, {r: model for r in roles}, tok, cfg, generator=gen, progress=True, on_done=done)
+    if args.out:
+        print(f"wrote {len(episodes)} episodes to {args.out}")
 
 
 if __name__ == "__main__":

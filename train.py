@@ -11,7 +11,8 @@ role's policy from its own responses, all policies synchronously. Verdicts and t
     python -m toy                          # the laptop demo: the toy world's models and problems through this file
     torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR   # data parallel, 8 GPUs
 
-Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows them in brackets.
+Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows them in brackets. The flags
+that depend on the scale of a run (schedule, batches, lengths) come from `--preset` (paper | cpu) unless given.
 """
 import argparse
 import copy
@@ -32,12 +33,14 @@ from transformers.utils import logging as hf_logging
 
 import distributed
 from attribution import attribute_episodes, verdicts_before
-from data import COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems, write_atomic
-from eval import EVAL_DECODING, evaluate, load_policies, markdown
+from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
+                  load_problems, write_atomic)
+from eval import EVAL_DECODING, evaluate, load_policies, markdown, run_line
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
-from models import check_same_tokenizer, device, first_line, load_model, load_tokenizer
-from rollout import (ROLES, Response, check_prompt_limit, format_counts, format_shares, rollout_config,
-                     run_episodes)
+from memory import check_fits
+from models import cpu_threads, device, first_line, forget_gguf, load_model, same_tokenizer_specs
+from rollout import (ROLES, Response, append_episodes, check_prompt_limit, format_counts, format_shares,
+                     rollout_config, run_episodes)
 from sampler import release_decoder, sequence_logprobs
 from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
@@ -51,23 +54,25 @@ def get_args(argv=None):
     add("--student", required=True, help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id [Qwen3-1.7B]")
     add("--teacher", help="same choices as --student; a tiny random teacher is drawn from seed+1 [Qwen3-14B]")
     add("--eval-problems", default=None, help="held-out problems evaluated before and after training")
-    add("--eval-seeds", type=SEED, nargs="+", default=[1000, 1001])
+    add("--preset", choices=sorted(PRESETS), default="paper", help="defaults of the flags marked (preset): the "
+        "paper's schedule and limits, or a first CPU run of real models (data.py, PRESETS); explicit flags win")
+    add("--eval-seeds", type=SEED, nargs="+", help="(preset) [1000: one evaluation per trained run]")
     add("--out", default="runs/default", help="metrics.jsonl and checkpoint/ go here")
     add("--resume", action="store_true", help="continue from OUT/checkpoint")
-    add("--steps", type=COUNT, default=150, help="[150]")
-    add("--batch", type=COUNT, default=128, help="problems (episodes) per step [128]")
-    add("--mini-batch", type=COUNT, default=64, help="episodes per optimizer update [64]")
-    add("--micro-batch", type=COUNT, default=8, help="responses per forward/backward (gradient accumulation)")
+    add("--steps", type=COUNT, help="(preset) [150]")
+    add("--batch", type=COUNT, help="(preset) problems (episodes) per step [128]")
+    add("--mini-batch", type=COUNT, help="(preset) episodes per optimizer update [64]")
+    add("--micro-batch", type=COUNT, help="(preset) responses per forward/backward (gradient accumulation)")
     add("--lam", type=bounded(float, 0), default=0.1, help="lambda of Eq. 10; 0 = w/o RAS [0.1]")
     add("--no-pac", action="store_true", help="teacher sees only the student-visible context (w/o PAC)")
     add("--shared-policy", action="store_true", help="one student in every seat")
-    add("--lr", type=bounded(float, 0, low_open=True), default=1e-6, help="[1e-6]")
+    add("--lr", type=bounded(float, 0, low_open=True), help="(preset) [1e-6]")
     add("--weight-decay", type=bounded(float, 0), default=0.01, help="[0.01]")
     add("--grad-clip", type=bounded(float, 0, low_open=True), default=1.0, help="[1.0]")
     add("--max-turns", type=COUNT, default=4, help="[4]")
-    add("--max-new-tokens", type=COUNT, default=4096, help="student response limit [4096]")
-    add("--max-prompt-tokens", type=COUNT, default=8192, help="student prompt limit [8192]")
-    add("--teacher-max-prompt-tokens", type=COUNT, default=12288, help="teacher prompt limit [12288]")
+    add("--max-new-tokens", type=COUNT, help="(preset) student response limit [4096]")
+    add("--max-prompt-tokens", type=COUNT, help="(preset) student prompt limit [8192]")
+    add("--teacher-max-prompt-tokens", type=COUNT, help="(preset) teacher prompt limit [12288]")
     add("--teacher-batch-tokens", type=COUNT, default=16384, help="padded tokens per teacher forward")
     add("--temperature", type=bounded(float, 0), default=1.0, help="[1.0]")
     add("--top-p", type=bounded(float, 0, 1, low_open=True), default=1.0, help="[1.0]")
@@ -80,8 +85,12 @@ def get_args(argv=None):
     add("--device", type=device, default="cuda" if torch.cuda.is_available() else "cpu")
     add("--workers", type=COUNT, default=4, help="sandbox runs at once")
     add("--save-every", type=COUNT, default=1, help="steps between checkpoints (and always at the end)")
+    add("--save-episodes", action="store_true", help="append each step's episodes to OUT/episodes.jsonl as the "
+        "rollout ends (every response with its context, tokens, log-probs and the parsed artefacts)")
+    add("--threads", type=bounded(int, 0), default=0, help="torch CPU threads; 0 = the cores other work leaves free")
     add("--seed", type=SEED, default=0)
     args = ap.parse_args(argv)
+    apply_preset(args)
     args.precision = args.precision or ("bf16" if args.device.startswith("cuda") else "fp32")
     return args
 
@@ -130,9 +139,10 @@ def autocast(args):
 
 
 def rollout_copies(policies, args):
-    """role -> the model Phase 1 (App. C) samples with, whose log-probs are Eq. 8's log pi_theta. Under --precision bf16 a bf16 copy of each policy (one per distinct
-    policy), refreshed from the fp32 masters before every rollout (refresh): decoding reads half the bytes, casts
-    nothing per step, and its step can be recorded as a CUDA graph (sampler.decoder). Otherwise the policies."""
+    """role -> the model Phase 1 (App. C) samples with, whose log-probs are Eq. 8's log pi_theta. Under --precision
+    bf16 a bf16 copy of each policy (one per distinct policy), refreshed from the fp32 masters before every rollout
+    (refresh): decoding reads half the bytes, casts nothing per step, and its step can be recorded as a CUDA graph
+    (sampler.decoder). Otherwise the policies."""
     if args.precision != "bf16":
         return policies
     copies = {id(m): copy.deepcopy(m).to(torch.bfloat16).eval().requires_grad_(False) for m in distinct(policies)}
@@ -149,11 +159,18 @@ def refresh(rollout_models, policies):
                 c.copy_(p)
 
 
-def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models=None):
+def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models=None, record=None,
+               progress=False):
     """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes -> advantages -> update.
-    rollout_models: what Phase 1 samples with (rollout_copies; default: the policies themselves). Returns the
-    step's metrics; the caller decides what to save."""
+    rollout_models: what Phase 1 samples with (rollout_copies; default: the policies themselves). record: called
+    as record(step, episodes) as soon as the rollout ends. progress: a line that names the phase running and the
+    seconds of those done. Returns the step's metrics; the caller decides what to save."""
     lap, cfg = stopwatch(), rollout_config(args)
+    line = tqdm(total=0, bar_format="{desc}", leave=False, disable=not progress)
+    phase = lambda name: line.set_description_str(f"step {step}: {name} (done: " + ", ".join(
+        f"{k} {v:.1f} s" for k, v in seconds.items()) + ")")
+    seconds = {}
+    phase("rollout")
     ids = list(range(distributed.rank(), args.batch, distributed.world_size()))  # this rank's share of the batch
     batch = batch_for_step(problems, step, args.batch, args.seed)
     if rollout_models is None:
@@ -165,10 +182,14 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollou
     with autocast(args) if rollout_models is policies else nullcontext():
         episodes = run_episodes([batch[i] for i in ids], rollout_models, tok, cfg, gen)
     release_decoder()  # the sampler's KV cache, before the teacher and the update need the memory
-    seconds = {"rollout": lap()}
+    seconds["rollout"] = lap()
+    if record:
+        record(step, episodes)
+    phase("attribution")
     # Phase 2a: a^t of every completed turn, all before any scoring (the last turn's verdict goes unused)
     attributions = attribute_episodes(episodes, timeout=cfg.code_timeout, workers=args.workers)
     seconds["attribution"] = lap()
+    phase("teacher")
     items, overlong = teacher_inputs(episodes, ids, attributions, tok, args)     # u~ under r_i and kappa(r_i)
     with autocast(args):
         score_both_passes(items, teacher, args)                                  # Phase 2b: Eq. 7, twice
@@ -177,8 +198,10 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollou
     seconds["teacher"] = lap()
     counts = add_counts(distributed.gather(rollout_counts(episodes, attributions, items, overlong)))  # all ranks
     metrics = {"step": step, **rollout_metrics(counts)}
+    phase("update")
     metrics.update(update(items, args.batch, policies, optims, args))  # Phase 3: Eq. 13, synchronously
     seconds["update"] = lap()
+    line.close()
     return {**metrics, "seconds": seconds, "peak_memory_mb": round(peak_memory_mb(args.device), 1)}
 
 
@@ -371,6 +394,17 @@ def save_checkpoint(out, step, policies, optims, tok, samplers, skipped, args):
     shutil.rmtree(old, ignore_errors=True)
 
 
+def start_log(path, start):
+    """Begin a JSONL log of steps: a fresh run empties it; a run resumed at `start` keeps the lines of earlier steps
+    and drops those of later ones (written after the checkpoint, before a crash)."""
+    kept = []
+    if start and os.path.exists(path):
+        with open(path) as f:
+            kept = [ln for ln in f if _step_of(ln) < start]
+    with open(path, "w") as f:
+        f.writelines(kept)
+
+
 def _step_of(line):
     """The step of a metrics.jsonl line; a line a crash cut short counts as after every checkpoint (dropped)."""
     try:
@@ -407,8 +441,9 @@ def build(args, teacher=None):
     if teacher is None:  # the tokenizers alone first: a mismatch is refused in seconds, before any weights load
         if args.teacher is None:
             raise ValueError("--teacher is required (a model spec, as for --student)")
-        check_same_tokenizer(load_tokenizer(args.teacher), load_tokenizer(args.student),
-                             (f"--teacher {args.teacher}", f"--student {args.student}"))
+        same_tokenizer_specs(args.teacher, args.student, (f"--teacher {args.teacher}", f"--student {args.student}"))
+        # and the memory plan against what the device has free (configs only); a given teacher is not planned
+        check_fits(args, 1 if args.shared_policy else len(roles), distributed.world_size())
 
     if args.resume:  # the policies of the checkpoint, in fresh aligned storage like a live run's: loaded
         policies, tok = load_policies(ckpt, roles, "cpu")  # tensors can sit at odd offsets, which changes
@@ -417,10 +452,11 @@ def build(args, teacher=None):
                 p.data = p.data.clone()
     else:  # every policy starts from the same base checkpoint (§2.1)
         base, tok = load_model(args.student, seed=args.seed)
-        policies = {r: base for r in roles} if args.shared_policy else {r: copy.deepcopy(base) for r in roles}
+        policies = {r: base if args.shared_policy or i == 0 else copy.deepcopy(base) for i, r in enumerate(roles)}
     check_prompt_limit(problems, tok, args.max_prompt_tokens)  # before the teacher, the longest load
     if teacher is None:
         teacher = load_model(args.teacher, seed=args.seed + 1)[0]
+    forget_gguf()  # every model is loaded: the de-quantized GGUF kept for the next load would only take memory
     device = torch.device(args.device)
     teacher.to("cpu" if args.teacher_offload else device, dtype=torch.bfloat16 if args.precision == "bf16"
                else torch.float32).eval().requires_grad_(False)
@@ -456,7 +492,10 @@ def main(argv=None, teacher=None):
     rank, world, args.device = distributed.init(args.device)
     say = print if rank == 0 else lambda *a, **k: None
     hf_logging.disable_progress_bar()  # one bar (ours) per run, not one per saved shard
+    say(f"preset: {args.preset} ({', '.join(f'{k}={v}' for k, v in PRESETS[args.preset].items() if k in vars(args))};"
+        f" explicit flags win)")
     say("config:", json.dumps(vars(args)))
+    say(cpu_threads(args.threads))
     stop_on_sigterm()
     say("sandbox:", describe())
     say(f"ranks: {world} (torchrun), each rolls out and scores {math.ceil(args.batch / world)} of the "
@@ -475,19 +514,21 @@ def main(argv=None, teacher=None):
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     metrics_path = os.path.join(args.out, "metrics.jsonl")
+    episodes_path = os.path.join(args.out, "episodes.jsonl" if rank == 0 else f"episodes.rank{rank}.jsonl")
     if rank == 0:
         os.makedirs(args.out, exist_ok=True)
-        kept = []  # on resume, drop lines of steps after the checkpoint (written before a crash)
-        if args.resume and os.path.exists(metrics_path):
-            with open(metrics_path) as f:
-                kept = [ln for ln in f if _step_of(ln) < start]
-        with open(metrics_path, "w") as f:
-            f.writelines(kept)
+        start_log(metrics_path, start if args.resume else 0)
+    distributed.barrier()  # OUT exists before any rank writes its episodes there
+    if args.save_episodes:
+        start_log(episodes_path, start if args.resume else 0)
+    record = (lambda step, episodes: append_episodes(episodes_path, episodes, step=step)) if args.save_episodes \
+        else None
     if held_out and rank == 0:
         results = {"before": evaluate_policies(held_out, policies, tok, args)} if start == 0 else {}
     bar = tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps, disable=rank != 0)
     for step in bar:
-        metrics = train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models)
+        metrics = train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models, record,
+                             progress=rank == 0)
         skipped += metrics["skipped"]
         metrics["skipped_total"] = skipped
         if rank == 0:
@@ -514,7 +555,8 @@ def main(argv=None, teacher=None):
 def evaluate_policies(problems, policies, tok, args, exchange=False):
     """Team accuracy, revise-iff-wrong and turns on held-out problems over args.eval_seeds, with eval.py's
     decoding (App. D.5); with exchange=True also the exchange penalty (Fig. 3a)."""
-    out = evaluate(problems, policies, tok, args.eval_seeds, rollout_config(args, **EVAL_DECODING), exchange=exchange)
+    out = evaluate(problems, policies, tok, args.eval_seeds, rollout_config(args, **EVAL_DECODING), exchange=exchange,
+                   on_run=lambda *run: tqdm.write(run_line(*run)))
     release_decoder()
     return out
 

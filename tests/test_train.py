@@ -6,6 +6,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+import memory
 import train
 from models import make_tokenizer, tiny_model
 
@@ -52,14 +53,20 @@ def test_three_steps_write_metrics_and_a_loadable_checkpoint(tmp_path, problems)
     assert not torch.equal(coder.lm_head.weight, tester.lm_head.weight)  # separate policies
 
 
-def test_interrupted_and_resumed_run_equals_uninterrupted(tmp_path, problems):
+def test_interrupted_and_resumed_run_equals_uninterrupted(tmp_path, problems, capsys):
     full, part = str(tmp_path / "full"), str(tmp_path / "part")
-    train.main(["--problems", problems, "--out", full, "--steps", "3"] + FAST)
-    train.main(["--problems", problems, "--out", part, "--steps", "1"] + FAST)
-    with open(os.path.join(part, "metrics.jsonl"), "a") as f:  # a line written just before a crash
-        f.write(json.dumps({"step": 1, "stale": True}) + "\n" + '{"step": 2, "lo')  # and one the crash cut short
-    train.main(["--problems", problems, "--out", part, "--steps", "3", "--resume"] + FAST)
+    train.main(["--problems", problems, "--out", full, "--steps", "3", "--save-episodes"] + FAST)
+    assert "step 2: update (done: rollout" in capsys.readouterr().err  # the phase line inside a step
+    train.main(["--problems", problems, "--out", part, "--steps", "1", "--save-episodes"] + FAST)
+    for name in ("metrics.jsonl", "episodes.jsonl"):
+        with open(os.path.join(part, name), "a") as f:  # a line written just before a crash
+            f.write(json.dumps({"step": 1, "stale": True}) + "\n" + '{"step": 2, "lo')  # and one the crash cut short
+    train.main(["--problems", problems, "--out", part, "--steps", "3", "--resume", "--save-episodes"] + FAST)
     assert [_comparable(m) for m in _metrics(part)] == [_comparable(m) for m in _metrics(full)]
+    episodes = [[json.loads(ln) for ln in open(os.path.join(run, "episodes.jsonl"))] for run in (full, part)]
+    assert episodes[0] == episodes[1] and [e["step"] for e in episodes[0]] == [0, 0, 1, 1, 2, 2]
+    assert all(len(r["tokens"]) == len(r["logprobs"]) for e in episodes[0] for t in e["turns"]
+               for r in t["responses"].values())
     a = AutoModelForCausalLM.from_pretrained(os.path.join(full, "checkpoint", "tester"))
     b = AutoModelForCausalLM.from_pretrained(os.path.join(part, "checkpoint", "tester"))
     assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
@@ -100,6 +107,32 @@ def test_a_teacher_with_another_tokenizer_is_refused_before_any_weights_load(tmp
                            str(tmp_path / "teacher")])
     assert e.value.code == 2 and "must share a tokenizer" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "run")
+
+
+def test_a_run_that_cannot_fit_is_refused_before_any_weights_load_with_flags_that_fit(tmp_path, problems, capsys,
+                                                                                      monkeypatch):
+    monkeypatch.setattr(train, "load_model", lambda *a, **k: pytest.fail("weights were loaded"))
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 2 * memory.GiB)  # a machine with 2 GiB free
+    big = FAST + ["--problems", problems, "--teacher", "tiny-qwen3", "--batch", "128", "--max-prompt-tokens", "8192"]
+    with pytest.raises(SystemExit) as e:
+        train.main(big + ["--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and not os.path.exists(tmp_path / "run")
+    assert err.startswith("error: memory: one training step needs about") and "2.0 GiB of RAM available" in err
+    flags = err.split("it would fit with ")[1].split(" (python -m tools.memory")[0].split()
+    assert "--batch" in flags
+    assert memory.check_fits(train.get_args(big + flags), 4)["total"] <= 2 * memory.GiB  # and it does fit
+
+
+def test_presets_fill_only_the_flags_not_given():
+    paper = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3"])
+    assert (paper.preset, paper.steps, paper.batch, paper.mini_batch, paper.lr, paper.max_new_tokens,
+            paper.max_prompt_tokens, paper.teacher_max_prompt_tokens) == ("paper", 150, 128, 64, 1e-6, 4096, 8192, 12288)
+    cpu = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "cpu", "--steps", "7"])
+    assert (cpu.steps, cpu.batch, cpu.max_new_tokens, cpu.eval_seeds) == (7, 2, 256, [1000])
+    assert not hasattr(cpu, "seeds")  # eval.py's key stays out of train.py's namespace
+    with pytest.raises(SystemExit):
+        train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "huge"])
 
 
 def test_save_refuses_non_finite_weights(tmp_path):

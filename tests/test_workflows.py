@@ -37,6 +37,14 @@ def test_agreement_at_turn_one_stops(tok, scripted):
     assert e.turns[0].artefacts["program_output"] == "5\n"
 
 
+def test_each_episode_is_handed_on_as_soon_as_it_stops(tok, scripted):
+    done = []
+    eps = run_episodes([REV, SUM], {"coder": scripted([GOOD]), "tester": scripted([TEST_OK])}, tok,
+                       RolloutConfig(max_turns=2, code_timeout=5), on_done=lambda e: done.append((e.problem["id"],
+                                                                                                   len(e.turns))))
+    assert done == [("sum", 1), ("rev", 2)] and [e.stopped for e in eps] == ["max_turns", "agreed"]
+
+
 def test_disagreement_runs_to_the_turn_cap(tok, scripted):
     coder, tester = scripted([GOOD]), scripted([TEST_WRONG])
     e = run_episodes([SUM], {"coder": coder, "tester": tester}, tok, CFG)[0]

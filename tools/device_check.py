@@ -31,13 +31,13 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import Qwen3Config, Qwen3ForCausalLM
 from transformers.utils import logging as hf_logging
 
+import memory
 import train
 from data import load_problems
 from models import make_tokenizer
 from rollout import Response, Segment
 from sampler import generate, release_decoder, sequence_logprobs
 from teacher import score
-from tools import memory
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "problems.jsonl")
 TINY_S = dict(model_type="qwen3", hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,

@@ -1,0 +1,441 @@
+"""How much memory one MAS-OPD training step needs, before any weights load: train.py refuses a run that cannot
+fit (check_fits) and `python -m tools.memory` prints the whole plan for train.py's flags (reading model configs
+only, never weights).
+
+This is an ESTIMATE of what torch.cuda.max_memory_allocated would report for train.py as it is written today
+(torch 2.13, transformers 5.24): the tensors each phase keeps alive, counted from the code paths of
+sampler.generate, sampler.sequence_logprobs and train.update. It leaves out the CUDA context, library
+workspaces, allocator fragmentation (`fits` keeps a reserve for them) and small tensors. tools/device_check.py prints
+it beside measured peaks; trust the measurement where they disagree.
+
+Algorithm 1 runs its phases one after another, so
+    peak = persistent + max(rollout, teacher scoring, update)
+    persistent = student weights (fp32 master, one copy per policy) + AdamW moments (2 x fp32 per policy)
+                 + under bf16 the rollout copies (bf16, one per policy) + teacher weights (bf16 with --precision
+                 bf16, frozen, no optimizer)
+Gradients exist only inside the update (train.py zeroes them with set_to_none after each optimizer step).
+Sizes: P = parameter count (exact, `param_count`); C hidden, L layers, H / Hkv query / key-value heads, D head
+dim, I intermediate, V vocabulary; Q = H*D, K = Hkv*D; p = parameter bytes (4: fp32 master weights), a = compute
+bytes (2 under bf16 autocast, 4 in fp32), t = teacher bytes.
+"""
+import itertools
+import math
+import os
+import re
+
+import torch
+from transformers import AutoConfig
+
+from data import load_problems
+from models import TINY, gguf_config, tiny_model
+from sampler import CACHE_BUCKET
+from rollout import ROLES
+
+GiB = 2**30
+
+# Real shapes, from the Qwen3 model cards. All four: head_dim 128, vocab 151,936, per-head q/k RMSNorm, no bias.
+_QWEN3_COMMON = dict(model_type="qwen3", head_dim=128, vocab_size=151936, attention_bias=False)
+QWEN3 = {
+    "Qwen3-1.7B": dict(_QWEN3_COMMON, hidden_size=2048, num_hidden_layers=28, num_attention_heads=16,
+                       num_key_value_heads=8, intermediate_size=6144, tie_word_embeddings=True),
+    "Qwen3-4B": dict(_QWEN3_COMMON, hidden_size=2560, num_hidden_layers=36, num_attention_heads=32,
+                     num_key_value_heads=8, intermediate_size=9728, tie_word_embeddings=True),
+    "Qwen3-8B": dict(_QWEN3_COMMON, hidden_size=4096, num_hidden_layers=36, num_attention_heads=32,
+                     num_key_value_heads=8, intermediate_size=12288, tie_word_embeddings=False),
+    "Qwen3-14B": dict(_QWEN3_COMMON, hidden_size=5120, num_hidden_layers=40, num_attention_heads=40,
+                      num_key_value_heads=8, intermediate_size=17408, tie_word_embeddings=False),
+}
+
+
+def _get(cfg, name, default=None):
+    """A field of a plain dict or of a transformers config."""
+    value = cfg.get(name, default) if isinstance(cfg, dict) else getattr(cfg, name, default)
+    return default if value is None else value
+
+
+def shape(cfg):
+    """-> dict C, L, H, Hkv, D, I, V, Q, K, tie, qk_norm, attn_bias, mlp_bias from a dict or transformers config."""
+    C, H = _get(cfg, "hidden_size"), _get(cfg, "num_attention_heads")
+    D = _get(cfg, "head_dim", C // H)
+    s = dict(C=C, L=_get(cfg, "num_hidden_layers"), H=H, Hkv=_get(cfg, "num_key_value_heads", H), D=D,
+             I=_get(cfg, "intermediate_size"), V=_get(cfg, "vocab_size"), tie=bool(_get(cfg, "tie_word_embeddings")),
+             qk_norm=_get(cfg, "model_type") == "qwen3", attn_bias=bool(_get(cfg, "attention_bias", False)),
+             mlp_bias=bool(_get(cfg, "mlp_bias", False)))
+    s["Q"], s["K"] = s["H"] * D, s["Hkv"] * D
+    return s
+
+
+def param_count(cfg):
+    """Exact parameter count of a Qwen3 / Llama CausalLM (tested against sum(p.numel()) of built models).
+
+    embed V*C (+ lm_head V*C unless tied) + final norm C + L x [q C*Q, k and v C*K each, o Q*C (+ their biases
+    Q + 2K + C with attention_bias), Qwen3's q_norm and k_norm D each, gate/up/down 3*C*I (+ 2I + C with
+    mlp_bias), two RMSNorms 2C]."""
+    s = shape(cfg)
+    C, Q, K, I, D = s["C"], s["Q"], s["K"], s["I"], s["D"]
+    attn = 2 * C * Q + 2 * C * K + (Q + 2 * K + C) * s["attn_bias"] + 2 * D * s["qk_norm"]
+    mlp = 3 * C * I + (2 * I + C) * s["mlp_bias"]
+    return s["V"] * C * (1 if s["tie"] else 2) + s["L"] * (attn + mlp + 2 * C) + C
+
+
+def _autocast_params(cfg):
+    """Parameters that bf16 autocast casts (and caches) on the way into a matmul: every Linear weight incl. the LM
+    head; not the RMSNorm weights, not the embedding table (unless tied, when it is the LM head too)."""
+    s = shape(cfg)
+    norms = s["L"] * (2 * s["C"] + 2 * s["D"] * s["qk_norm"]) + s["C"]
+    return param_count(cfg) - norms - (0 if s["tie"] else s["V"] * s["C"])
+
+
+def layer_act_bytes(cfg, p=4, a=2, masked=False):
+    """Bytes autograd saves per token per decoder layer (transformers Qwen3/Llama block, SDPA attention).
+
+    Counted op by op for fp32 weights run in fp32 (p = a = 4) or under bf16 autocast (p = 4, a = 2), and checked
+    against the tensors autograd really saves (tests/test_memory.py):
+      input and post-attention RMSNorm: x and x*rsqrt(var), dtype p        4pC
+      inputs of q, k, v, gate, up: autocast casts each one separately      5aC   (a == p: one tensor per norm, 2pC)
+      Qwen3 q_norm / k_norm: an fp32 copy and the normalised copy (a)      (4 + a)(Q + K)
+      SDPA: q, k, v as cast to a, and its output (= o_proj's input)        a(2Q + 2K)
+        with a padding mask transformers repeat_kv's K and V to H heads    a*4Q instead
+      SwiGLU: gate out, silu out, up out, their product                    4aI
+      per-row scalars: rsqrt of 4 norms, SDPA logsumexp                    8 + 4(H + Hkv) + 4H
+    With a padding mask SDPA also converts the bool mask to dtype a and saves it: a*L bytes per token per layer
+    (a*L^2 per sequence) -- added by the caller, which knows L. (The classic 34*s*b*h per layer of Korthikanti et
+    al. 2022, "Reducing activation recomputation", is the same bookkeeping for GPT in pure fp16.)
+    """
+    s = shape(cfg)
+    C, Q, K, I, H, Hkv = s["C"], s["Q"], s["K"], s["I"], s["H"], s["Hkv"]
+    norms = 4 * p * C
+    proj_in = 5 * a * C if a != p else 2 * p * C
+    qk = ((4 + a) * (Q + K) + 4 * (H + Hkv)) if s["qk_norm"] else 0
+    sdpa = 4 * a * Q if masked else a * (2 * Q + 2 * K)
+    return norms + proj_in + qk + sdpa + 4 * a * I + 8 + 4 * H
+
+
+def outside_layers_bytes(cfg, p=4):
+    """Saved per token outside the decoder layers: token ids 8, final RMSNorm 2pC + 4, RoPE cos/sin 2pD."""
+    s = shape(cfg)
+    return 8 + 2 * p * s["C"] + 4 + 2 * p * s["D"]
+
+
+def _nograd_token_bytes(cfg, p, a, rope_bytes):
+    """Largest live tensors per token inside one layer of a forward without grad (prefill, teacher scoring):
+    residual x and its normed copy (p), one autocast copy (a, none when a == p), then the largest of the RMSNorm's
+    fp32 temporaries (3 x 4C when p != 4), attention (q, k, v in a; RoPE q*cos, rotate_half(q)*sin and their sum in
+    the RoPE tables' dtype) and the MLP (silu(gate), up and their product, 3aI)."""
+    s = shape(cfg)
+    C, Q, K, I = s["C"], s["Q"], s["K"], s["I"]
+    norm = 12 * C if p != 4 else 0
+    attn = a * (Q + 2 * K) + 3 * rope_bytes * Q
+    return 2 * p * C + (a * C if a != p else 0) + max(norm, attn, 3 * a * I)
+
+
+def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_checkpointing=True, prompt_len=8192,
+         response_len=4096, teacher_prompt_len=12288, micro_batch=8, rollout_batch=128, teacher_batch_tokens=16384,
+         lm_head_chunk=1024, kv_bytes=None, rollout_attention="fused", teacher_offload=False, rollout_chunk=0):
+    """Estimated bytes per item and per phase of one train.py step. Returns a dict:
+      settings, params {student, teacher}, bytes {item: bytes}, phases {rollout, teacher, update: bytes},
+      persistent, peak_phase, total (= persistent + the largest phase).
+
+    n_policies: 2 (one per role) or 1 (--shared-policy). precision: "bf16" (autocast over fp32 master weights,
+    teacher stored in bf16, as train.py) or "fp32". rollout_batch: episodes sampled together (train.py: --batch);
+    each policy's generate call gets rollout_batch * 2 / n_policies prompts (2 roles per episode; a shared policy
+    samples both roles' prompts in one call), in rounds of at most rollout_chunk prompts (--rollout-chunk; 0 = one
+    call). micro_batch: responses per backward (--micro-batch), each taken at
+    its longest, prompt_len + response_len tokens. kv_bytes: KV-cache element size; default = what
+    sampler.generate allocates: the autocast dtype under bf16 (2 bytes), else fp32. rollout_attention:
+    "fused" assumes a fused SDPA kernel serves generate's masked GQA attention; "math" assumes torch's math
+    fallback (flash rejects explicit masks and the memory-efficient kernel rejects GQA in torch 2.13), which
+    materialises (B, H, T, T) fp32 scores in the prefill. device_check.py prints which backend runs.
+    teacher_offload: the teacher lives on the CPU except while it scores (--teacher-offload).
+    """
+    if precision not in ("bf16", "fp32") or n_policies < 1 or rollout_attention not in ("fused", "math"):
+        raise ValueError("plan: precision must be bf16|fp32, n_policies >= 1, rollout_attention fused|math")
+    s, t_shape = shape(student_cfg), shape(teacher_cfg)
+    Ps, Pt = param_count(student_cfg), param_count(teacher_cfg)
+    p, a = 4, (2 if precision == "bf16" else 4)
+    tb = a                                   # teacher bytes: bf16 with --precision bf16, else fp32
+    kvb = kv_bytes or a
+    n = n_policies
+    b = {}
+
+    # Persistent: present in every phase.
+    b["student weights (fp32 master)"] = n * 4 * Ps
+    b["AdamW moments (2 x fp32)"] = n * 8 * Ps
+    if a != p:
+        b["rollout copies (bf16, train.rollout_copies)"] = n * a * Ps
+    b["teacher weights"] = tb * Pt
+    persistent = sum(b.values()) - (b["teacher weights"] if teacher_offload else 0)
+    casts = n * 2 * _autocast_params(student_cfg) if a != p else 0
+
+    # Phase 1, rollout (sampler.generate; under bf16 on the bf16 rollout copies, so no weight is cast). One generate
+    # call at a time holds its KV cache (sampler.decoder keeps one bucket and frees it before another), its length
+    # rounded up to sampler.CACHE_BUCKET:
+    #   2 (K, V) x L x B x Hkv x (prompt + new) x D x kv_bytes.
+    # Prefill over B x T tokens at once: the no-grad layer tensors, the (B, T, T) bool mask and its temporaries
+    # (2 bytes per entry) plus SDPA's float copy of it (a), and with the math fallback scores + softmax in fp32
+    # (8 x B x H x T^2). Each decode step attends over the whole cache: the math fallback upcasts it to fp32 and
+    # repeats it to H heads, one layer at a time; plus four (B, V) fp32 vocabulary rows.
+    B = math.ceil(rollout_batch * 2 / n)
+    B, T = min(B, rollout_chunk) if rollout_chunk else B, prompt_len
+    TN = -(-(prompt_len + response_len) // CACHE_BUCKET) * CACHE_BUCKET
+    b["KV cache (one generate call)"] = 2 * s["L"] * B * s["Hkv"] * TN * s["D"] * kvb
+    prefill = B * T * _nograd_token_bytes(student_cfg, a, a, kvb) + (2 + a) * B * T * T  # weights in a (copies)
+    decode = 2 * B * TN * s["K"] * (a if kvb != a else 0) + 16 * B * s["V"]
+    if rollout_attention == "math":
+        prefill += 8 * B * s["H"] * T * T
+        decode += 2 * B * TN * s["D"] * 4 * (s["Hkv"] + s["H"])
+    b["rollout prefill/decode temporaries"] = max(prefill, decode)
+    rollout = b["KV cache (one generate call)"] + b["rollout prefill/decode temporaries"]
+
+    # Phase 2, teacher scoring (teacher.score, no grad): forward batches of at most teacher_batch_tokens padded
+    # tokens, each sequence teacher prompt + response long. Largest live tensors: one layer's no-grad tensors for
+    # the batch; the final hidden states (tokens x C x t); one LM-head chunk of logits in t, its fp32 copy and
+    # logsumexp's fp32 exp (chunk x V x (t + 4 + 4)). Packing two or more sequences needs a padding mask:
+    # bool (B, L, L) plus SDPA's copy in t, and repeat_kv'd K, V.
+    Lt = teacher_prompt_len + response_len
+    Bt = max(1, teacher_batch_tokens // Lt)
+    tok_t = Bt * Lt
+    act_t = tok_t * (_nograd_token_bytes(teacher_cfg, tb, tb, tb) + tb * t_shape["C"])
+    if Bt > 1:
+        act_t += (1 + tb) * Bt * Lt * Lt + tok_t * 2 * tb * t_shape["Q"]
+    act_t += min(lm_head_chunk, Bt * response_len) * t_shape["V"] * (tb + 8 if tb != 4 else 8)
+    b["teacher scoring activations"] = act_t
+    teacher = act_t + (b["teacher weights"] if teacher_offload else 0)
+
+    # Phase 3, update: micro_batch responses, each recomputed with grad by its author's policy
+    # (sampler.sequence_logprobs), all graphs alive until loss.backward(). Per token: L x layer_act_bytes (no
+    # checkpointing) or L x pC (checkpointing keeps each layer's input) plus one layer recomputed in backward;
+    # outside the layers outside_layers_bytes; response positions' hidden states pC (the LM head's checkpoint
+    # input). A micro-batch of several sequences per policy is padded: the bool mask L^2 per sequence, and SDPA
+    # saves its dtype-a copy in every layer (a L^2 per sequence per layer). Backward temporaries: residual-stream
+    # gradients and the MLP's intermediate gradients, tokens x (2pC + 3aI). LM head: one checkpointed chunk
+    # recomputed in backward: bf16 logits, fp32 copy, fp32 gradient, exp temporary, bf16 gradient = 16 bytes per
+    # logit. The optimizer step (foreach AdamW) allocates one fp32 temporary of one policy's size (sqrt of v).
+    Ls = prompt_len + response_len
+    tok = micro_batch * Ls
+    masked = math.ceil(micro_batch / n) > 1
+    mask_bool = micro_batch * Ls * Ls if masked else 0
+    mask_layer = a * micro_batch * Ls * Ls if masked else 0
+    lay = layer_act_bytes(student_cfg, p, a, masked)
+    common = tok * outside_layers_bytes(student_cfg, p) + micro_batch * response_len * p * s["C"] + mask_bool
+    full = tok * s["L"] * lay + s["L"] * mask_layer + common
+    ckpt = tok * s["L"] * p * s["C"] + tok * lay + mask_layer + common
+    b["gradients (fp32, update only)"] = n * 4 * Ps
+    b["autocast bf16 weight copies (update)"] = casts = casts // n * min(n, micro_batch)  # policies in a micro-batch
+    b["activations, no checkpointing"] = full
+    b["activations, checkpointing"] = ckpt
+    b["backward temporaries"] = tok * (2 * p * s["C"] + 3 * a * s["I"])
+    b["LM-head logits chunk"] = (min(lm_head_chunk, micro_batch * response_len) * s["V"] * 16
+                                 + (2 * s["V"] * s["C"] if a != p else 0))  # + its recomputed weight cast
+    b["AdamW step temporary"] = 4 * Ps
+    if grad_checkpointing:
+        # Autocast's cached weight copies live only through the forward (the checkpointed graph does not hold them,
+        # and the cache empties when `with amp:` ends); the recompute in backward casts one layer at a time.
+        saved = ckpt - tok * lay - mask_layer
+        fwd = casts + tok * _nograd_token_bytes(student_cfg, p, a, p)
+        bwd = tok * lay + mask_layer + b["backward temporaries"] + b["LM-head logits chunk"]
+        fwd_bwd = saved + max(fwd, bwd)
+    else:  # the graph holds the bf16 weight copies until backward has used them
+        fwd_bwd = casts + full + b["backward temporaries"] + b["LM-head logits chunk"]
+    update = b["gradients (fp32, update only)"] + max(fwd_bwd, b["AdamW step temporary"])
+
+    phases = {"rollout": rollout, "teacher": teacher, "update": update}
+    peak_phase = max(phases, key=phases.get)
+    settings = dict(n_policies=n, precision=precision, grad_checkpointing=grad_checkpointing, prompt_len=prompt_len,
+                    response_len=response_len, teacher_prompt_len=teacher_prompt_len, micro_batch=micro_batch,
+                    rollout_batch=rollout_batch, generate_batch=B, teacher_batch_tokens=teacher_batch_tokens,
+                    teacher_seqs_per_forward=Bt, lm_head_chunk=lm_head_chunk, kv_bytes=kvb,
+                    rollout_attention=rollout_attention, teacher_offload=teacher_offload)
+    return {"settings": settings, "params": {"student": Ps, "teacher": Pt}, "bytes": b, "phases": phases,
+            "persistent": persistent, "peak_phase": peak_phase, "total": persistent + phases[peak_phase]}
+
+
+def format_plan(pl):
+    """A table in GiB, one item per line, grouped by phase; the total is persistent + the largest phase."""
+    s, b, ph = pl["settings"], pl["bytes"], pl["phases"]
+    g = lambda x: f"{x / GiB:9.2f} GiB"
+    ckpt_item = "activations, checkpointing" if s["grad_checkpointing"] else "activations, no checkpointing"
+    other = "activations, no checkpointing" if s["grad_checkpointing"] else "activations, checkpointing"
+    lines = [f"memory estimate: {s['n_policies']} student polic{'y' if s['n_policies'] == 1 else 'ies'} of "
+             f"{pl['params']['student']:,} params, teacher {pl['params']['teacher']:,}; "
+             f"{s['precision']}, grad checkpointing {'on' if s['grad_checkpointing'] else 'off'}",
+             f"  lengths: prompt {s['prompt_len']} + response {s['response_len']} (teacher prompt "
+             f"{s['teacher_prompt_len']}); rollout batch {s['rollout_batch']} episodes = {s['generate_batch']} "
+             f"prompts per generate call; micro-batch {s['micro_batch']}; KV cache {s['kv_bytes']} bytes/elem; "
+             f"prefill attention {s['rollout_attention']}" + ("; teacher offloaded" if s["teacher_offload"] else ""),
+             "persistent (every phase)"]
+    persistent = [k for k in ("student weights (fp32 master)", "AdamW moments (2 x fp32)",
+                              "rollout copies (bf16, train.rollout_copies)", "teacher weights") if k in b]
+    lines += [f"  {k:<40}{g(b[k])}" + ("  (CPU outside scoring)" if k == "teacher weights" and s["teacher_offload"]
+                                       else "") for k in persistent]
+    lines.append(f"  {'= persistent':<40}{g(pl['persistent'])}")
+    groups = {"rollout": ["KV cache (one generate call)",
+                          "rollout prefill/decode temporaries"],
+              "teacher": ["teacher scoring activations"] + (["teacher weights"] if s["teacher_offload"] else []),
+              "update": ["gradients (fp32, update only)", "autocast bf16 weight copies (update)", ckpt_item,
+                         "backward temporaries", "LM-head logits chunk"]}
+    for name, items in groups.items():
+        lines.append(f"phase {name}" + ("  <- largest" if name == pl["peak_phase"] else ""))
+        lines += [f"  {k:<40}{g(b[k])}" for k in items]
+        if name == "update":
+            if s["grad_checkpointing"]:
+                lines.append("  (with checkpointing the weight copies live in the forward only: the phase is the "
+                             "larger of forward and backward, not the sum)")
+            lines.append(f"  {'(' + other + ')':<40}{g(b[other])}  not used")
+            lines.append(f"  {'(AdamW step temporary, after backward)':<40}{g(b['AdamW step temporary'])}")
+        lines.append(f"  {'= phase ' + name:<40}{g(ph[name])}")
+    lines.append(f"{'TOTAL peak = persistent + ' + pl['peak_phase']:<42}{g(pl['total'])}")
+    return "\n".join(lines)
+
+
+def fits(pl, gib=80.0, reserve=0.1):
+    """True when the estimate leaves `reserve` (a fraction of the card) for CUDA context, workspaces and
+    allocator fragmentation, which max_memory_allocated does not count."""
+    return pl["total"] <= gib * (1 - reserve) * GiB
+
+
+# The knobs that trade memory for time, each a train.py flag.
+OPTIONS = {
+    "shared policy (--shared-policy)": dict(n_policies=1),
+    "gradient checkpointing (--grad-checkpointing)": dict(grad_checkpointing=True),
+    "responses 2048 (--max-new-tokens 2048)": dict(response_len=2048),
+    "micro-batch 1 (--micro-batch 1)": dict(micro_batch=1),
+    "generate in rounds of 16 prompts (--rollout-chunk 16)": dict(rollout_chunk=16),
+    "teacher on CPU outside scoring (--teacher-offload)": dict(teacher_offload=True),
+}
+
+
+def max_rollout_batch(student_cfg, teacher_cfg, gib=80.0, reserve=0.1, **kw):
+    """The largest rollout batch (episodes sampled together) that fits, given the other settings; 0 if none."""
+    lo, hi = 0, kw.pop("rollout_batch", 128)
+    while lo < hi:  # total grows with the rollout batch
+        mid = (lo + hi + 1) // 2
+        if fits(plan(student_cfg, teacher_cfg, rollout_batch=mid, **kw), gib, reserve):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _is_set(change, kw):
+    return all(kw.get(k, plan.__kwdefaults__[k]) == v for k, v in change.items())
+
+
+def fixes(student_cfg, teacher_cfg, gib=80.0, reserve=0.1, **kw):
+    """Every combination of OPTIONS not already set that fits, each at the largest rollout batch that fits (at most
+    the one asked for), fewest knobs first, then the largest batch: [(option names, rollout batch, plan)]."""
+    combos = []
+    names = [name for name, change in OPTIONS.items() if not _is_set(change, kw)]
+    for r in range(len(names) + 1):  # r = 0: a smaller rollout batch alone
+        for chosen in itertools.combinations(names, r):
+            change = {k: v for name in chosen for k, v in OPTIONS[name].items()}
+            rb = max_rollout_batch(student_cfg, teacher_cfg, gib, reserve, **{**kw, **change})
+            if rb:
+                combos.append((len(chosen), -rb, chosen, rb, plan(student_cfg, teacher_cfg, **{**kw, **change,
+                                                                                            "rollout_batch": rb})))
+    return [c[2:] for c in sorted(combos, key=lambda c: c[:2])]
+
+
+def fit_report(student_cfg, teacher_cfg, gib=80.0, reserve=0.1, top=10, **kw):
+    """Does it fit in `gib` GiB? If not: each knob alone (total and persistent + each phase), the largest rollout
+    batch that fits, and the smallest combinations of knobs that fit, each at the largest rollout batch that fits
+    (at most the one asked for). Returns the text."""
+    row = lambda pl: (f"{pl['total'] / GiB:7.1f}  (rollout {(pl['persistent'] + pl['phases']['rollout']) / GiB:6.1f}"
+                      f" | teacher {(pl['persistent'] + pl['phases']['teacher']) / GiB:5.1f}"
+                      f" | update {(pl['persistent'] + pl['phases']['update']) / GiB:5.1f})"
+                      f"  {'fits' if fits(pl, gib, reserve) else 'does not fit'}")
+    base = plan(student_cfg, teacher_cfg, **kw)
+    out = [f"GPU {gib:g} GiB, usable {gib * (1 - reserve):.1f} GiB ({reserve:.0%} kept for CUDA context, workspaces "
+           f"and fragmentation). Totals in GiB = persistent + largest phase:",
+           f"  {'as given':<50}{row(base)}"]
+    if fits(base, gib, reserve):
+        return "\n".join(out)
+    out.append("one change at a time:")
+    for name, change in OPTIONS.items():
+        out.append(f"  {name:<50}" + ("already so" if _is_set(change, kw) else
+                                      row(plan(student_cfg, teacher_cfg, **{**kw, **change}))))
+    rb = max_rollout_batch(student_cfg, teacher_cfg, gib, reserve, **kw)
+    out.append(f"  {'smaller rollout batch (--batch; the KV cache)':<50}" +
+               (f"fits up to {rb} episodes per generate round" if rb else
+                "none fits: the other phases alone are over (update / teacher above)"))
+    combos = fixes(student_cfg, teacher_cfg, gib, reserve, **kw)
+    asked = kw.get("rollout_batch", plan.__kwdefaults__["rollout_batch"])
+    out.append(f"smallest combinations that fit, each at the largest rollout batch that fits (asked: {asked}; "
+               f"{min(top, len(combos))} of {len(combos)} shown):")
+    for chosen, rb, pl in combos[:top]:
+        out.append(f"  rollout batch {rb:>3}, total {pl['total'] / GiB:5.1f}: "
+                   + (" + ".join(chosen) or "no other change"))
+    if not combos:
+        out.append("  none, not even with every knob at once")
+    return "\n".join(out)
+
+
+def config_of(name):
+    """A config for the estimator, without loading weights: a QWEN3 name or hub id ('Qwen/Qwen3-1.7B'),
+    'tiny-qwen3' / 'tiny-llama', a .gguf file (its metadata), or a local directory or hub id AutoConfig can read."""
+    short = name.split("/")[-1]
+    if short in QWEN3:
+        return QWEN3[short]
+    if name in TINY:
+        return tiny_model(name.split("-")[1]).config
+    try:
+        if name.endswith(".gguf") and os.path.isfile(name):
+            return gguf_config(name)
+        return AutoConfig.from_pretrained(name)
+    except Exception as e:  # a missing model arrives as OSError, a damaged or foreign file as whatever its parser hits
+        raise ValueError(f"memory: no config for {name!r} (give one of {sorted(QWEN3)}, {', '.join(TINY)}, a .gguf "
+                         f"file or a local model directory): {str(e).strip().splitlines()[0]}") from None
+
+
+def plan_inputs(args, n_policies, world=1, rollout_attention="fused"):
+    """(student config, teacher config, plan keywords) for train.py's parsed args: the plan of exactly the run they
+    would start. world: ranks under torchrun; each rolls out its share of --batch, while policies, optimizer states
+    and the teacher are replicated on every rank (nothing is sharded), so only the rollout's KV cache shrinks."""
+    kw = dict(n_policies=n_policies, precision=args.precision, grad_checkpointing=args.grad_checkpointing,
+              prompt_len=args.max_prompt_tokens, response_len=args.max_new_tokens,
+              teacher_prompt_len=args.teacher_max_prompt_tokens, micro_batch=args.micro_batch,
+              rollout_batch=math.ceil(args.batch / world), teacher_batch_tokens=args.teacher_batch_tokens,
+              rollout_attention=rollout_attention, rollout_chunk=args.rollout_chunk,
+              teacher_offload=args.teacher_offload)
+    return config_of(args.student), config_of(args.teacher), kw
+
+
+def dry_run(args, gib=80.0, rollout_attention="fused", world=1):
+    """The estimate for train.py's parsed args, as text. Reads configs and the problem file, loads no weights.
+    Policies: 1 with --shared-policy, else one per role of the problem file (2 per domain)."""
+    n = 1 if args.shared_policy else len({r for p in load_problems(args.problems) for r in ROLES[p["domain"]]})
+    s, t, kw = plan_inputs(args, n, world, rollout_attention)
+    return format_plan(plan(s, t, **kw)) + "\n" + fit_report(s, t, gib, **kw)
+
+
+def available_bytes(device):
+    """What a run on `device` may use: the GPU's free memory, or on a CPU the machine's available RAM."""
+    if device.startswith("cuda"):
+        return torch.cuda.mem_get_info(torch.device(device))[0]
+    with open("/proc/meminfo") as f:  # Linux; elsewhere all physical memory
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_fits(args, n_policies, world=1, reserve=0.1):
+    """Refuse (ValueError, one line) a train.py run whose plan cannot fit in what its device has free, naming the
+    flags of the smallest change that would fit. Reads configs only: run it before any weights load."""
+    s, t, kw = plan_inputs(args, n_policies, world)
+    pl, free = plan(s, t, **kw), available_bytes(args.device)
+    if fits(pl, free / GiB, reserve):
+        return pl
+    where = f"{free / GiB:.1f} GiB {'free on ' + args.device if args.device.startswith('cuda') else 'of RAM available'}"
+    found = fixes(s, t, free / GiB, reserve, **kw)
+    if found:
+        chosen, rb, _ = found[0]
+        flags = [re.search(r"\((--[^)]*)\)", name).group(1) for name in chosen]
+        if rb < kw["rollout_batch"]:
+            flags.append(f"--batch {rb * world}")
+        hint = "it would fit with " + " ".join(flags)
+    else:
+        hint = "no combination of the memory flags fits: choose smaller models or a larger device"
+    raise ValueError(f"memory: one training step needs about {pl['total'] / GiB:.1f} GiB (persistent "
+                     f"{pl['persistent'] / GiB:.1f} + {pl['peak_phase']} phase), but this machine has {where} "
+                     f"({reserve:.0%} kept in reserve); {hint} (python -m tools.memory prints the whole plan)")
