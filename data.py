@@ -110,11 +110,16 @@ PRESETS = {
 
 def apply_preset(args):
     """Fill every flag of `args` (an argparse namespace with a `preset` attribute) that was left unset (None)
-    from PRESETS[args.preset]; returns the names filled, for the start-up line."""
-    filled = [k for k, v in PRESETS[args.preset].items() if getattr(args, k, v) is None]
-    for k in filled:
-        setattr(args, k, PRESETS[args.preset][k])
-    return filled
+    from PRESETS[args.preset]."""
+    for k, v in PRESETS[args.preset].items():
+        if getattr(args, k, v) is None:
+            setattr(args, k, v)
+
+
+def preset_line(args):
+    """The start-up line of a command with --preset: the preset and the values of it in effect."""
+    kept = [f"{k}={v}" for k, v in PRESETS[args.preset].items() if getattr(args, k, None) == v]
+    return f"preset: {args.preset} ({', '.join(kept) or 'none of its values'} in effect; explicit flags win)"
 
 
 COUNT = bounded(int, 1)  # steps, batch sizes, token and turn limits, workers: 0 would do nothing

@@ -25,7 +25,7 @@ import torch
 
 from attribution import answers_equivalent, attribute_episodes
 from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
-                  load_problems, write_atomic)
+                  load_problems, preset_line, write_atomic)
 from models import cpu_threads, device, forget_gguf, load_model
 from rollout import (ROLES, append_episodes, check_prompt_limit, format_counts, format_shares, rollout_config,
                      run_episodes, stop_ids_of)
@@ -255,7 +255,7 @@ def main(argv=None):
     apply_preset(args)
     if args.heatmap and args.single_agent:
         ap.error("--heatmap needs a team (--run or --student), not --single-agent")
-    print(f"preset: {args.preset} (seeds {args.seeds}, max_new_tokens {args.max_new_tokens}; explicit flags win)")
+    print(preset_line(args))
     print("config:", json.dumps(vars(args)))
     print(cpu_threads(args.threads))
     stop_on_sigterm()

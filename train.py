@@ -34,7 +34,7 @@ from transformers.utils import logging as hf_logging
 import distributed
 from attribution import attribute_episodes, verdicts_before
 from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
-                  load_problems, write_atomic)
+                  load_problems, preset_line, write_atomic)
 from eval import EVAL_DECODING, evaluate, load_policies, markdown, run_line
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
 from memory import check_fits
@@ -492,8 +492,7 @@ def main(argv=None, teacher=None):
     rank, world, args.device = distributed.init(args.device)
     say = print if rank == 0 else lambda *a, **k: None
     hf_logging.disable_progress_bar()  # one bar (ours) per run, not one per saved shard
-    say(f"preset: {args.preset} ({', '.join(f'{k}={v}' for k, v in PRESETS[args.preset].items() if k in vars(args))};"
-        f" explicit flags win)")
+    say(preset_line(args))
     say("config:", json.dumps(vars(args)))
     say(cpu_threads(args.threads))
     stop_on_sigterm()

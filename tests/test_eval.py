@@ -97,7 +97,7 @@ def test_cli_reports_each_run_and_appends_its_episodes(tmp_path, problems, capsy
     ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "1", "--max-new-tokens", "4",
              "--episodes", str(episodes)])
     out = capsys.readouterr().out
-    assert out.startswith("preset: paper (seeds [0, 1], max_new_tokens 4;") and "threads: " in out
+    assert out.startswith("preset: paper (none of its values in effect;") and "threads: " in out
     assert "eval seed 1, exchanged seats: 2 episodes in" in out
     records = [json.loads(ln) for ln in episodes.read_text().splitlines()]
     assert [(r["seed"], r["seats"]) for r in records] == [(0, "own")] * 2 + [(0, "exchanged")] * 2 + \

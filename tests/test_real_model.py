@@ -210,21 +210,28 @@ def test_smollm2_greedy_sampler_equals_transformers_and_logprobs_are_teacher_for
     assert any(t[-1] == stops[0] and len(t) < 20 for t in gen.tokens)  # a turn really ends at <|im_end|>
 
 
-def test_smollm2_one_mas_opd_step_then_an_evaluation_rollout(smol, tmp_path):
+def test_smollm2_one_mas_opd_step_then_an_evaluation_rollout(smol, tmp_path, capsys):
     base, base_tok = smol
     problems, out = tmp_path / "problems.jsonl", tmp_path / "run"
     problems.write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))
     # Self-distillation: SmolLM2 is the students and the teacher. One shared student keeps it to one model
     # (and one generate call per turn); separate per-role policies are covered by test_train.py on tiny models.
-    train.main(["--problems", str(problems), "--student", GGUF, "--teacher", GGUF, "--out", str(out),
-                "--steps", "1", "--batch", "4", "--shared-policy", "--max-new-tokens", "48", "--max-turns", "2",
-                "--workers", "2"])
+    train.main(["--preset", "cpu", "--problems", str(problems), "--student", GGUF, "--teacher", GGUF, "--out",
+                str(out), "--steps", "1", "--batch", "4", "--shared-policy", "--max-new-tokens", "48", "--max-turns",
+                "2", "--workers", "2"])
     assert models._load_gguf.cache_info().currsize == 0  # no de-quantized copy kept beyond the loads
     m = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert m["updates"] == 1 and m["skipped"] == 0 and m["teacher_overlong"] == 0
     assert set(m["roles"]) == {"coder", "tester", "reasoner", "tool_user"}
     assert all(math.isfinite(s["a_opd"]) and math.isfinite(s["a_role"]) for s in m["roles"].values())
     assert m["logprob_gap"] < 1e-3 and all(math.isfinite(g) for g in m["grad_norm"])
+    # the cpu preset's values are in effect where no flag was given, and every response of the real model was
+    # either read by a named parsing rule or counted as unparsed
+    assert "preset: cpu (mini_batch=2, micro_batch=2, lr=1e-06, max_prompt_tokens=2048" in capsys.readouterr().out
+    rules = {"python_block", "after_code_label", "any_block", "fenced", "unfenced", "hash_line", "boxed",
+             "last_number", "unparsed"}
+    assert set(m["format"]) == set(m["roles"]) and all(
+        set(shares) <= rules and abs(sum(shares.values()) - 100) < 1e-6 for shares in m["format"].values())
 
     # The checkpoint of a GGUF-born model is a plain transformers directory: it reloads through models.py.
     model, tok = models.load_model(str(out / "checkpoint" / "shared"))

@@ -8,6 +8,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import memory
 import train
+from data import preset_line
 from models import make_tokenizer, tiny_model
 
 FAST = ["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--max-new-tokens", "6", "--max-turns", "2",
@@ -127,10 +128,13 @@ def test_a_run_that_cannot_fit_is_refused_before_any_weights_load_with_flags_tha
 def test_presets_fill_only_the_flags_not_given():
     paper = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3"])
     assert (paper.preset, paper.steps, paper.batch, paper.mini_batch, paper.lr, paper.max_new_tokens,
-            paper.max_prompt_tokens, paper.teacher_max_prompt_tokens) == ("paper", 150, 128, 64, 1e-6, 4096, 8192, 12288)
+            paper.max_prompt_tokens, paper.teacher_max_prompt_tokens) == ("paper", 150, 128, 64, 1e-6, 4096, 8192,
+                                                                          12288)
     cpu = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "cpu", "--steps", "7"])
     assert (cpu.steps, cpu.batch, cpu.max_new_tokens, cpu.eval_seeds) == (7, 2, 256, [1000])
     assert not hasattr(cpu, "seeds")  # eval.py's key stays out of train.py's namespace
+    assert preset_line(cpu).startswith("preset: cpu (batch=2, mini_batch=2, micro_batch=2, lr=1e-06, "
+                                       "max_new_tokens=256")  # steps=7 was given, so not the preset's
     with pytest.raises(SystemExit):
         train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "huge"])
 
