@@ -221,7 +221,7 @@ def test_smollm2_one_mas_opd_step_then_an_evaluation_rollout(smol, tmp_path, cap
                 "2", "--workers", "2"])
     assert models._load_gguf.cache_info().currsize == 0  # no de-quantized copy kept beyond the loads
     m = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
-    assert m["updates"] == 1 and m["skipped"] == 0 and m["teacher_overlong"] == 0
+    assert m["updates"] == 2 and m["skipped"] == 0 and m["teacher_overlong"] == 0  # the preset's mini-batch 2 of 4
     assert set(m["roles"]) == {"coder", "tester", "reasoner", "tool_user"}
     assert all(math.isfinite(s["a_opd"]) and math.isfinite(s["a_role"]) for s in m["roles"].values())
     assert m["logprob_gap"] < 1e-3 and all(math.isfinite(g) for g in m["grad_norm"])
