@@ -166,10 +166,10 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollou
     as record(step, episodes) as soon as the rollout ends. progress: a line that names the phase running and the
     seconds of those done. Returns the step's metrics; the caller decides what to save."""
     lap, cfg = stopwatch(), rollout_config(args)
+    seconds = {}  # per phase, as each ends
     line = tqdm(total=0, bar_format="{desc}", leave=False, disable=not progress)
     phase = lambda name: line.set_description_str(f"step {step}: {name} (done: " + ", ".join(
         f"{k} {v:.1f} s" for k, v in seconds.items()) + ")")
-    seconds = {}
     phase("rollout")
     ids = list(range(distributed.rank(), args.batch, distributed.world_size()))  # this rank's share of the batch
     batch = batch_for_step(problems, step, args.batch, args.seed)
@@ -395,8 +395,8 @@ def save_checkpoint(out, step, policies, optims, tok, samplers, skipped, args):
 
 
 def start_log(path, start):
-    """Begin a JSONL log of steps: a fresh run empties it; a run resumed at `start` keeps the lines of earlier steps
-    and drops those of later ones (written after the checkpoint, before a crash)."""
+    """Begin a JSONL log of steps at step `start` (0 for a fresh run, which empties it): keep the lines of earlier
+    steps and drop those of later ones (written after the checkpoint, before a crash)."""
     kept = []
     if start and os.path.exists(path):
         with open(path) as f:
@@ -516,10 +516,10 @@ def main(argv=None, teacher=None):
     episodes_path = os.path.join(args.out, "episodes.jsonl" if rank == 0 else f"episodes.rank{rank}.jsonl")
     if rank == 0:
         os.makedirs(args.out, exist_ok=True)
-        start_log(metrics_path, start if args.resume else 0)
+        start_log(metrics_path, start)
     distributed.barrier()  # OUT exists before any rank writes its episodes there
     if args.save_episodes:
-        start_log(episodes_path, start if args.resume else 0)
+        start_log(episodes_path, start)
     record = (lambda step, episodes: append_episodes(episodes_path, episodes, step=step)) if args.save_episodes \
         else None
     if held_out and rank == 0:
