@@ -110,7 +110,7 @@ PRESETS = {
 
 def apply_preset(args):
     """Fill every flag of `args` (an argparse namespace with a `preset` attribute) that was left unset (None)
-    from PRESETS[args.preset]."""
+    from PRESETS[args.preset] (the paper preset: App. D.5, D.6.1, D.6.3)."""
     for k, v in PRESETS[args.preset].items():
         if getattr(args, k, v) is None:
             setattr(args, k, v)

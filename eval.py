@@ -102,8 +102,8 @@ def team_metrics(episodes, atts):
 
 
 def format_metrics(episodes, roles=None):
-    """Per role (of `roles`, default all), the % of its responses read by each parsing rule and the % whose
-    artefact could not be read at all (parse_unparsed_ROLE): a format failure, not wrong work."""
+    """Per role (of `roles`, default all), the % of its responses read by each parsing rule (§10.5) and the % whose
+    artefact could not be read at all (parse_unparsed_ROLE): a format failure, not wrong work (App. D.5 scoring)."""
     return {f"parse_{rule}_{role}": v for role, shares in format_shares(format_counts(episodes)).items()
             if roles is None or role in roles for rule, v in shares.items()}
 

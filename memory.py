@@ -420,8 +420,9 @@ def available_bytes(device):
 
 
 def check_fits(args, n_policies, world=1, reserve=0.1):
-    """Refuse (ValueError, one line) a train.py run whose plan cannot fit in what its device has free, naming the
-    flags of the smallest change that would fit. Reads configs only: run it before any weights load."""
+    """Refuse (ValueError, one line) a train.py run whose plan (the phases of Algorithm 1, App. C) cannot fit in
+    what its device has free, naming the flags of the smallest change that would fit. Reads configs only: run it
+    before any weights load."""
     s, t, kw = plan_inputs(args, n_policies, world)
     pl, free = plan(s, t, **kw), available_bytes(args.device)
     if fits(pl, free / GiB, reserve):

@@ -208,14 +208,16 @@ def gguf_config(path):
     hidden = get("embedding_length")
     return {"model_type": {"qwen2": "qwen2", "qwen3": "qwen3"}.get(arch, arch), "hidden_size": hidden,
             "num_hidden_layers": get("block_count"), "num_attention_heads": heads,
-            "num_key_value_heads": get("attention.head_count_kv", heads), "intermediate_size": get("feed_forward_length"),
+            "num_key_value_heads": get("attention.head_count_kv", heads),
+            "intermediate_size": get("feed_forward_length"),
             "head_dim": get("attention.key_length", hidden // heads), "vocab_size": len(meta["tokenizer.ggml.tokens"]),
             "tie_word_embeddings": "output.weight" not in names, "attention_bias": "blk.0.attn_q.bias" in names}
 
 
 def same_tokenizer_specs(spec_a, spec_b, names):
-    """check_same_tokenizer for two model specs, before any weights load: two GGUF files are compared by their
-    headers' token lists (a fraction of a second), anything else by its tokenizer (load_tokenizer)."""
+    """check_same_tokenizer (Eq. 7: the teacher scores the students' token ids) for two model specs, before any
+    weights load: two GGUF files are compared by their headers' token lists (a fraction of a second), anything else
+    by its tokenizer (load_tokenizer)."""
     if _kind(spec_a) == _kind(spec_b) == "gguf":
         vocab = [{t: i for i, t in enumerate(gguf_header(s)[0].get("tokenizer.ggml.tokens", []))}
                  for s in (spec_a, spec_b)]

@@ -399,7 +399,8 @@ def final_answer(episode, cfg):
 
 
 def format_counts(episodes):
-    """Per role, how its responses were parsed: {role: {"responses": n, rule: count, ..., "unparsed": count}},
+    """Per role, how its responses were parsed under the rules of §10.5 (above): {role: {"responses": n, rule:
+    count, ..., "unparsed": count}},
     rule as named by extract_program / extract_test_case / extract_answer; "unparsed" = no artefact could be
     read, a format failure rather than wrong work."""
     out = {}
@@ -504,8 +505,8 @@ def episode_record(e):
 
 
 def append_episodes(path, episodes, **fields):
-    """Append one JSONL line per episode (episode_record plus `fields`, e.g. its step or seed) and close the file,
-    so that a crash loses no episode already written."""
+    """Append one JSONL line per episode of Phase 1 (App. C; episode_record plus `fields`, e.g. its step or seed)
+    and close the file, so that a crash loses no episode already written."""
     with open(path, "a") as f:
         f.writelines(json_text({**fields, **episode_record(e)}) + "\n" for e in episodes)
 
