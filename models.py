@@ -16,9 +16,12 @@ import importlib.util
 import mmap
 import os
 import re
+import socket
 import struct
+import urllib.parse
 
 import torch
+from huggingface_hub import constants as hub_constants
 from tokenizers import Tokenizer, decoders, models as bpe, pre_tokenizers
 from transformers import (AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM,
                           PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM)
@@ -98,8 +101,27 @@ def _kind(spec):
 
 
 def _hub_error(spec, e):
-    return ValueError(f"model {spec!r}: not on disk, and the hub could not provide it ({first_line(e)}); "
+    where = "the hub cannot be reached from here" if hub_offline() else "the hub could not provide it"
+    return ValueError(f"model {spec!r}: not in the local hub cache, and {where} ({first_line(e)}); "
                       "download it first, or pass a local directory or .gguf file")
+
+
+@functools.lru_cache(maxsize=1)
+def hub_offline():
+    """True when a hub id can only come from the local cache: HF_HUB_OFFLINE is set, or the hub's host does not
+    answer a TCP connect within 3 s. Hub loads then pass local_files_only, so a model that is not cached is
+    refused at once instead of after huggingface_hub's retries (about 25 s per file). Behind a proxy the host
+    is not ours to probe: the hub is taken as reachable."""
+    if hub_constants.HF_HUB_OFFLINE:
+        return True
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return False
+    url = urllib.parse.urlsplit(hub_constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), 3).close()
+    except OSError:  # no DNS, no route, refused, timed out
+        return True
+    return False
 
 
 def load_tokenizer(spec):
@@ -112,7 +134,7 @@ def load_tokenizer(spec):
         if kind == "gguf":
             folder, name = os.path.split(os.path.realpath(spec))
             return AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        return AutoTokenizer.from_pretrained(spec)
+        return AutoTokenizer.from_pretrained(spec, local_files_only=kind == "hub" and hub_offline())
     except OSError as e:
         raise (_hub_error(spec, e) if kind == "hub" else ValueError(
             f"model {spec!r}: cannot load its tokenizer ({first_line(e)})")) from None
@@ -137,8 +159,8 @@ def load_model(spec, *, seed=0, dtype=torch.float32, device="cpu"):
             raise ValueError(f"model {spec!r}: cannot load this directory ({first_line(e)})") from None
     else:
         try:
-            model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype)
-            tok = AutoTokenizer.from_pretrained(spec)
+            model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype, local_files_only=hub_offline())
+            tok = AutoTokenizer.from_pretrained(spec, local_files_only=hub_offline())
         except OSError as e:  # offline (HF_HUB_OFFLINE), no connection, unknown repo: all arrive as OSError
             raise _hub_error(spec, e) from None
     check_chat_template(tok, spec)
@@ -216,13 +238,16 @@ def gguf_config(path):
 
 def same_tokenizer_specs(spec_a, spec_b, names):
     """check_same_tokenizer (Eq. 7: the teacher scores the students' token ids) for two model specs, before any
-    weights load: two GGUF files are compared by their headers' token lists (a fraction of a second), anything else
-    by its tokenizer (load_tokenizer)."""
-    if _kind(spec_a) == _kind(spec_b) == "gguf":
-        vocab = [{t: i for i, t in enumerate(gguf_header(s)[0].get("tokenizer.ggml.tokens", []))}
-                 for s in (spec_a, spec_b)]
-        return _same_vocab(vocab[0], vocab[1], names)
-    check_same_tokenizer(load_tokenizer(spec_a), load_tokenizer(spec_b), names)
+    weights load: a GGUF file's vocabulary is read from its header's token list (a fraction of a second, where
+    building its tokenizer takes seconds), anything else's from its tokenizer (load_tokenizer)."""
+    _same_vocab(_vocab(spec_a), _vocab(spec_b), names)
+
+
+def _vocab(spec):
+    """{token string: id} of a model spec, as the tokenizer's get_vocab() gives it."""
+    if _kind(spec) == "gguf":
+        return {t: i for i, t in enumerate(gguf_header(spec)[0].get("tokenizer.ggml.tokens", []))}
+    return load_tokenizer(spec).get_vocab()
 
 
 @functools.lru_cache(maxsize=1)

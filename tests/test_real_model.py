@@ -10,6 +10,7 @@ import importlib.util
 import json
 import math
 import os
+import socket
 
 import huggingface_hub.constants
 import pytest
@@ -61,12 +62,37 @@ def test_bad_specs_raise_one_line_naming_the_spec(tmp_path):
         assert spec in str(e.value) and words in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
-def test_hub_id_offline_is_one_clear_line(monkeypatch):
+@pytest.fixture
+def fresh_probe():
+    models.hub_offline.cache_clear()  # hub_offline() probes once per process
+    yield
+    models.hub_offline.cache_clear()
+
+
+def test_hub_id_offline_is_one_clear_line(monkeypatch, fresh_probe):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # what HF_HUB_OFFLINE=1 sets at import
     with pytest.raises(ValueError) as e:
         models.load_model("mas-opd-tests/no-such-model")
-    assert "'mas-opd-tests/no-such-model': not on disk, and the hub could not provide it" in str(e.value)
+    assert "'mas-opd-tests/no-such-model': not in the local hub cache, and the hub cannot be reached" in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_hub_id_with_the_hub_unreachable_is_refused_after_one_probe_not_retries(monkeypatch, fresh_probe):
+    # No network: one TCP probe fails, and every hub load then asks only the local cache. Without the probe,
+    # huggingface_hub would connect again and again (five retries per file, about 25 s).
+    connects = []
+    def no_route(*args, **kwargs):
+        connects.append(args)
+        raise OSError("no route to host")
+    monkeypatch.setattr(socket, "create_connection", no_route)
+    for var in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    spec = "mas-opd-tests/no-such-model"
+    for load in (models.load_tokenizer, models.load_model, memory.config_of):
+        with pytest.raises(ValueError) as e:
+            load(spec)
+        assert spec in str(e.value) and "\n" not in str(e.value)
+    assert len(connects) == 1
 
 
 def test_chat_template_checks():
@@ -183,8 +209,12 @@ def test_gguf_mismatch_and_impossible_plan_are_refused_before_weights_load(tmp_p
     problems = tmp_path / "p.jsonl"
     problems.write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))
     monkeypatch.setattr(train, "load_model", lambda *a, **k: pytest.fail("weights were loaded"))
+    tokenizer = models.load_tokenizer  # building a GGUF's tokenizer takes seconds: its header has the vocabulary
+    monkeypatch.setattr(models, "load_tokenizer",
+                        lambda spec: pytest.fail("GGUF tokenizer built") if spec == GGUF else tokenizer(spec))
     base = ["--problems", str(problems), "--student", GGUF, "--out", str(tmp_path / "run")]
     for teacher, flags, message in ((_fake_gguf(tmp_path / "t.gguf", ["x"]), [], "must share a tokenizer"),
+                                    ("tiny-qwen3", [], "must share a tokenizer"),
                                     (GGUF, ["--batch", "100000"], "memory: one training step needs about")):
         with pytest.raises(SystemExit) as e:
             train.main(base + ["--teacher", teacher] + flags)
