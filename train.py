@@ -89,6 +89,10 @@ def get_args(argv=None):
         "rollout ends (every response with its context, tokens, log-probs and the parsed artefacts)")
     add("--threads", type=bounded(int, 0), default=0, help="torch CPU threads; 0 = the cores other work leaves free")
     add("--seed", type=SEED, default=0)
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # a newcomer's first try: say where the demo is, not only which flags are missing
+        ap.error("--problems and --student are required; the laptop demo (the toy world, nothing to download) is "
+                 "python -m toy")
     args = ap.parse_args(argv)
     apply_preset(args)
     args.precision = args.precision or ("bf16" if args.device.startswith("cuda") else "fp32")

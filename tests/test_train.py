@@ -98,6 +98,13 @@ def test_non_finite_teacher_skips_the_step_and_never_checkpoints_bad_weights(tmp
     assert all(torch.equal(x, y) for x, y in zip(coder.parameters(), start.parameters()))  # untouched
 
 
+def test_no_arguments_points_to_the_demo(capsys):
+    with pytest.raises(SystemExit) as e:
+        train.main([])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "python -m toy" in err.splitlines()[-1]
+
+
 def test_a_teacher_with_another_tokenizer_is_refused_before_any_weights_load(tmp_path, problems, capsys):
     other = make_tokenizer()
     other.add_tokens(["<extra>"])
