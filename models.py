@@ -237,10 +237,10 @@ def gguf_config(path):
 
 
 def same_tokenizer_specs(spec_a, spec_b, names):
-    """check_same_tokenizer (Eq. 7: the teacher scores the students' token ids) for two model specs, before any
+    """check_same_vocab (Eq. 7: the teacher scores the students' token ids) for two model specs, before any
     weights load: a GGUF file's vocabulary is read from its header's token list (a fraction of a second, where
     building its tokenizer takes seconds), anything else's from its tokenizer (load_tokenizer)."""
-    _same_vocab(_vocab(spec_a), _vocab(spec_b), names)
+    check_same_vocab(_vocab(spec_a), _vocab(spec_b), names)
 
 
 def _vocab(spec):
@@ -366,13 +366,10 @@ def check_chat_template(tok, name):
                          f"(the prompt must end with {THINK_OFF!r})")
 
 
-def check_same_tokenizer(tok_a, tok_b, names):
+def check_same_vocab(va, vb, names):
     """Teacher and students must share a tokenizer: the teacher force-decodes the students' token ids (Eq. 7),
-    so one id must mean one string to both. names: how to call the two models in the message."""
-    _same_vocab(tok_a.get_vocab(), tok_b.get_vocab(), names)
-
-
-def _same_vocab(va, vb, names):
+    so one id must mean one string to both. va, vb: {token string: id}, as a tokenizer's get_vocab() gives it;
+    names: how to call the two models in the message. Raises ValueError naming the first id that differs."""
     if va != vb:
         first = min((k for k in va.keys() | vb.keys() if va.get(k) != vb.get(k)),
                     key=lambda k: (min(va.get(k, 1 << 62), vb.get(k, 1 << 62)), k))

@@ -108,12 +108,13 @@ def test_chat_template_checks():
         models.check_chat_template(thinker, "thinker")
 
 
-def test_check_same_tokenizer_names_both_models():
-    models.check_same_tokenizer(make_tokenizer(), make_tokenizer(), ("--student a", "--teacher b"))
+def test_check_same_vocab_names_both_models():
+    vocab = make_tokenizer().get_vocab()
+    models.check_same_vocab(vocab, make_tokenizer().get_vocab(), ("--student a", "--teacher b"))
     other = make_tokenizer()
     other.add_tokens(["<extra>"])
     with pytest.raises(ValueError, match=r"--student a and --teacher b must share a tokenizer.*261 vs 262.*'<extra>'"):
-        models.check_same_tokenizer(make_tokenizer(), other, ("--student a", "--teacher b"))
+        models.check_same_vocab(vocab, other.get_vocab(), ("--student a", "--teacher b"))
 
 
 # ---------------------------------------------------------------------- a real model: SmolLM2-135M-Instruct
@@ -265,7 +266,7 @@ def test_smollm2_one_mas_opd_step_then_an_evaluation_rollout(smol, tmp_path, cap
 
     # The checkpoint of a GGUF-born model is a plain transformers directory: it reloads through models.py.
     model, tok = models.load_model(str(out / "checkpoint" / "shared"))
-    models.check_same_tokenizer(tok, base_tok, ("the checkpoint", "SmolLM2"))
+    models.check_same_vocab(tok.get_vocab(), base_tok.get_vocab(), ("the checkpoint", "SmolLM2"))
     assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), base.parameters()))  # it trained
     cfg = rollout.RolloutConfig(**{**evaluation.EVAL_DECODING, "max_turns": 2, "max_new_tokens": 48})
     seats = {r: model for r in ("coder", "tester", "reasoner", "tool_user")}
