@@ -27,7 +27,7 @@ import torch
 from transformers import AutoConfig
 
 from data import load_problems
-from models import TINY, gguf_config, hub_offline, tiny_model
+from models import TINY, gguf_config, local_files_only, tiny_model
 from sampler import CACHE_BUCKET
 from rollout import ROLES
 
@@ -381,7 +381,7 @@ def config_of(name):
     try:
         if name.endswith(".gguf") and os.path.isfile(name):
             return gguf_config(name)
-        return AutoConfig.from_pretrained(name, local_files_only=os.path.isdir(name) or hub_offline())
+        return AutoConfig.from_pretrained(name, local_files_only=local_files_only(name))
     except Exception as e:  # a missing model arrives as OSError, a damaged or foreign file as whatever its parser hits
         raise ValueError(f"memory: no config for {name!r} (give one of {sorted(QWEN3)}, {', '.join(TINY)}, a .gguf "
                          f"file or a local model directory): {str(e).strip().splitlines()[0]}") from None

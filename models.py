@@ -108,10 +108,10 @@ def _hub_error(spec, e):
 
 @functools.lru_cache(maxsize=1)
 def hub_offline():
-    """True when a hub id can only come from the local cache: HF_HUB_OFFLINE is set, or the hub's host does not
-    answer a TCP connect within 3 s. Hub loads then pass local_files_only, so a model that is not cached is
-    refused at once instead of after huggingface_hub's retries (about 25 s per file). Behind a proxy the host
-    is not ours to probe: the hub is taken as reachable."""
+    """True when a hub id (App. D.6.1's models) can only come from the local cache: HF_HUB_OFFLINE is set, or
+    the hub's host does not answer a TCP connect within 3 s. Hub loads then pass local_files_only, so a model
+    that is not cached is refused at once instead of after huggingface_hub's retries (about 25 s per file).
+    Behind a proxy the host is not ours to probe: the hub is taken as reachable."""
     if hub_constants.HF_HUB_OFFLINE:
         return True
     if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
@@ -124,6 +124,12 @@ def hub_offline():
     return False
 
 
+def local_files_only(spec):
+    """from_pretrained's local_files_only for a directory or hub id: the hub is asked only for a hub id, and only
+    while it can be reached (hub_offline); hub ids name the paper's models (Qwen3-1.7B / Qwen3-14B, App. D.6.1)."""
+    return os.path.isdir(spec) or hub_offline()
+
+
 def load_tokenizer(spec):
     """The tokenizer of a model spec (as for load_model) without its weights, in seconds, so that what needs only
     the tokenizer (train.py: teacher and students must share one) is checked before any weights load."""
@@ -134,7 +140,7 @@ def load_tokenizer(spec):
         if kind == "gguf":
             folder, name = os.path.split(os.path.realpath(spec))
             return AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        return AutoTokenizer.from_pretrained(spec, local_files_only=kind == "hub" and hub_offline())
+        return AutoTokenizer.from_pretrained(spec, local_files_only=local_files_only(spec))
     except OSError as e:
         raise (_hub_error(spec, e) if kind == "hub" else ValueError(
             f"model {spec!r}: cannot load its tokenizer ({first_line(e)})")) from None
@@ -159,8 +165,9 @@ def load_model(spec, *, seed=0, dtype=torch.float32, device="cpu"):
             raise ValueError(f"model {spec!r}: cannot load this directory ({first_line(e)})") from None
     else:
         try:
-            model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype, local_files_only=hub_offline())
-            tok = AutoTokenizer.from_pretrained(spec, local_files_only=hub_offline())
+            local = local_files_only(spec)
+            model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype, local_files_only=local)
+            tok = AutoTokenizer.from_pretrained(spec, local_files_only=local)
         except OSError as e:  # offline (HF_HUB_OFFLINE), no connection, unknown repo: all arrive as OSError
             raise _hub_error(spec, e) from None
     check_chat_template(tok, spec)
