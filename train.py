@@ -47,6 +47,8 @@ from teacher import KAPPA, score, teacher_contexts
 
 
 def get_args(argv=None):
+    """The run's configuration, one argparse namespace: the paper's values as defaults (App. D.6.1, D.6.3), the
+    scale-dependent flags from --preset where not given."""
     ap = argparse.ArgumentParser(description="MAS-OPD training (Algorithm 1). Paper values in brackets.",
                                  epilog="The laptop demo runs the toy world through this file: python -m toy")
     add = ap.add_argument
