@@ -151,6 +151,12 @@ def _jail(prefix: str) -> list[str]:
                    "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
 
 
+# The probe makes the same re-exec as _BOOT. Where setpriv still holds root's capabilities for its own exec (as in
+# some containers), an interpreter behind a 0700 directory (a pyenv under /root) starts, and only its re-exec as the
+# sandbox user fails: probing the first exec alone chose an interpreter with which every program failed.
+_PROBE = "import os, sys; os.execv(sys.executable, [sys.executable, '-I', '-c', 'pass'])"
+
+
 @functools.cache
 def _setup() -> tuple[str, list[str] | None]:
     """(interpreter, jail options or None): the jail when bubblewrap works here, and in it (or without it) the first
@@ -160,7 +166,7 @@ def _setup() -> tuple[str, list[str] | None]:
         if shutil.which("bwrap") else []
     with _fresh_uid() as uid:
         for exe, options in jailed + [(exe, None) for exe in candidates]:  # every jailed try before any bare one
-            argv = _as_user((options + ["--"] if options else []) + [exe, "-I", "-c", "pass"], uid)
+            argv = _as_user((options + ["--"] if options else []) + [exe, "-I", "-S", "-c", _PROBE], uid)
             try:
                 r = subprocess.run(argv, env=_env("/tmp"), cwd="/", capture_output=True, timeout=30)
             except (OSError, subprocess.TimeoutExpired):

@@ -72,6 +72,25 @@ def _workdirs() -> set[str]:
     return {e for e in os.listdir(tempfile.gettempdir()) if e.startswith("sandbox-")}
 
 
+@needs_root
+def test_without_bubblewrap_an_interpreter_the_sandbox_user_cannot_reach_is_not_chosen(tmp_path, monkeypatch):
+    """The uid level with sys.executable behind a 0700 directory (a venv whose python links into /root/.pyenv):
+    another interpreter must be chosen, and programs must run, not all fail with PermissionError."""
+    hidden = tmp_path / "private"
+    hidden.mkdir(mode=0o700)
+    (hidden / "python3").symlink_to(os.path.realpath("/usr/bin/python3"))
+    (tmp_path / "python").symlink_to(hidden / "python3")
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "bwrap" else real_which(name, *a, **k))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    sandbox._setup.cache_clear()
+    try:
+        assert sandbox._setup()[0] != str(tmp_path / "python")
+        assert run_program("print(int(input()) * 3)", "4\n", timeout=10) == RunResult("12\n", None)
+    finally:
+        sandbox._setup.cache_clear()
+
+
 @pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")
 def test_the_jail_is_chosen_wherever_bubblewrap_works():
     """A working jail must win over the bare levels (CI installs bubblewrap so that the jail is what it tests)."""
