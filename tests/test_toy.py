@@ -4,6 +4,7 @@ each mechanism should (PAC: the Tester revises a wrong test case; RAS: the roles
 import json
 import os
 import random
+import shutil
 
 import pytest
 import torch
@@ -119,6 +120,21 @@ def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path, small_toy, c
     assert all(v["reverse_kl"] == v["reverse_kl"] for v in lines[0]["roles"].values())  # scored, finite
 
 
+def test_a_build_another_process_finished_first_is_kept(tmp_path, monkeypatch):
+    """Two ablation processes started on an empty cache both build; the one whose rename comes second keeps the
+    first one's build and leaves no temporary directory."""
+    real_replace = os.replace
+
+    def other_process_first(src, dst):
+        if dst.endswith(TOY_VERSION):
+            shutil.copytree(src, dst)  # the other process's build of the same version lands first
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", other_process_first)
+    root = build_toy(str(tmp_path), student_steps=1, examples=8)
+    assert os.listdir(tmp_path) == [TOY_VERSION] and os.path.isdir(os.path.join(root, "student"))
+
+
 def test_ablation_trains_each_variant_per_seed_and_tables_four_systems(tmp_path, small_toy, capsys):
     cache, held = small_toy
     out = str(tmp_path / "abl")
@@ -142,6 +158,15 @@ def test_ablation_trains_each_variant_per_seed_and_tables_four_systems(tmp_path,
     printed = capsys.readouterr().out
     assert "== training" not in printed and printed.count("== reusing") == 6 and "Table 2 analogue" in printed
     assert os.path.getmtime(os.path.join(out, "mas_opd_seed0", "checkpoint", "state.pt")) == stamp
+    # --train-only trains the runs of its seeds and stops: no evaluation, the table of the earlier run untouched
+    table = os.path.getmtime(os.path.join(out, "ablation.json"))
+    ablation.main(["--out", out, "--steps", "1", "--train-seeds", "2", "--cache", cache, "--batch", "2",
+                   "--mini-batch", "2", "--max-new-tokens", "8", "--max-turns", "2", "--train-only"])
+    printed = capsys.readouterr().out
+    assert printed.count("== training") == 3 and "== evaluating" not in printed and "Table 2" not in printed
+    assert all(os.path.isdir(os.path.join(out, f"{run}_seed2", "checkpoint", "coder"))
+               for run in ("mas_opd", "w_o_ras", "w_o_pac"))
+    assert os.path.getmtime(os.path.join(out, "ablation.json")) == table
 
 
 def test_over_runs_is_mean_and_std_over_training_runs():

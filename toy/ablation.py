@@ -3,6 +3,9 @@
     python -m toy.ablation                                    # 3 variants x 3 training seeds (README: its time)
     python -m toy.ablation --train-seeds 0 --eval-seeds 7 --steps 4   # a quick look
     python -m toy.ablation --reuse                            # evaluate the runs in OUT again, no training
+    python -m toy.ablation --train-seeds 0 1 --train-only --threads 1 &   # on two cores: train in two processes,
+    python -m toy.ablation --train-seeds 2 --train-only --threads 1; wait # then evaluate every run at once
+    python -m toy.ablation --reuse
 
 Trains MAS-OPD, w/o RAS (lambda = 0) and w/o PAC (the teacher sees only the student-visible context) from the same
 base students, once per training seed, then evaluates each trained team and the untrained one on the held-out toy
@@ -59,6 +62,9 @@ def main(argv=None):
     ap.add_argument("--eval-problems", help="held-out problem file (default: the toy world's test split)")
     ap.add_argument("--reuse", action="store_true", help="evaluate the runs already trained in OUT (each run's "
                     "checkpoint) instead of training them again, e.g. after a change to the evaluation")
+    ap.add_argument("--train-only", action="store_true", help="train the runs and stop: on a machine with several "
+                    "cores, start one process per share of the seeds (with --threads 1), then evaluate all of them "
+                    "in one --reuse run")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     root = build_toy(args.cache)
     common = train_args(root, args.out) + ["--eval-seeds"] + [str(s) for s in args.eval_seeds] + rest
@@ -74,6 +80,8 @@ def main(argv=None):
                 continue
             print(f"== training {name}, seed {seed}")
             train.main(common + flags + ["--seed", str(seed), "--out", out], teacher=teacher)  # evaluated below
+    if args.train_only:
+        return
 
     problems = load_problems(args.eval_problems or os.path.join(root, "test.jsonl"))
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
@@ -88,7 +96,8 @@ def main(argv=None):
     accuracy = {n: {k: v for k, v in m.items() if k.startswith("acc_")} for n, m in results.items()}
     coordination = {n: {k: v for k, v in m.items() if not k.startswith("acc_")} for n, m in results.items()}
     print(f"\nTable 2 analogue: team accuracy / Pass@1 (%), held-out toy problems; trained systems: mean ± std over "
-          f"training seeds {args.train_seeds}, each the mean over evaluation seeds {args.eval_seeds}\n")
+          f"training seeds {args.train_seeds}, each the mean over evaluation seeds {args.eval_seeds}; MAS-OPD and "
+          f"w/o PAC at lambda {targs.lam}\n")
     print(markdown(accuracy))
     print("\nCoordination (Figs. 3-4): exchange penalty (points), revise-iff-wrong and its failure modes (% of "
           "disagreeing turns), turns to agreement\n")
