@@ -251,6 +251,7 @@ def main(argv=None):
     ap.add_argument("--teacher", default="tiny-qwen3", help="teacher for --heatmap (a model spec as for --student)")
     ap.add_argument("--json", help="write all figures here")
     ap.add_argument("--device", type=device, default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--compile", action="store_true", help="compile the sampler's decode step (as train.py)")
     args = ap.parse_args(argv)
     apply_preset(args)
     if args.heatmap and args.single_agent:

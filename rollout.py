@@ -120,6 +120,7 @@ class RolloutConfig:
     math_final: str = "reasoner"
     workers: int = 4                # episodes whose programs run at once
     rollout_chunk: int = 0          # prompts per generate call (0 = all of a turn at once); bounds the KV cache
+    compile: bool = False           # the sampler's decode step through torch.compile (sampler.compiled_decode_one)
 
 
 def rollout_config(args, **overrides):
@@ -462,7 +463,8 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, progre
             for lo in range(0, len(prompts), step):  # in rounds of at most rollout_chunk prompts
                 if isinstance(model, torch.nn.Module):
                     part = generate(model, prompts[lo:lo + step], cfg.max_new_tokens, temperature=cfg.temperature,
-                                    top_p=cfg.top_p, top_k=cfg.top_k, stop_ids=stops, generator=generator)
+                                    top_p=cfg.top_p, top_k=cfg.top_k, stop_ids=stops, generator=generator,
+                                    compiled=cfg.compile)
                 else:  # a scripted agent or another sampler: prompts -> Generation
                     part = model(prompts[lo:lo + step])
                 gen.tokens += part.tokens

@@ -8,6 +8,7 @@
 
 Nothing here knows about roles, prompts or verifiers, so either function can be copied into another project.
 """
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -41,35 +42,60 @@ def _rms_norm(module, x):
     return F.rms_norm(x, module.weight.shape, module.weight.to(x.dtype), module.variance_epsilon)
 
 
-def _forward(model, ids, cos, sin, mask, cache_k, cache_v, slots, kv_len):
-    """One forward over new tokens, writing their K/V into our cache.
+def _grouped_attention(q, k, v, mask, scale):
+    """Grouped-query attention with a mask: q (B, H, S, D); k, v (B, Hkv, T, D); mask (B, 1, S, T) bool -> (B, H, S, D).
+    Query head h reads K/V head h // G (G = H / Hkv, as transformers' repeat_kv).
 
-    ids: (B, S) token ids; cos, sin: (B, 1, S, D) RoPE tables at their positions; mask: (B, 1, S, kv_len) bool,
-    True = may attend; cache_k/v: per layer (B, Hkv, Tmax, D); slots: (S,) long tensor, the cache slots the new
-    tokens go to (a tensor, not a Python int, so that a decode step keeps one shape and can be replayed as a CUDA
-    graph); attention reads cache slots [0, kv_len). Returns the final hidden states (B, S, C).
+    A decode step (S = 1) lays the G query heads of each K/V head out as G query rows of that head, and the mask
+    broadcasts over them for free: SDPA then sees plain multi-head attention, which every fused kernel takes with a
+    mask. Asked for GQA and a mask together, a torch without a fused kernel for both (the memory-efficient kernel
+    has no GQA, flash no mask) falls back to the math kernel, which would upcast and repeat the whole cache at
+    every step. The prefill runs once per call and keeps enable_gqa: folding it would copy its (B, S, T) mask G
+    times."""
+    B, H, S, D = q.shape
+    if S > 1:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
+    Hkv = k.size(1)
+    o = F.scaled_dot_product_attention(q.reshape(B, Hkv, H // Hkv, D), k, v, scale=scale,
+                                       attn_mask=mask.expand(B, 1, H // Hkv, mask.size(-1)))  # (B, Hkv, G, D)
+    return o.reshape(B, H, 1, D)
+
+
+def _block(layer, x, cos, sin, mask, ck, cv, slots, kv_len):
+    """One decoder layer (a transformers Llama/Qwen3 block, re-implemented) over new tokens, writing their K/V into
+    this layer's cache.
+
+    x: (B, S, C) hidden states of the new tokens; cos, sin: (B, 1, S, D) RoPE tables at their positions; mask:
+    (B, 1, S, kv_len) bool, True = may attend; ck, cv: this layer's cache (B, Hkv, Tmax, D); slots: (S,) long
+    tensor, the cache slots the new tokens go to (a tensor, not a Python int, so that a decode step keeps one shape
+    and can be replayed as a CUDA graph); attention reads cache slots [0, kv_len). Returns (B, S, C).
     """
-    body = model.model
-    B, S = ids.shape
-    x = body.embed_tokens(ids)                              # (B, S, C)
-    for i, layer in enumerate(body.layers):
-        attn = layer.self_attn
-        h = _rms_norm(layer.input_layernorm, x)
-        q = attn.q_proj(h).view(B, S, -1, attn.head_dim)    # (B, S, H, D)
-        k = attn.k_proj(h).view(B, S, -1, attn.head_dim)    # (B, S, Hkv, D)
-        v = attn.v_proj(h).view(B, S, -1, attn.head_dim)
-        if hasattr(attn, "q_norm"):                         # Qwen3: RMSNorm per head, before RoPE
-            q, k = _rms_norm(attn.q_norm, q), _rms_norm(attn.k_norm, k)
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, D)
-        q = q * cos + _rotate_half(q) * sin
-        k = k * cos + _rotate_half(k) * sin
-        cache_k[i].index_copy_(2, slots, k.to(cache_k[i].dtype))
-        cache_v[i].index_copy_(2, slots, v.to(cache_v[i].dtype))
-        o = F.scaled_dot_product_attention(q, cache_k[i][:, :, :kv_len], cache_v[i][:, :, :kv_len], attn_mask=mask,
-                                           scale=attn.scaling, enable_gqa=True)  # (B, H, S, D)
-        x = x + attn.o_proj(o.transpose(1, 2).reshape(B, S, -1))
-        x = x + layer.mlp(_rms_norm(layer.post_attention_layernorm, x))
-    return _rms_norm(body.norm, x)
+    attn = layer.self_attn
+    B, S, _ = x.shape
+    h = _rms_norm(layer.input_layernorm, x)
+    q = attn.q_proj(h).view(B, S, -1, attn.head_dim)    # (B, S, H, D)
+    k = attn.k_proj(h).view(B, S, -1, attn.head_dim)    # (B, S, Hkv, D)
+    v = attn.v_proj(h).view(B, S, -1, attn.head_dim)
+    if hasattr(attn, "q_norm"):                         # Qwen3: RMSNorm per head, before RoPE
+        q, k = _rms_norm(attn.q_norm, q), _rms_norm(attn.k_norm, k)
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, D)
+    q = q * cos + _rotate_half(q) * sin
+    k = k * cos + _rotate_half(k) * sin
+    ck.index_copy_(2, slots, k.to(ck.dtype))
+    cv.index_copy_(2, slots, v.to(cv.dtype))
+    o = _grouped_attention(q, ck[:, :, :kv_len], cv[:, :, :kv_len], mask, attn.scaling)
+    x = x + attn.o_proj(o.transpose(1, 2).reshape(B, S, -1))
+    return x + layer.mlp(_rms_norm(layer.post_attention_layernorm, x))
+
+
+def _forward(model, ids, cos, sin, mask, cache_k, cache_v, slots, kv_len, block=_block):
+    """One forward over new tokens ids (B, S), writing their K/V into our cache (per layer (B, Hkv, Tmax, D));
+    the other arguments as _block's, which `block` is (or its compiled form). Returns the final hidden states
+    (B, S, C)."""
+    x = model.model.embed_tokens(ids)                   # (B, S, C)
+    for layer, ck, cv in zip(model.model.layers, cache_k, cache_v):
+        x = block(layer, x, cos, sin, mask, ck, cv, slots, kv_len)
+    return _rms_norm(model.model.norm, x)
 
 
 def _sample(logits, temperature, top_p, top_k, generator):
@@ -106,8 +132,8 @@ STOP_CHECK = 16      # decode steps between host reads of "has every row stopped
 @dataclass
 class Decoder:
     """The static buffers of one bucket: the K/V cache, RoPE tables, which slots hold real tokens, the token and
-    slot of the step, and the step's output logits. `graph` is the recorded step (CUDA), or None (the step runs
-    eagerly: CPU, or under autocast)."""
+    slot of the step, and the step's output logits. `step` is decode_one or its compiled form; `graph` is the
+    recorded step (CUDA), or None (the step runs as a call: CPU, or under autocast)."""
     cache_k: list            # per layer (B, Hkv, Tmax, D)
     cache_v: list
     cos: torch.Tensor        # (B, 1, Tmax, D)
@@ -116,54 +142,68 @@ class Decoder:
     slot: torch.Tensor       # (Tmax,) 0..Tmax-1
     tok: torch.Tensor        # (B,) the token fed at this step
     cur: torch.Tensor        # (1,) long, its cache slot
-    logits: torch.Tensor = None  # (B, V) float32, written by the step
+    logits: torch.Tensor     # (B, V) float32, written by the step
+    step: object = None      # decode_one or compiled_decode_one()
     graph: object = None
 
 
-def decode_one(model, d):
+def decode_one(model, d, block=_block):
     """One decode step on the bucket's buffers: the token d.tok at slot d.cur -> d.logits (B, V) float32 of the
     next token (whose log_softmax is the student log-prob of Eq. 8, App. C). Only tensor reads and writes, no
     Python value depends on the position: shapes are fixed by the cache, so this is the step a CUDA graph records."""
     cos, sin = d.cos.index_select(2, d.cur), d.sin.index_select(2, d.cur)              # (B, 1, 1, D)
     mask = (d.valid & (d.slot <= d.cur))[:, None, None]                                # (B, 1, 1, Tmax)
-    h = _forward(model, d.tok[:, None], cos, sin, mask, d.cache_k, d.cache_v, d.cur, d.slot.numel())
-    logits = model.lm_head(h[:, -1]).float()                                           # (B, V)
-    if d.logits is None:
-        d.logits = logits
-    else:
-        d.logits.copy_(logits)
+    h = _forward(model, d.tok[:, None], cos, sin, mask, d.cache_k, d.cache_v, d.cur, d.slot.numel(), block)
+    d.logits.copy_(model.lm_head(h[:, -1]))                                            # (B, V) float32
     return d.logits
 
 
+@functools.cache
+def compiled_decode_one():
+    """decode_one with each layer's _block through torch.compile, as gpt-fast compiles its decode step: a layer's
+    elementwise work (norms, RoPE, the cache writes, the mask, SiLU, residuals) fused into a few kernels: about 15
+    launches per layer (7 of them the projections) where the plain block makes about 30. That matters at small
+    batches: a Qwen3-1.7B layer's weights take ~30 us to read on an H200, and even replayed, each launch costs
+    a few us.
+    One layer is compiled, not the whole step: every layer has the same code and shapes, so all share one
+    compilation (seconds instead of minutes at 28 layers). dynamic=True: batch and cache length are symbolic from
+    the start, so one compilation serves every bucket (batch 1 gets its own). Made on first use (importing the
+    compiler takes seconds)."""
+    block = torch.compile(_block, fullgraph=True, dynamic=True)
+    return lambda model, d: decode_one(model, d, block)
+
+
 def _record(model, d):
-    """Record decode_one as a CUDA graph on d's buffers (warm-up on a side stream first, as capture requires)."""
+    """Record d.step as a CUDA graph on d's buffers. The warm-up call on a side stream comes first, as capture
+    requires; it is also where a compiled step compiles and tunes its kernels for these shapes (nothing may
+    synchronise during capture)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        decode_one(model, d)
+        d.step(model, d)
     torch.cuda.current_stream().wait_stream(side)
     d.graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(d.graph):
-        decode_one(model, d)
+        d.step(model, d)
 
 
 _kept = {}  # the last bucket: {"key": ..., "decoder": Decoder}; one at a time, whichever model made it
 
 
-def decoder(model, B, t_max, dtype):
+def decoder(model, B, t_max, dtype, compiled=False):
     """The bucket (B, t_max rounded up to CACHE_BUCKET, dtype) for `model`'s Phase 1 decoding (App. C). The last one is kept, so that the
     next call of the same model with the same bucket reuses its buffers and its recording; any other call frees it
     first, so at most one KV cache is alive at a time, as tools/memory.py plans (release_decoder frees it at once). The
     key holds every parameter's storage address: a recorded graph reads the weights where they were, so moved or
     replaced weights need a new recording (in-place updates, as optimizers do them, do not). The step is recorded
     as a CUDA graph on CUDA when autocast is off (autocast's weight casts would be recorded with the weights of
-    the moment)."""
+    the moment); `compiled` makes the step compiled_decode_one()'s."""
     device = next(model.parameters()).device
     cfg = model.config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     t_max = -(-t_max // CACHE_BUCKET) * CACHE_BUCKET
     graphed = device.type == "cuda" and not torch.is_autocast_enabled("cuda")
-    key = (B, t_max, dtype, graphed, tuple(p.data_ptr() for p in model.parameters()))
+    key = (B, t_max, dtype, graphed, compiled, tuple(p.data_ptr() for p in model.parameters()))
     if _kept.get("key") == key:
         return _kept["decoder"]
     release_decoder()
@@ -172,7 +212,9 @@ def decoder(model, B, t_max, dtype):
     rope = torch.zeros(B, 1, t_max, head_dim, device=device, dtype=dtype)
     d = Decoder(cache_k, [torch.zeros_like(c) for c in cache_k], rope, rope.clone(),
                 torch.zeros(B, t_max, dtype=torch.bool, device=device), torch.arange(t_max, device=device),
-                torch.zeros(B, dtype=torch.long, device=device), torch.zeros(1, dtype=torch.long, device=device))
+                torch.zeros(B, dtype=torch.long, device=device), torch.zeros(1, dtype=torch.long, device=device),
+                torch.zeros(B, model.get_output_embeddings().weight.size(0), device=device),
+                compiled_decode_one() if compiled else decode_one)
     if graphed:
         _record(model, d)
     _kept.update(key=key, decoder=d)
@@ -210,13 +252,16 @@ def prefill(model, d, prompts):
 
 
 @torch.inference_mode()
-def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_k=0, stop_ids=(), generator=None):
+def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_k=0, stop_ids=(), generator=None,
+             compiled=False):
     """Sample continuations of a batch of token-id prompts with our own KV cache.
 
     model: a transformers Llama- or Qwen3-style CausalLM (its weights are used; its forward and cache are not).
     prompts: list of B non-empty lists of token ids, any lengths (left-padded internally).
     Sampling: temperature (0 = greedy), then top-k (0 = off), then top-p (1.0 = off), with `generator`.
     A row stops after producing any id in `stop_ids` (that token is kept and scored) or after max_new_tokens.
+    compiled: run the decode step through torch.compile (compiled_decode_one; worth it on CUDA, where it is then
+    recorded; its first calls compile).
 
     Returns Generation(tokens, logprobs): per row the new ids and, for each, log_softmax of the model's raw
     logits (temperature 1, no top-k/top-p) at that position. These are the student log-probs of Eq. 8 and the
@@ -224,7 +269,7 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
     probabilities of the distribution the token was drawn from.
 
     Prefill runs once over the prompts; then each token is one decode_one step on a static-shape bucket
-    (decoder), replayed as a CUDA graph on CUDA without autocast. The host reads the stop state every STOP_CHECK
+    (decoder), replayed as a CUDA graph on CUDA without autocast (gpt-fast's recipe is compiled=True on CUDA). The host reads the stop state every STOP_CHECK
     steps only; rows that stopped keep decoding until then, and their extra tokens are dropped.
     """
     _check_supported(model)
@@ -238,7 +283,8 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
     # Under autocast (bf16 compute over fp32 master weights) K and V come out in the autocast dtype: cache them
     # so, at half the bytes of the weights' dtype.
     amp = torch.is_autocast_enabled(param.device.type)
-    d = decoder(model, B, T + max_new_tokens, torch.get_autocast_dtype(param.device.type) if amp else param.dtype)
+    d = decoder(model, B, T + max_new_tokens, torch.get_autocast_dtype(param.device.type) if amp else param.dtype,
+                compiled)
     h = prefill(model, d, prompts)                                                     # (B, C)
     logits = model.lm_head(h).float()                                                  # (B, V)
 
@@ -256,7 +302,7 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
         d.tok.copy_(nxt)
         d.cur.fill_(T + step)                                                          # this token's slot
         if d.graph is None:
-            logits = decode_one(model, d)
+            logits = d.step(model, d)
         else:
             d.graph.replay()
             logits = d.logits

@@ -5,6 +5,7 @@ import os
 import pytest
 
 import eval as ev
+import rollout
 from rollout import RolloutConfig, run_episodes
 from tests.test_workflows import APPLES, BAD, GOOD, SUM, TEST_OK, TEST_WRONG
 
@@ -127,3 +128,12 @@ def test_cli_heatmap_of_a_single_agent_is_refused(capsys):
     with pytest.raises(SystemExit) as e:
         ev.main(["--single-agent", "tiny-qwen3", "--problems", "examples/problems.jsonl", "--heatmap", "h.html"])
     assert e.value.code == 2 and "--heatmap needs a team" in capsys.readouterr().err
+
+
+def test_cli_compile_reaches_every_generate_call(problems, monkeypatch, capsys):
+    seen, real = [], rollout.generate  # recorded, then run uncompiled: compiling is the sampler tests' business
+    monkeypatch.setattr(rollout, "generate", lambda *a, **k: seen.append(k["compiled"]) or real(*a, **{**k,
+                                                                                                   "compiled": False}))
+    ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange", "--max-new-tokens",
+             "4", "--compile"])
+    assert seen and all(seen)

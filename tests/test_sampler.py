@@ -205,3 +205,22 @@ def test_a_kept_bucket_is_reused_and_an_earlier_call_never_leaks(qwen3, llama):
     assert sampler._kept["decoder"] is not d  # the same model, its weights elsewhere
     sampler.release_decoder()
     assert not sampler._kept
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+def test_the_compiled_step_decodes_as_the_plain_one(arch, qwen3, llama, monkeypatch):
+    """compiled=True (the decode step through torch.compile) gives plain decoding's tokens and log-probs, greedy
+    and seeded, also for further bucket shapes (where the compiler makes batch and cache length symbolic); every
+    decode step goes through the compiled function."""
+    model = {"qwen3": qwen3, "llama": llama}[arch]
+    calls, step = [], sampler.compiled_decode_one()
+    monkeypatch.setattr(sampler, "compiled_decode_one", lambda: lambda *a: calls.append(1) or step(*a))
+    sampler.release_decoder()
+    for prompts, temperature in ((_prompts(13), 0), (_prompts(14, LENGTHS[:3]), 1.0), (_prompts(15, (300, 2)), 1.0)):
+        ref, ref_lps = _reference(model, prompts, 6, temperature=temperature, seed=6)
+        out = generate(model, prompts, 6, temperature=temperature, generator=torch.Generator().manual_seed(6),
+                       compiled=True)
+        assert out.tokens == ref
+        for a, b in zip(out.logprobs, ref_lps):
+            torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+    assert len(calls) == 3 * 5  # 6 tokens: the first from the prefill, five decode steps per call

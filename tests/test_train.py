@@ -146,6 +146,12 @@ def test_presets_fill_only_the_flags_not_given():
         train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "huge"])
 
 
+def test_compile_flag_reaches_the_rollout_config():
+    base = ["--problems", "p.jsonl", "--student", "tiny-qwen3"]
+    assert train.rollout_config(train.get_args(base + ["--compile"])).compile
+    assert not train.rollout_config(train.get_args(base)).compile
+
+
 def test_save_refuses_non_finite_weights(tmp_path):
     model = tiny_model("qwen3", layers=1, hidden=32)
     with torch.no_grad():

@@ -83,8 +83,11 @@ def build(shape, dtype, device):
 
 def sdpa_ops(fn):
     """Names of the SDPA kernels that run inside fn() (flash / efficient / cudnn / math / flash_for_cpu)."""
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        fn()
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            fn()
+    except Exception as e:  # a probe, not a check: say so and go on
+        return f"FAILED {type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
     names = {e.key for e in prof.key_averages() if e.key.startswith("aten::_scaled_dot_product")}
     return ",".join(sorted(n.replace("aten::_scaled_dot_product_", "") for n in names)) or "none"
 
@@ -112,8 +115,9 @@ def main(argv=None):
         if cuda:
             torch.cuda.synchronize()
 
-    def measure(name, fn, predicted=None):
-        """Run fn once; log seconds, measured and predicted peak (GiB). Returns (fn's result or None, seconds)."""
+    def measure(name, fn, predicted=None, warm=None):
+        """Run warm() (untimed but logged: recording, compiling) then fn() once; log seconds, measured and predicted
+        peak (GiB). A failure is logged as one line and the check goes on. Returns (fn's result or None, seconds)."""
         if time.perf_counter() - start > args.budget_s:
             log(f"{name:<58} skipped: past --budget-s {args.budget_s:g}")
             return None, None
@@ -122,12 +126,18 @@ def main(argv=None):
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
         sync()
-        t0 = time.perf_counter()
+        out, status = None, ""
         try:
-            out, status = fn(), ""
+            if warm:
+                t0 = time.perf_counter()
+                warm()
+                sync()
+                status = f"  (warm-up {time.perf_counter() - t0:.1f} s)"
+            t0 = time.perf_counter()
+            out = fn()
             sync()
-        except torch.OutOfMemoryError as e:
-            out, status = None, f"  OOM: {str(e).splitlines()[0][:120]}"
+        except Exception as e:  # OOM included: one line, then the next check
+            status = f"  FAILED {type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
         secs = time.perf_counter() - t0
         peak = f"{torch.cuda.max_memory_allocated() / unit:7.2f}" if cuda else "    n/a"
         pred = f"{predicted / unit:7.2f}" if predicted is not None else "      -"
@@ -178,11 +188,12 @@ def main(argv=None):
                 sdpa_ops(lambda: sequence_logprobs(student, probe, [rand_ids(4), rand_ids(4)])))
 
     # (a) Rollout decode, on a bf16 copy of the student as train.py samples under --precision bf16: our sampler
-    # (static-shape decode step, replayed as a CUDA graph) vs transformers generate with a static cache (its
-    # compiled decode), temperature 1, no stop tokens, so every row produces exactly `new` tokens; each timed after
-    # a warm-up of the same shapes (our recording, their compilation). Then today's training path for reference:
-    # ours under bf16 autocast over the fp32 weights (eager: autocast's casts cannot be recorded).
-    bf = build(S, torch.bfloat16, dev)
+    # (static-shape decode step replayed as a CUDA graph; plain, and with compiled=True as under --compile) vs
+    # transformers generate with a static cache (its compiled decode), temperature 1, no stop tokens, so every row
+    # produces exactly `new` tokens; each timed after a warm-up of the same shapes (our recording and compiling,
+    # theirs). Then the training path before the copies, for reference: ours under bf16 autocast over the fp32
+    # weights (eager: autocast's casts cannot be recorded).
+    bf = build(S, torch.bfloat16, dev).requires_grad_(False)  # as train.rollout_copies makes them
     bf.load_state_dict(student.state_dict())
     batches, P, N = sizes["decode"]
     weight_bytes = 2 * base["params"]["student"]
@@ -201,26 +212,29 @@ def main(argv=None):
         prompts = [rand_ids(n) for n in lens]
         ids = torch.tensor([[0] * (P - len(p)) + p for p in prompts], device=dev)
         attn = torch.tensor([[0] * (P - len(p)) + [1] * len(p) for p in prompts], device=dev)
-        ours = lambda new, model=bf: generate(model, prompts, new, generator=torch.Generator(dev).manual_seed(0))
+        ours = lambda new, compiled=False: generate(bf, prompts, new, generator=torch.Generator(dev).manual_seed(0),
+                                                    compiled=compiled)
 
         def theirs(new, model=bf):
             with torch.inference_mode():
                 return model.generate(ids, attention_mask=attn, max_new_tokens=new, min_new_tokens=new,
                                       do_sample=True, temperature=1.0, top_p=1.0, top_k=0, eos_token_id=None,
                                       pad_token_id=0, cache_implementation="static")
-        ours(N)
-        _, t_ours = measure(f"(a1) sampler.generate, batch {B}", lambda: ours(N))
-        theirs(N)
-        _, t_theirs = measure(f"(a2) transformers generate, static cache, batch {B}", lambda: theirs(N))
-        if t_ours and t_theirs:
-            log(f"    batch {B}: ours {B * N / t_ours:,.0f} tokens/s ({t_ours / N * 1e3:.1f} ms/step), transformers "
-                f"{B * N / t_theirs:,.0f} tokens/s, ratio ours/transformers {t_theirs / t_ours:.2f}x")
+        _, t_ours = measure(f"(a1) sampler.generate, batch {B}", lambda: ours(N), warm=lambda: ours(4))
+        _, t_comp = measure(f"(a1) sampler.generate compiled=True, batch {B}", lambda: ours(N, True),
+                            warm=lambda: ours(4, True))
+        _, t_theirs = measure(f"(a2) transformers generate, static cache, batch {B}", lambda: theirs(N),
+                              warm=lambda: theirs(N))
+        for name, t in (("ours", t_ours), ("ours compiled", t_comp), ("transformers", t_theirs)):
+            if t:
+                log(f"    batch {B}: {name} {B * N / t:,.0f} tokens/s ({t / N * 1e3:.2f} ms/step)"
+                    + (f", {t_theirs / t:.2f}x transformers" if t_theirs and t is not t_theirs else ""))
     Bm = batches[len(batches) // 2]
     mid = [rand_ids(n) for n in torch.linspace(P // 2, P, Bm).long().tolist()]
     with amp():
-        generate(student, mid, 4, generator=torch.Generator(dev).manual_seed(0))
         _, t_amp = measure(f"(a3) sampler.generate, batch {Bm}, autocast over fp32 weights (eager)",
-                           lambda: generate(student, mid, N, generator=torch.Generator(dev).manual_seed(0)))
+                           lambda: generate(student, mid, N, generator=torch.Generator(dev).manual_seed(0)),
+                           warm=lambda: generate(student, mid, 4, generator=torch.Generator(dev).manual_seed(0)))
     if t_amp:
         log(f"    batch {Bm} under autocast: {Bm * N / t_amp:,.0f} tokens/s ({t_amp / N * 1e3:.1f} ms/step)")
     release_decoder()
@@ -228,28 +242,33 @@ def main(argv=None):
 
     # (d) One train_step end to end at this shape (Algorithm 1: rollout, attribution, two teacher passes, update):
     # the example problems with the byte-level tokenizer (random weights never agree, so every episode runs all its
-    # turns at full length), per-phase seconds; once with the rollout on bf16 copies, as train.py runs it under
-    # --precision bf16, once under autocast over the fp32 weights (the path before the copies).
+    # turns at full length), per-phase seconds; with the rollout on bf16 copies as train.py runs it under
+    # --precision bf16, plain and with --compile, and under autocast over the fp32 weights (the path before the
+    # copies). Each variant's step also updates the students: random weights either way.
     Bd, turns, new = sizes["step"]
     roles = {"coder": students[0], "reasoner": students[0], "tester": students[1], "tool_user": students[1]}
-    targs = train.get_args(["--problems", EXAMPLES, "--student", "tiny-qwen3", "--precision", "bf16", "--batch",
-                            str(Bd), "--mini-batch", str(Bd), "--micro-batch", "2", "--max-turns", str(turns),
-                            "--max-new-tokens", str(new), "--device", dev])
+    targv = ["--problems", EXAMPLES, "--student", "tiny-qwen3", "--precision", "bf16", "--batch", str(Bd),
+             "--mini-batch", str(Bd), "--micro-batch", "2", "--max-turns", str(turns), "--max-new-tokens", str(new),
+             "--device", dev]
     problems, tok = load_problems(EXAMPLES), make_tokenizer()
     log(f"(d) train_step: {Bd} episodes x {turns} turns x {new} new tokens, bf16, teacher {T.get('hidden_size')} wide")
-    steps = {}
-    for name, rollout_models in (("bf16 rollout copies", train.rollout_copies(roles, targs)),
-                                 ("autocast over fp32", None)):
+    copies, steps = train.rollout_copies(roles, train.get_args(targv)), {}
+    for name, extra, rollout_models in (("bf16 rollout copies", [], copies),
+                                        ("bf16 rollout copies, --compile", ["--compile"], copies),
+                                        ("autocast over fp32", [], None)):
+        targs = train.get_args(targv + extra)
         m, _ = measure(f"(d) train_step, rollout on {name}", lambda: train.train_step(
             0, problems, roles, optims, teacher, tok, targs, torch.Generator(dev).manual_seed(0), rollout_models))
         if m:
             steps[name] = m["seconds"]
             log(f"    seconds {m['seconds']}, tokens {m['tokens']}, logprob_gap mean "
                 f"{m.get('logprob_gap_mean', float('nan')):.2e} max {m.get('logprob_gap', float('nan')):.2e}")
-        del rollout_models
-    if len(steps) == 2:
-        log(f"    rollout phase: {steps['autocast over fp32']['rollout'] / steps['bf16 rollout copies']['rollout']:.2f}x "
-            "faster on the bf16 copies")
+    del copies
+    if "autocast over fp32" in steps:
+        for name in steps:
+            if name != "autocast over fp32":
+                log(f"    rollout phase on {name}: {steps['autocast over fp32']['rollout'] / steps[name]['rollout']:.2f}x "
+                    "faster than under autocast over fp32")
 
     Bl, Pl, Nl = sizes["long"]
     long_prompts = [rand_ids(Pl - Pl // 64 * i) for i in range(Bl)]  # mixed lengths, as in real batches
