@@ -125,7 +125,7 @@ def _sample(logits, temperature, top_p, top_k, generator):
 # per token instead of one per kernel. One recording per (batch, cache length, dtype) bucket; the last one is kept.
 # Attention reads the whole bucket every step (future slots masked): more reads than the used prefix, fixed shapes.
 
-CACHE_BUCKET = 256   # cache lengths are rounded up to a multiple of this, so nearby prompt lengths share a graph
+CACHE_BUCKET = 128   # cache lengths are rounded up to a multiple of this, so nearby prompt lengths share a graph
 STOP_CHECK = 16      # decode steps between host reads of "has every row stopped?" (each read is a device sync)
 
 

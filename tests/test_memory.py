@@ -143,7 +143,7 @@ def test_kv_cache_formula_and_persistent_items():
     # 2 (K, V) x layers x B x Hkv x (prompt + new, rounded up to the sampler's bucket) x head_dim x 2 bytes (bf16)
     assert pl["bytes"]["KV cache (one generate call)"] == 2 * 28 * 4 * 8 * (8192 + 4096) * 128 * 2
     odd = plan(S, T, rollout_batch=4, prompt_len=8000, response_len=4000)["bytes"]["KV cache (one generate call)"]
-    assert odd == 2 * 28 * 4 * 8 * 12032 * 128 * 2  # 12,000 tokens -> 47 buckets of 256
+    assert odd == 2 * 28 * 4 * 8 * 12032 * 128 * 2  # 12,000 tokens -> 94 buckets of 128
     P = param_count(S)
     assert pl["bytes"]["student weights (fp32 master)"] == 2 * 4 * P
     assert pl["bytes"]["AdamW moments (2 x fp32)"] == 2 * 8 * P
