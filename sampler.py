@@ -191,13 +191,13 @@ _kept = {}  # the last bucket: {"key": ..., "decoder": Decoder}; one at a time, 
 
 
 def decoder(model, B, t_max, dtype, compiled=False):
-    """The bucket (B, t_max rounded up to CACHE_BUCKET, dtype) for `model`'s Phase 1 decoding (App. C). The last one is kept, so that the
-    next call of the same model with the same bucket reuses its buffers and its recording; any other call frees it
-    first, so at most one KV cache is alive at a time, as tools/memory.py plans (release_decoder frees it at once). The
-    key holds every parameter's storage address: a recorded graph reads the weights where they were, so moved or
-    replaced weights need a new recording (in-place updates, as optimizers do them, do not). The step is recorded
-    as a CUDA graph on CUDA when autocast is off (autocast's weight casts would be recorded with the weights of
-    the moment); `compiled` makes the step compiled_decode_one()'s."""
+    """The bucket (B, t_max rounded up to CACHE_BUCKET, dtype) for `model`'s Phase 1 decoding (App. C). The last
+    one is kept, so that the next call of the same model with the same bucket reuses its buffers and its recording;
+    any other call frees it first, so at most one KV cache is alive at a time, as tools/memory.py plans
+    (release_decoder frees it at once). The key holds every parameter's storage address: a recorded graph reads the
+    weights where they were, so moved or replaced weights need a new recording (in-place updates, as optimizers do
+    them, do not). The step is recorded as a CUDA graph on CUDA when autocast is off (autocast's weight casts would
+    be recorded with the weights of the moment); `compiled` makes the step compiled_decode_one()'s."""
     device = next(model.parameters()).device
     cfg = model.config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -269,8 +269,9 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
     probabilities of the distribution the token was drawn from.
 
     Prefill runs once over the prompts; then each token is one decode_one step on a static-shape bucket
-    (decoder), replayed as a CUDA graph on CUDA without autocast (gpt-fast's recipe is compiled=True on CUDA). The host reads the stop state every STOP_CHECK
-    steps only; rows that stopped keep decoding until then, and their extra tokens are dropped.
+    (decoder), replayed as a CUDA graph on CUDA without autocast (with compiled=True this is gpt-fast's recipe).
+    The host reads the stop state every STOP_CHECK steps only; rows that stopped keep decoding until then, and
+    their extra tokens are dropped.
     """
     _check_supported(model)
     if not prompts or any(len(p) == 0 for p in prompts):

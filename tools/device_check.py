@@ -264,11 +264,11 @@ def main(argv=None):
             log(f"    seconds {m['seconds']}, tokens {m['tokens']}, logprob_gap mean "
                 f"{m.get('logprob_gap_mean', float('nan')):.2e} max {m.get('logprob_gap', float('nan')):.2e}")
     del copies
-    if "autocast over fp32" in steps:
-        for name in steps:
-            if name != "autocast over fp32":
-                log(f"    rollout phase on {name}: {steps['autocast over fp32']['rollout'] / steps[name]['rollout']:.2f}x "
-                    "faster than under autocast over fp32")
+    before = steps.get("autocast over fp32")
+    for name in steps if before else ():
+        if name != "autocast over fp32":
+            log(f"    rollout phase on {name}: {before['rollout'] / steps[name]['rollout']:.2f}x faster than under "
+                "autocast over fp32")
 
     Bl, Pl, Nl = sizes["long"]
     long_prompts = [rand_ids(Pl - Pl // 64 * i) for i in range(Bl)]  # mixed lengths, as in real batches
