@@ -309,7 +309,7 @@ def main(argv=None):
         return train.update(items, 1, policies, optims, args)
 
     log("(c) update: both students, bf16 autocast, AdamW moments present; micro-batch responses alternate policies")
-    update(64, 32, 2)  # warm-up
+    measure("(c) warm-up: micro-batch 2 x (64 + 32)", lambda: update(64, 32, 2))
     for ctx_len, resp_len, mb, ckpt in sizes["update"]:
         for model in students:  # transformers >= 5.2x: activation_checkpointing_*; older: gradient_checkpointing_*
             if ckpt:
