@@ -297,7 +297,7 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
         lp = logits.log_softmax(dim=-1).gather(1, nxt[:, None]).squeeze(1)             # (B,)
         new_ids.append(torch.where(done, -1, nxt))
         new_lps.append(lp)
-        done = done | torch.isin(nxt, stop)
+        done = done | (nxt[:, None] == stop).any(-1)  # not isin: with ~10+ ids it calls unique, which syncs
         if step == max_new_tokens - 1 or ((step + 1) % STOP_CHECK == 0 and bool(done.all())):
             break
         d.tok.copy_(nxt)

@@ -207,6 +207,16 @@ def test_a_kept_bucket_is_reused_and_an_earlier_call_never_leaks(qwen3, llama):
     assert not sampler._kept
 
 
+def test_many_stop_ids_stop_each_row_at_its_own(qwen3):
+    """A long stop list (past the size where torch.isin changes method) ends each row exactly as plain decoding."""
+    prompts = _prompts(16)
+    free, _ = _reference(qwen3, prompts, 8, seed=7)
+    stops = sorted({row[2] for row in free} | set(range(900, 940)))
+    ref, _ = _reference(qwen3, prompts, 8, stop_ids=stops, seed=7)
+    out = generate(qwen3, prompts, 8, stop_ids=stops, generator=torch.Generator().manual_seed(7))
+    assert out.tokens == ref and all(len(t) <= 3 for t in out.tokens)
+
+
 @pytest.mark.parametrize("arch", ["qwen3", "llama"])
 def test_the_compiled_step_decodes_as_the_plain_one(arch, qwen3, llama, monkeypatch):
     """compiled=True (the decode step through torch.compile) gives plain decoding's tokens and log-probs, greedy

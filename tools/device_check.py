@@ -27,6 +27,7 @@ import time
 from types import SimpleNamespace
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 from transformers import Qwen3Config, Qwen3ForCausalLM
 from transformers.utils import logging as hf_logging
@@ -223,6 +224,16 @@ def main(argv=None):
         _, t_ours = measure(f"(a1) sampler.generate, batch {B}", lambda: ours(N), warm=lambda: ours(4))
         _, t_comp = measure(f"(a1) sampler.generate compiled=True, batch {B}", lambda: ours(N, True),
                             warm=lambda: ours(4, True))
+        if B in (batches[0], batches[-1]):  # which fused kernel the recorded step should use (cuDNN may lead)
+            release_decoder()  # the bucket's recording was made with the default kernel choice
+            # the decode step's attention has no GQA left, so the memory-efficient kernel takes it; the prefill's
+            # (GQA and a mask) then needs the math kernel
+            with sdpa_kernel(([SDPBackend.EFFICIENT_ATTENTION] if cuda else []) + [SDPBackend.MATH]):
+                _, t_eff = measure(f"(a1) sampler.generate, {'memory-efficient' if cuda else 'math'} SDPA in the "
+                                   f"decode step, batch {B}", lambda: ours(N), warm=lambda: ours(4))
+            release_decoder()
+            if t_eff:
+                log(f"    batch {B}: {B * N / t_eff:,.0f} tokens/s with that kernel alone")
         _, t_theirs = measure(f"(a2) transformers generate, static cache, batch {B}", lambda: theirs(N),
                               warm=lambda: theirs(N))
         for name, t in (("ours", t_ours), ("ours compiled", t_comp), ("transformers", t_theirs)):
