@@ -160,15 +160,14 @@ def decode_one(model, d, block=_block):
 
 @functools.cache
 def compiled_decode_one():
-    """decode_one with each layer's _block through torch.compile, as gpt-fast compiles its decode step: a layer's
-    elementwise work (norms, RoPE, the cache writes, the mask, SiLU, residuals) fused into a few kernels: about 15
-    launches per layer (7 of them the projections) where the plain block makes about 30. That matters at small
-    batches: a Qwen3-1.7B layer's weights take ~30 us to read on an H200, and even replayed, each launch costs
-    a few us.
-    One layer is compiled, not the whole step: every layer has the same code and shapes, so all share one
-    compilation (seconds instead of minutes at 28 layers). dynamic=True: batch and cache length are symbolic from
-    the start, so one compilation serves every bucket (batch 1 gets its own). Made on first use (importing the
-    compiler takes seconds)."""
+    """decode_one (Phase 1 decoding, App. C) with each layer's _block through torch.compile, as gpt-fast compiles
+    its decode step: a layer's elementwise work (norms, RoPE, the cache writes, the mask, SiLU, residuals) fused
+    into a few kernels, about 15 launches per layer (7 of them the projections) where the plain block makes about
+    30. That matters at small batches: a Qwen3-1.7B layer's weights take ~30 us to read on an H200, and even
+    replayed, each launch costs a few us. One layer is compiled, not the whole step: every layer has the same code
+    and shapes, so all share one compilation (seconds instead of minutes at 28 layers). dynamic=True: batch and
+    cache length are symbolic from the start, so one compilation serves every bucket (batch 1 gets its own). Made
+    on first use (importing the compiler takes seconds)."""
     block = torch.compile(_block, fullgraph=True, dynamic=True)
     return lambda model, d: decode_one(model, d, block)
 

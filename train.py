@@ -84,8 +84,8 @@ def get_args(argv=None):
     add("--rollout-chunk", type=bounded(int, 0), default=0,
         help="prompts per generate call, 0 = all (bounds the KV cache)")
     add("--teacher-offload", action="store_true", help="keep the teacher on the CPU except while it scores")
-    add("--compile", action="store_true", help="compile the sampler's decode step (fused kernels; GPU; the first "
-        "rollouts compile for a minute or two)")
+    add("--compile", action="store_true", help="compile the sampler's decode step (fused kernels, for a GPU; the "
+        "first rollout compiles for tens of seconds)")
     add("--device", type=device, default="cuda" if torch.cuda.is_available() else "cpu")
     add("--workers", type=COUNT, default=4, help="sandbox runs at once")
     add("--save-every", type=COUNT, default=1, help="steps between checkpoints (and always at the end)")

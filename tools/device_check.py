@@ -82,13 +82,18 @@ def build(shape, dtype, device):
     return model.eval()
 
 
+def failed(e):
+    """One log line for an exception: a check that fails is reported and the run goes on."""
+    return f"FAILED {type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
+
+
 def sdpa_ops(fn):
     """Names of the SDPA kernels that run inside fn() (flash / efficient / cudnn / math / flash_for_cpu)."""
     try:
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             fn()
     except Exception as e:  # a probe, not a check: say so and go on
-        return f"FAILED {type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
+        return failed(e)
     names = {e.key for e in prof.key_averages() if e.key.startswith("aten::_scaled_dot_product")}
     return ",".join(sorted(n.replace("aten::_scaled_dot_product_", "") for n in names)) or "none"
 
@@ -138,7 +143,7 @@ def main(argv=None):
             out = fn()
             sync()
         except Exception as e:  # OOM included: one line, then the next check
-            status = f"  FAILED {type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
+            status = "  " + failed(e)
         secs = time.perf_counter() - t0
         peak = f"{torch.cuda.max_memory_allocated() / unit:7.2f}" if cuda else "    n/a"
         pred = f"{predicted / unit:7.2f}" if predicted is not None else "      -"
@@ -239,7 +244,7 @@ def main(argv=None):
         for name, t in (("ours", t_ours), ("ours compiled", t_comp), ("transformers", t_theirs)):
             if t:
                 log(f"    batch {B}: {name} {B * N / t:,.0f} tokens/s ({t / N * 1e3:.2f} ms/step)"
-                    + (f", {t_theirs / t:.2f}x transformers" if t_theirs and t is not t_theirs else ""))
+                    + (f", {t_theirs / t:.2f}x transformers" if t_theirs and name != "transformers" else ""))
     Bm = batches[len(batches) // 2]
     mid = [rand_ids(n) for n in torch.linspace(P // 2, P, Bm).long().tolist()]
     with amp():
