@@ -207,6 +207,21 @@ def test_a_kept_bucket_is_reused_and_an_earlier_call_never_leaks(qwen3, llama):
     assert not sampler._kept
 
 
+def test_the_host_reads_the_device_once_per_STOP_CHECK_steps(qwen3, monkeypatch):
+    """No host synchronisation per token: while decoding, the host reads a device value (bool, item, tolist, ...)
+    once every STOP_CHECK steps, for the stop state, and at the end for the results (tokens and log-probs)."""
+    prompts, reads = _prompts(17), []
+    for name in ("__bool__", "__int__", "__float__", "item", "tolist", "cpu", "numpy"):
+        orig = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name,
+                            lambda self, *a, _f=orig, _n=name, **k: reads.append(_n) or _f(self, *a, **k))
+    n = 4 * STOP_CHECK + 3
+    out = generate(qwen3, prompts, n, generator=torch.Generator().manual_seed(8))
+    monkeypatch.undo()
+    assert all(len(t) == n for t in out.tokens)  # no stop ids: every row decodes all n tokens
+    assert reads.count("__bool__") == n // STOP_CHECK and len(reads) == n // STOP_CHECK + 2, reads
+
+
 def test_many_stop_ids_stop_each_row_at_its_own(qwen3):
     """A long stop list (past the size where torch.isin changes method) ends each row exactly as plain decoding."""
     prompts = _prompts(16)
