@@ -172,6 +172,12 @@ def compiled_decode_one():
     return lambda model, d: decode_one(model, d, block)
 
 
+def _recordable(device):
+    """Whether decode steps on `device` are recorded as a CUDA graph: on CUDA, unless autocast is on (its weight
+    casts would be recorded with the weights of the moment)."""
+    return device.type == "cuda" and not torch.is_autocast_enabled("cuda")
+
+
 def _record(model, d):
     """Record d.step as a CUDA graph on d's buffers. The warm-up call on a side stream comes first, as capture
     requires; it is also where a compiled step compiles and tunes its kernels for these shapes (nothing may
@@ -195,13 +201,13 @@ def decoder(model, B, t_max, dtype, compiled=False):
     any other call frees it first, so at most one KV cache is alive at a time, as tools/memory.py plans
     (release_decoder frees it at once). The key holds every parameter's storage address: a recorded graph reads the
     weights where they were, so moved or replaced weights need a new recording (in-place updates, as optimizers do
-    them, do not). The step is recorded as a CUDA graph on CUDA when autocast is off (autocast's weight casts would
-    be recorded with the weights of the moment); `compiled` makes the step compiled_decode_one()'s."""
+    them, do not). The step is recorded as a CUDA graph where _recordable says so; `compiled` makes the step
+    compiled_decode_one()'s."""
     device = next(model.parameters()).device
     cfg = model.config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     t_max = -(-t_max // CACHE_BUCKET) * CACHE_BUCKET
-    graphed = device.type == "cuda" and not torch.is_autocast_enabled("cuda")
+    graphed = _recordable(device)
     key = (B, t_max, dtype, graphed, compiled, tuple(p.data_ptr() for p in model.parameters()))
     if _kept.get("key") == key:
         return _kept["decoder"]

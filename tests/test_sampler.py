@@ -1,6 +1,10 @@
 """The hand-written KV-cached sampler: exact against transformers, and every sampling knob behaves."""
+import contextlib
+
 import pytest
 import torch
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import sampler
 from models import tiny_model
@@ -220,6 +224,66 @@ def test_the_host_reads_the_device_once_per_STOP_CHECK_steps(qwen3, monkeypatch)
     monkeypatch.undo()
     assert all(len(t) == n for t in out.tokens)  # no stop ids: every row decodes all n tokens
     assert reads.count("__bool__") == n // STOP_CHECK and len(reads) == n // STOP_CHECK + 2, reads
+
+
+class _Capture(TorchDispatchMode):
+    """Under it every op runs as usual and is appended, with its arguments and results, to `ops`."""
+
+    def __init__(self, graph):
+        super().__init__()
+        self.ops = graph.ops
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.ops.append((func, args, kwargs or {}, out))
+        return out
+
+
+class _CpuGraph:
+    """A CUDA graph's contract on the CPU: capture records the ops and the very tensors they read and write; replay
+    runs the same ops on the same tensors and writes each result where capture wrote it. What the host decided at
+    capture (a Python number of the position, a tensor made then) stays as it was, as in a recorded CUDA graph."""
+
+    def __init__(self):
+        self.ops, self.replays = [], 0
+
+    def replay(self):
+        self.replays += 1
+        for func, args, kwargs, out in self.ops:
+            new = func(*args, **kwargs)
+            for o, n in zip(pytree.tree_leaves(out), pytree.tree_leaves(new)):
+                if isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() != n.untyped_storage().data_ptr():
+                    o.copy_(n)  # out of place: into the capture's buffer (in-place ops and views wrote there already)
+
+
+class _Stream:
+    def wait_stream(self, other):
+        pass
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+def test_the_recorded_step_replays_as_plain_decoding(arch, qwen3, llama, monkeypatch):
+    """The CUDA-graph path (_record, then replays) on the CPU with _CpuGraph standing in for torch.cuda's graph:
+    tokens and log-probs equal plain uncached decoding, greedy and seeded, also when a second call with other
+    prompts and another prompt length replays the first call's recording. The step runs twice per recording
+    (warm-up, capture); every other decode step is a replay."""
+    model = {"qwen3": qwen3, "llama": llama}[arch]
+    for name, fake in (("CUDAGraph", _CpuGraph), ("graph", _Capture), ("Stream", _Stream),
+                       ("current_stream", _Stream), ("stream", lambda s: contextlib.nullcontext())):
+        monkeypatch.setattr(torch.cuda, name, fake)
+    monkeypatch.setattr(sampler, "_recordable", lambda device: True)
+    steps, step = [], sampler.decode_one
+    monkeypatch.setattr(sampler, "decode_one", lambda *a: steps.append(1) or step(*a))
+    sampler.release_decoder()
+    for prompts, temperature, seed in ((_prompts(18), 0, 0), (_prompts(19, (3, 8, 41, 12, 6)), 1.0, 9)):
+        ref, ref_lps = _reference(model, prompts, 20, temperature=temperature, seed=seed)
+        out = generate(model, prompts, 20, temperature=temperature, generator=torch.Generator().manual_seed(seed))
+        assert out.tokens == ref
+        for a, b in zip(out.logprobs, ref_lps):
+            torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+    d = sampler._kept["decoder"]
+    assert isinstance(d.graph, _CpuGraph) and d.graph.replays == 2 * 19 and len(steps) == 2
+    sampler.release_decoder()
 
 
 def test_many_stop_ids_stop_each_row_at_its_own(qwen3):
