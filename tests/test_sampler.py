@@ -262,27 +262,34 @@ class _Stream:
 
 
 @pytest.mark.parametrize("arch", ["qwen3", "llama"])
-def test_the_recorded_step_replays_as_plain_decoding(arch, qwen3, llama, monkeypatch):
+def test_the_recorded_step_replays_as_plain_decoding(arch, monkeypatch):
     """The CUDA-graph path (_record, then replays) on the CPU with _CpuGraph standing in for torch.cuda's graph:
-    tokens and log-probs equal plain uncached decoding, greedy and seeded, also when a second call with other
-    prompts and another prompt length replays the first call's recording. The step runs twice per recording
-    (warm-up, capture); every other decode step is a replay."""
-    model = {"qwen3": qwen3, "llama": llama}[arch]
+    tokens and log-probs equal plain uncached decoding, greedy and seeded, also when later calls replay the first
+    call's recording with other prompts, another prompt length, and weights updated in place (as train.refresh and
+    optimizers write them). The step runs twice per recording (warm-up, capture); every other step is a replay."""
+    model = tiny_model(arch, layers=2, hidden=64, heads=4, kv_heads=2, seed=3)  # its weights change below
     for name, fake in (("CUDAGraph", _CpuGraph), ("graph", _Capture), ("Stream", _Stream),
                        ("current_stream", _Stream), ("stream", lambda s: contextlib.nullcontext())):
         monkeypatch.setattr(torch.cuda, name, fake)
     monkeypatch.setattr(sampler, "_recordable", lambda device: True)
-    steps, step = [], sampler.decode_one
+    steps, step, outs = [], sampler.decode_one, []
     monkeypatch.setattr(sampler, "decode_one", lambda *a: steps.append(1) or step(*a))
     sampler.release_decoder()
-    for prompts, temperature, seed in ((_prompts(18), 0, 0), (_prompts(19, (3, 8, 41, 12, 6)), 1.0, 9)):
+    for prompts, temperature, seed in ((_prompts(18), 0, 0), (_prompts(19, (3, 8, 41, 12, 6)), 1.0, 9), (None, 0, 2)):
+        if prompts is None:
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.mul_(1.5)
+            prompts = _prompts(18)
         ref, ref_lps = _reference(model, prompts, 20, temperature=temperature, seed=seed)
         out = generate(model, prompts, 20, temperature=temperature, generator=torch.Generator().manual_seed(seed))
         assert out.tokens == ref
         for a, b in zip(out.logprobs, ref_lps):
             torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+        outs.append(out.tokens)
+    assert outs[2] != outs[0]  # the update changed what the replayed step decodes
     d = sampler._kept["decoder"]
-    assert isinstance(d.graph, _CpuGraph) and d.graph.replays == 2 * 19 and len(steps) == 2
+    assert isinstance(d.graph, _CpuGraph) and d.graph.replays == 3 * 19 and len(steps) == 2
     sampler.release_decoder()
 
 
