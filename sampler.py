@@ -143,7 +143,7 @@ class Decoder:
     tok: torch.Tensor        # (B,) the token fed at this step
     cur: torch.Tensor        # (1,) long, its cache slot
     logits: torch.Tensor     # (B, V) float32, written by the step
-    step: object = None      # decode_one or compiled_decode_one()
+    step: object             # decode_one or compiled_decode_one()
     graph: object = None
 
 

@@ -153,16 +153,21 @@ def _reference(model, prompts, n, *, temperature=1.0, top_p=1.0, top_k=0, stop_i
     return out, lps
 
 
+def _decodes_as_reference(model, prompts, n, *, seed, compiled=False, **sampling):
+    """generate's tokens equal _reference's and its log-probs agree within 1e-4; -> generate's Generation."""
+    ref, ref_lps = _reference(model, prompts, n, seed=seed, **sampling)
+    out = generate(model, prompts, n, generator=torch.Generator().manual_seed(seed), compiled=compiled, **sampling)
+    assert out.tokens == ref
+    for a, b in zip(out.logprobs, ref_lps):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+    return out
+
+
 @pytest.mark.parametrize("arch", ["qwen3", "llama"])
 @pytest.mark.parametrize("temperature", [0, 1.0])
 def test_static_decode_equals_plain_decoding_greedy_and_seeded(arch, temperature, qwen3, llama):
     model = {"qwen3": qwen3, "llama": llama}[arch]
-    prompts = _prompts(11)
-    ref, ref_lps = _reference(model, prompts, 20, temperature=temperature, seed=4)
-    out = generate(model, prompts, 20, temperature=temperature, generator=torch.Generator().manual_seed(4))
-    assert out.tokens == ref
-    for a, b in zip(out.logprobs, ref_lps):
-        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+    _decodes_as_reference(model, _prompts(11), 20, temperature=temperature, seed=4)
 
 
 def test_rows_stop_on_their_own_between_host_checks(qwen3):
@@ -171,12 +176,9 @@ def test_rows_stop_on_their_own_between_host_checks(qwen3):
     prompts = _prompts(12)
     free, _ = _reference(qwen3, prompts, 12, seed=5)
     stops = sorted({free[0][0]} | {row[4] for row in free[1:]})  # row 0 stops at once, each other within 5 tokens
-    ref, ref_lps = _reference(qwen3, prompts, 3 * STOP_CHECK, stop_ids=stops, seed=5)
-    out = generate(qwen3, prompts, 3 * STOP_CHECK, stop_ids=stops, generator=torch.Generator().manual_seed(5))
-    assert out.tokens == ref and all(len(t) <= 5 for t in out.tokens)
+    out = _decodes_as_reference(qwen3, prompts, 3 * STOP_CHECK, stop_ids=stops, seed=5)
+    assert all(len(t) <= 5 for t in out.tokens)
     assert len(out.tokens[0]) == 1 < max(len(t) for t in out.tokens)
-    for a, b in zip(out.logprobs, ref_lps):
-        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
 
 
 def test_a_kept_bucket_is_reused_and_an_earlier_call_never_leaks(qwen3, llama):
@@ -272,22 +274,16 @@ def test_the_recorded_step_replays_as_plain_decoding(arch, monkeypatch):
                        ("current_stream", _Stream), ("stream", lambda s: contextlib.nullcontext())):
         monkeypatch.setattr(torch.cuda, name, fake)
     monkeypatch.setattr(sampler, "_recordable", lambda device: True)
-    steps, step, outs = [], sampler.decode_one, []
+    steps, step = [], sampler.decode_one
     monkeypatch.setattr(sampler, "decode_one", lambda *a: steps.append(1) or step(*a))
     sampler.release_decoder()
-    for prompts, temperature, seed in ((_prompts(18), 0, 0), (_prompts(19, (3, 8, 41, 12, 6)), 1.0, 9), (None, 0, 2)):
-        if prompts is None:
-            with torch.no_grad():
-                for p in model.parameters():
-                    p.mul_(1.5)
-            prompts = _prompts(18)
-        ref, ref_lps = _reference(model, prompts, 20, temperature=temperature, seed=seed)
-        out = generate(model, prompts, 20, temperature=temperature, generator=torch.Generator().manual_seed(seed))
-        assert out.tokens == ref
-        for a, b in zip(out.logprobs, ref_lps):
-            torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
-        outs.append(out.tokens)
-    assert outs[2] != outs[0]  # the update changed what the replayed step decodes
+    first = _decodes_as_reference(model, _prompts(18), 20, temperature=0, seed=0)
+    _decodes_as_reference(model, _prompts(19, (3, 8, 41, 12, 6)), 20, temperature=1.0, seed=9)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.5)
+    updated = _decodes_as_reference(model, _prompts(18), 20, temperature=0, seed=0)
+    assert updated.tokens != first.tokens  # the update changed what the replayed step decodes
     d = sampler._kept["decoder"]
     assert isinstance(d.graph, _CpuGraph) and d.graph.replays == 3 * 19 and len(steps) == 2
     sampler.release_decoder()
@@ -313,10 +309,5 @@ def test_the_compiled_step_decodes_as_the_plain_one(arch, qwen3, llama, monkeypa
     monkeypatch.setattr(sampler, "compiled_decode_one", lambda: lambda *a: calls.append(1) or step(*a))
     sampler.release_decoder()
     for prompts, temperature in ((_prompts(13), 0), (_prompts(14, LENGTHS[:3]), 1.0), (_prompts(15, (300, 2)), 1.0)):
-        ref, ref_lps = _reference(model, prompts, 6, temperature=temperature, seed=6)
-        out = generate(model, prompts, 6, temperature=temperature, generator=torch.Generator().manual_seed(6),
-                       compiled=True)
-        assert out.tokens == ref
-        for a, b in zip(out.logprobs, ref_lps):
-            torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+        _decodes_as_reference(model, prompts, 6, temperature=temperature, seed=6, compiled=True)
     assert len(calls) == 3 * 5  # 6 tokens: the first from the prefill, five decode steps per call
