@@ -26,7 +26,7 @@ import torch
 from attribution import answers_equivalent, attribute_episodes
 from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
                   load_problems, preset_line, write_atomic)
-from models import cpu_threads, device, forget_gguf, load_model
+from models import cpu_threads, device, forget_gguf, load_model, precision
 from rollout import (ROLES, append_episodes, check_prompt_limit, format_counts, format_shares, rollout_config,
                      run_episodes, stop_ids_of)
 from sampler import Generation
@@ -197,9 +197,9 @@ def heatmap_html(teacher, tok, items, block=4, levels=11):
     return "".join(parts)
 
 
-def load_policies(ckpt, roles, device):
+def load_policies(ckpt, roles, device, dtype=torch.float32):
     """The policies saved in a checkpoint directory (<role>/ each, one policy per role as in §2.1, or shared/),
-    in their own seats, and the tokenizer saved with them."""
+    in their own seats, with parameters in `dtype`, and the tokenizer saved with them."""
     if not os.path.isdir(ckpt):
         raise ValueError(f"no checkpoint directory {ckpt}")
     shared = os.path.isdir(os.path.join(ckpt, "shared"))
@@ -210,7 +210,7 @@ def load_policies(ckpt, roles, device):
             path = os.path.join(ckpt, name)
             if not os.path.isdir(path):
                 raise ValueError(f"{ckpt} has no policy for role {r!r}")
-            loaded[name], tok = load_model(path, device=device)
+            loaded[name], tok = load_model(path, dtype=dtype, device=device)
     return {r: loaded["shared" if shared else r] for r in roles}, tok
 
 
@@ -252,8 +252,14 @@ def main(argv=None):
     ap.add_argument("--json", help="write all figures here")
     ap.add_argument("--device", type=device, default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--compile", action="store_true", help="compile the sampler's decode step (as train.py)")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default=None,
+                    help="the weights' dtype while decoding; default: bf16 on GPU, fp32 on CPU")
     args = ap.parse_args(argv)
     apply_preset(args)
+    args.precision = precision(args.precision, args.device)
+    # bf16 weights outright, no autocast: nothing is trained here, so no fp32 masters are needed, and the decode step
+    # reads half the bytes and can be recorded (sampler.decoder). These are the models train.py samples with.
+    dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
     if args.heatmap and args.single_agent:
         ap.error("--heatmap needs a team (--run or --student), not --single-agent")
     print(preset_line(args))
@@ -272,16 +278,16 @@ def main(argv=None):
         roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
         cfg = rollout_config(args, **EVAL_DECODING)
         if args.single_agent:
-            model, tok = load_model(args.single_agent, seed=1)
+            model, tok = load_model(args.single_agent, seed=1, dtype=dtype)
             check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
             forget_gguf()
             per_seed = [single_agent_metrics(problems, model.to(args.device), tok, s, cfg, on_run) for s in args.seeds]
             result = {f"single agent {args.single_agent}": mean_std(per_seed)}
         else:
             if args.run:
-                policies, tok = load_policies(os.path.join(args.run, "checkpoint"), roles, args.device)
+                policies, tok = load_policies(os.path.join(args.run, "checkpoint"), roles, args.device, dtype)
             else:
-                model, tok = load_model(args.student)
+                model, tok = load_model(args.student, dtype=dtype)
                 policies = {r: model.to(args.device) for r in roles}
             forget_gguf()
             check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
@@ -292,7 +298,7 @@ def main(argv=None):
         if args.json:  # before the heat map, whose teacher may still fail to load
             write_atomic(args.json, json_text(result, indent=1))
         if args.heatmap:
-            teacher, _ = load_model(args.teacher, seed=1)
+            teacher, _ = load_model(args.teacher, seed=1, dtype=dtype)
             episodes, _ = run_team(problems, policies, tok, args.seeds[0], cfg)
             items = [(f"{e.problem['id']} turn {t.t + 1}", resp, role) for e in episodes for t in e.turns[:1]
                      for role, resp in t.responses.items()]

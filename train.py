@@ -38,7 +38,7 @@ from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, che
 from eval import EVAL_DECODING, evaluate, load_policies, markdown, run_line
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
 from memory import check_fits
-from models import cpu_threads, device, first_line, forget_gguf, load_model, same_tokenizer_specs
+from models import cpu_threads, device, first_line, forget_gguf, load_model, precision, same_tokenizer_specs
 from rollout import (ROLES, Response, append_episodes, check_prompt_limit, format_counts, format_shares,
                      rollout_config, run_episodes)
 from sampler import release_decoder, sequence_logprobs
@@ -99,7 +99,7 @@ def get_args(argv=None):
                  "python -m toy")
     args = ap.parse_args(argv)
     apply_preset(args)
-    args.precision = args.precision or ("bf16" if args.device.startswith("cuda") else "fp32")
+    args.precision = precision(args.precision, args.device)
     return args
 
 
@@ -530,8 +530,8 @@ def main(argv=None, teacher=None):
         start_log(episodes_path, start)
     record = (lambda step, episodes: append_episodes(episodes_path, episodes, step=step)) if args.save_episodes \
         else None
-    if held_out and rank == 0:
-        results = {"before": evaluate_policies(held_out, policies, tok, args)} if start == 0 else {}
+    if held_out and rank == 0:  # evaluated as Phase 1 samples: on the bf16 copies under --precision bf16
+        results = {"before": evaluate_policies(held_out, rollout_models, tok, args)} if start == 0 else {}
     bar = tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps, disable=rank != 0)
     for step in bar:
         metrics = train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models, record,
@@ -551,7 +551,8 @@ def main(argv=None, teacher=None):
     say(f"done: {args.steps - start} steps, {skipped} skipped; metrics in {metrics_path}, "
         f"checkpoint in {os.path.join(args.out, 'checkpoint')}")
     if held_out and rank == 0:
-        results["after"] = evaluate_policies(held_out, policies, tok, args)
+        refresh(rollout_models, policies)  # the copies still hold the weights from before the last update
+        results["after"] = evaluate_policies(held_out, rollout_models, tok, args)
         print(markdown({f"{k} ({len(held_out)} held-out problems, seeds {args.eval_seeds})": v
                         for k, v in results.items()}))
         write_atomic(os.path.join(args.out, "results.json"), json_text(results, indent=1))

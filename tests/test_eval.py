@@ -3,9 +3,11 @@ import json
 import os
 
 import pytest
+import torch
 
 import eval as ev
 import rollout
+from models import tiny_model
 from rollout import RolloutConfig, run_episodes
 from tests.test_workflows import APPLES, BAD, GOOD, SUM, TEST_OK, TEST_WRONG
 
@@ -137,3 +139,24 @@ def test_cli_compile_reaches_every_generate_call(problems, monkeypatch, capsys):
     ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange", "--max-new-tokens",
              "4", "--compile"])
     assert seen and all(seen)
+
+
+@pytest.mark.parametrize("precision, dtype", [([], torch.float32), (["--precision", "bf16"], torch.bfloat16)])
+@pytest.mark.parametrize("who", ["--student", "--single-agent", "--run"])
+def test_cli_precision_is_the_dtype_of_every_decoding_model(who, precision, dtype, tmp_path, tok, problems,
+                                                            monkeypatch, capsys):
+    """bf16 on request (the default on a GPU), fp32 on the CPU by default: every model that decodes or scores, the
+    heat map's teacher included, has its weights in that dtype."""
+    spec = "tiny-qwen3"
+    if who == "--run":  # a train.py output directory whose checkpoint has one shared fp32 policy
+        tiny_model("qwen3").save_pretrained(tmp_path / "checkpoint" / "shared")
+        tok.save_pretrained(tmp_path / "checkpoint" / "shared")
+        spec = str(tmp_path)
+    seen, real = [], rollout.generate
+    monkeypatch.setattr(rollout, "generate", lambda model, *a, **k: seen.append(model.dtype) or real(model, *a, **k))
+    monkeypatch.setattr(ev, "heatmap_html", lambda teacher, *a, **k: seen.append(teacher.dtype) or "")
+    heatmap = [] if who == "--single-agent" else ["--heatmap", str(tmp_path / "h.html")]
+    ev.main([who, spec, "--problems", problems, "--seeds", "0", "--no-exchange", "--max-new-tokens", "2"]
+            + heatmap + precision)
+    assert f'"precision": "{"bf16" if precision else "fp32"}"' in capsys.readouterr().out
+    assert len(seen) > len(heatmap) and set(seen) == {dtype}

@@ -280,3 +280,19 @@ def test_teacher_offload_and_rollout_rounds(tmp_path, problems):
     out = str(tmp_path / "offload")
     train.main(FAST + ["--problems", problems, "--out", out, "--steps", "1", "--teacher-offload", "--rollout-chunk", "1"])
     assert _metrics(out)[0]["updates"] == 2
+
+
+def test_bf16_evaluation_runs_on_the_rollout_copies_of_the_final_masters(tmp_path, problems, monkeypatch):
+    """Under --precision bf16 the held-out evaluation decodes as Phase 1 does, on the bf16 copies, and the one after
+    training on copies refreshed from the masters that the checkpoint saves (not the ones before the last update)."""
+    seen = []
+    monkeypatch.setattr(train, "evaluate", lambda problems, policies, *a, **k: seen.append(
+        [p.detach().clone() for p in policies["coder"].parameters()]) or {})
+    out = str(tmp_path / "run")
+    train.main(FAST + ["--problems", problems, "--out", out, "--steps", "1", "--precision", "bf16",
+                       "--eval-problems", problems])
+    before, after = seen
+    assert all(p.dtype == torch.bfloat16 for p in before + after)
+    masters = AutoModelForCausalLM.from_pretrained(os.path.join(out, "checkpoint", "coder")).parameters()
+    assert all(torch.equal(a, m.to(torch.bfloat16)) for a, m in zip(after, masters))
+    assert any(not torch.equal(a, b) for a, b in zip(after, before))  # the update moved the copies
