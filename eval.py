@@ -26,7 +26,7 @@ import torch
 from attribution import answers_equivalent, attribute_episodes
 from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
                   load_problems, preset_line, write_atomic)
-from models import cpu_threads, device, forget_gguf, load_model, precision
+from models import DTYPES, cpu_threads, device, forget_gguf, load_model, precision
 from rollout import (ROLES, append_episodes, check_prompt_limit, format_counts, format_shares, rollout_config,
                      run_episodes, stop_ids_of)
 from sampler import Generation
@@ -252,14 +252,14 @@ def main(argv=None):
     ap.add_argument("--json", help="write all figures here")
     ap.add_argument("--device", type=device, default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--compile", action="store_true", help="compile the sampler's decode step (as train.py)")
-    ap.add_argument("--precision", choices=("fp32", "bf16"), default=None,
+    ap.add_argument("--precision", choices=tuple(DTYPES), default=None,
                     help="the weights' dtype while decoding; default: bf16 on GPU, fp32 on CPU")
     args = ap.parse_args(argv)
     apply_preset(args)
     args.precision = precision(args.precision, args.device)
     # bf16 weights outright, no autocast: nothing is trained here, so no fp32 masters are needed, and the decode step
     # reads half the bytes and can be recorded (sampler.decoder). These are the models train.py samples with.
-    dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
+    dtype = DTYPES[args.precision]
     if args.heatmap and args.single_agent:
         ap.error("--heatmap needs a team (--run or --student), not --single-agent")
     print(preset_line(args))

@@ -38,7 +38,7 @@ from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, che
 from eval import EVAL_DECODING, evaluate, load_policies, markdown, run_line
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
 from memory import check_fits
-from models import cpu_threads, device, first_line, forget_gguf, load_model, precision, same_tokenizer_specs
+from models import DTYPES, cpu_threads, device, first_line, forget_gguf, load_model, precision, same_tokenizer_specs
 from rollout import (ROLES, Response, append_episodes, check_prompt_limit, format_counts, format_shares,
                      rollout_config, run_episodes)
 from sampler import release_decoder, sequence_logprobs
@@ -79,7 +79,7 @@ def get_args(argv=None):
     add("--temperature", type=bounded(float, 0), default=1.0, help="[1.0]")
     add("--top-p", type=bounded(float, 0, 1, low_open=True), default=1.0, help="[1.0]")
     add("--top-k", type=bounded(int, 0), default=0, help="0 = off [off]")
-    add("--precision", choices=("fp32", "bf16"), default=None, help="default: bf16 on GPU, fp32 on CPU")
+    add("--precision", choices=tuple(DTYPES), default=None, help="default: bf16 on GPU, fp32 on CPU")
     add("--grad-checkpointing", action="store_true")
     add("--rollout-chunk", type=bounded(int, 0), default=0,
         help="prompts per generate call, 0 = all (bounds the KV cache)")
@@ -466,8 +466,7 @@ def build(args, teacher=None):
         teacher = load_model(args.teacher, seed=args.seed + 1)[0]
     forget_gguf()  # every model is loaded: the de-quantized GGUF kept for the next load would only take memory
     device = torch.device(args.device)
-    teacher.to("cpu" if args.teacher_offload else device, dtype=torch.bfloat16 if args.precision == "bf16"
-               else torch.float32).eval().requires_grad_(False)
+    teacher.to("cpu" if args.teacher_offload else device, dtype=DTYPES[args.precision]).eval().requires_grad_(False)
     unique = distinct(policies)
     for model in unique:  # fp32 master weights in every precision: lr 1e-6 updates would vanish in bf16 weights
         model.to(device)

@@ -35,7 +35,7 @@ from transformers.utils import logging as hf_logging
 import memory
 import train
 from data import load_problems
-from models import make_tokenizer
+from models import first_line, make_tokenizer
 from rollout import Response, Segment
 from sampler import generate, release_decoder, sequence_logprobs
 from teacher import score
@@ -84,7 +84,7 @@ def build(shape, dtype, device):
 
 def failed(e):
     """One log line for an exception: a check that fails is reported and the run goes on."""
-    return f"FAILED {type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
+    return f"FAILED {type(e).__name__}: {first_line(e)[:160]}"
 
 
 def sdpa_ops(fn):
