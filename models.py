@@ -172,7 +172,19 @@ def load_model(spec, *, seed=0, dtype=torch.float32, device="cpu"):
             raise _hub_error(spec, e) from None
     check_chat_template(tok, spec)
     # Plain fp32 (or `dtype`) parameters on `device`, in eval mode: the sampler and the trainer expect no less.
-    return model.to(device=device, dtype=dtype).eval(), tok
+    return to_dtype(model, dtype).to(device).eval(), tok
+
+
+def to_dtype(model, dtype):
+    """Cast a model's parameters to `dtype` in place, as transformers' from_pretrained(dtype=...) builds them, and
+    return it. Buffers keep their dtype, so RoPE's inv_freq stays fp32: Module.to(bf16) would round it (relative
+    error ~4e-3), which turns Qwen3's slow frequencies by radians at the paper's 4k-12k token positions (App. D.6.1).
+    Every bf16 model made here (the students' rollout copies, the teacher, a bf16 load) goes through this. (The
+    Llama/Qwen3 models the sampler takes keep no parameter in fp32 under bf16: transformers' strict fp32 list is
+    empty for them.)"""
+    for p in model.parameters():
+        p.data = p.data.to(dtype)
+    return model
 
 
 # GGUF's header, read directly: the checks that run before any weights load (shared tokenizer, memory plan) need

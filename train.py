@@ -38,7 +38,8 @@ from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, che
 from eval import EVAL_DECODING, evaluate, load_policies, markdown, run_line
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
 from memory import check_fits
-from models import DTYPES, cpu_threads, device, first_line, forget_gguf, load_model, precision, same_tokenizer_specs
+from models import (DTYPES, cpu_threads, device, first_line, forget_gguf, load_model, precision, same_tokenizer_specs,
+                    to_dtype)
 from rollout import (ROLES, Response, append_episodes, check_prompt_limit, format_counts, format_shares,
                      rollout_config, run_episodes)
 from sampler import release_decoder, sequence_logprobs
@@ -153,7 +154,8 @@ def rollout_copies(policies, args):
     (sampler.decoder). Otherwise the policies."""
     if args.precision != "bf16":
         return policies
-    copies = {id(m): copy.deepcopy(m).to(torch.bfloat16).eval().requires_grad_(False) for m in distinct(policies)}
+    copies = {id(m): to_dtype(copy.deepcopy(m), torch.bfloat16).eval().requires_grad_(False)  # RoPE stays fp32
+              for m in distinct(policies)}
     return {r: copies[id(m)] for r, m in policies.items()}
 
 
@@ -466,7 +468,7 @@ def build(args, teacher=None):
         teacher = load_model(args.teacher, seed=args.seed + 1)[0]
     forget_gguf()  # every model is loaded: the de-quantized GGUF kept for the next load would only take memory
     device = torch.device(args.device)
-    teacher.to("cpu" if args.teacher_offload else device, dtype=DTYPES[args.precision]).eval().requires_grad_(False)
+    to_dtype(teacher, DTYPES[args.precision]).to("cpu" if args.teacher_offload else device).eval().requires_grad_(False)
     unique = distinct(policies)
     for model in unique:  # fp32 master weights in every precision: lr 1e-6 updates would vanish in bf16 weights
         model.to(device)

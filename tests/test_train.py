@@ -7,9 +7,11 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import memory
+import models
 import train
 from data import preset_line
 from models import make_tokenizer, tiny_model
+from sampler import generate, sequence_logprobs
 
 FAST = ["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--max-new-tokens", "6", "--max-turns", "2",
         "--batch", "2", "--mini-batch", "1", "--micro-batch", "3", "--lr", "1e-3", "--workers", "2"]
@@ -274,6 +276,40 @@ def test_bf16_rollout_copies_follow_the_fp32_masters():
     for c, p in zip(copies["coder"].parameters(), policies["coder"].parameters()):
         assert torch.equal(c, p.detach().to(torch.bfloat16))
     assert [c.data_ptr() for c in copies["coder"].parameters()] == storage  # in place: a recording stays valid
+
+
+def test_every_bf16_model_made_here_keeps_rope_in_fp32_as_transformers_loads_it(tmp_path, problems):
+    """A bf16 load, the bf16 rollout copies (also after refresh) and the bf16 teacher score the same log-probs at
+    positions 3000-4096 as transformers' own bf16 load of the same checkpoint: Qwen3's head dim and RoPE theta, with
+    attention peaked enough that a turned position shows (rounded inv_freq moves log-probs by up to ~1 here)."""
+    model = tiny_model("qwen3", hidden=256, heads=2, kv_heads=1, layers=1, rope_theta=1e6, max_position_embeddings=8192)
+    with torch.no_grad():
+        for w in (model.model.layers[0].self_attn.q_proj.weight, model.model.layers[0].self_attn.k_proj.weight):
+            w.mul_(8)
+        model.model.embed_tokens.weight.mul_(30)
+    spec = str(tmp_path / "base")
+    model.save_pretrained(spec)
+    make_tokenizer().save_pretrained(spec)
+    theirs = AutoModelForCausalLM.from_pretrained(spec, dtype=torch.bfloat16).eval()
+    seq = torch.randint(0, 256, (4096,), generator=torch.Generator().manual_seed(1)).tolist()
+    score = lambda m: sequence_logprobs(m, [seq[:3000]], [seq[3000:]])[0]
+    with torch.no_grad():
+        reference = score(theirs)
+        args = train.get_args(["--problems", problems, "--student", spec, "--teacher", spec, "--precision", "bf16"])
+        policies, teacher = train.build(args)[1:3]
+        copies = train.rollout_copies(policies, args)
+        made = {"load_model": models.load_model(spec, dtype=torch.bfloat16)[0], "teacher": teacher,
+                "rollout copy": copies["coder"]}
+        train.refresh(copies, policies)
+        made["refreshed rollout copy"] = copies["tester"]
+        for name, m in made.items():
+            assert {n: b.dtype for n, b in m.named_buffers()} == {n: b.dtype for n, b in theirs.named_buffers()}, name
+            assert next(m.parameters()).dtype == torch.bfloat16, name
+            assert torch.equal(score(m), reference), name
+        # the sampler's own log-probs (Eq. 8) too: its RoPE tables come from the model's rotary module
+        prompt = [seq[:3000]]
+        ours = generate(copies["coder"], prompt, 4, temperature=0)
+        assert ours == generate(theirs, prompt, 4, temperature=0)
 
 
 def test_teacher_offload_and_rollout_rounds(tmp_path, problems):
