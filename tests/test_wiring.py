@@ -2,7 +2,9 @@
 policy receives which gradient, and which decoding evaluation uses. A recording teacher stands in for
 teacher.score: it logs every (context, response) it is asked to score and returns hand-set log-probs that
 depend only on the role condition in the context, so every advantage is known in closed form."""
+import dataclasses
 import json
+import re
 
 import pytest
 import torch
@@ -104,6 +106,27 @@ def test_advantages_are_eq10_with_the_sampler_logprobs(monkeypatch, tmp_path, pr
         torch.testing.assert_close(it.adv, ras_advantage(it.lp_target, it.lp_contrast, it.lp_student, lam))
     for role, s in metrics["roles"].items():
         assert s["a_role"] == pytest.approx(TEACHER_LP[role] - TEACHER_LP[KAPPA[role]])
+
+
+def test_the_teacher_context_of_turn_t_holds_the_verdicts_of_turns_before_t_only(monkeypatch, tmp_path, problems):
+    """PAC (Eq. 12): c^{<t} are the verdicts of the completed turns 0..t-1 of the response's own episode. Each verdict
+    is tagged with its episode and turn, so a context that also carries the verdict on the very response being
+    scored (turn t), a later turn's, or another episode's shows it."""
+    real = train.attribute_episodes
+    tag = lambda e, t: f"verdict on {e.problem['id']} turn {t}."
+    tagged = lambda episodes, **kw: {k: [dataclasses.replace(a, description=f"{HEADER}\n- {tag(e, t)}")
+                                         for t, a in enumerate(atts)]
+                                     for e, (k, atts) in zip(episodes, real(episodes, **kw).items())}
+    monkeypatch.setattr(train, "attribute_episodes", tagged)
+    episodes = []
+    monkeypatch.setattr(train, "append_episodes", lambda path, eps, **kw: episodes.extend(eps))
+    rec, _ = run(monkeypatch, tmp_path, problems, "--max-turns", "3", "--save-episodes")
+    assert max(turn_of(it) for it in rec.items) == 2  # turns 0, 1 and 2 are scored
+    for it in rec.items:
+        e, t = episodes[it.episode], turn_of(it)
+        for ctx in (it.ctx_target, it.ctx_contrast):
+            seen = re.findall(r"verdict on \S+ turn \d+\.", rec.tok.decode(ctx))
+            assert seen == [tag(e, k) for k in range(t)], (it.role, t, seen)
 
 
 def test_no_pac_gives_the_teacher_no_verdict_in_either_pass(monkeypatch, tmp_path, problems):
