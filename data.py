@@ -60,15 +60,21 @@ def _finite(value):
     return value
 
 
+def nearest_folder(path):
+    """The path itself or, where it does not exist yet, the nearest existing folder above it (absolute)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path
+
+
 def check_writable(path, flag, directory=False):
     """Refuse an output path before any work is spent on what could not be saved: raises ValueError naming
     `flag`. A file (written by write_atomic) must sit in an existing, writable directory; a directory (made with
     its parents) must not be a file, and the nearest existing folder on its way must be writable. Writes nothing."""
     if os.path.exists(path) and os.path.isdir(path) != directory:
         raise ValueError(f"{flag} {path}: {'not a directory' if directory else 'is a directory'}")
-    parent = os.path.abspath(path if directory else os.path.dirname(path) or ".")
-    while directory and not os.path.exists(parent):
-        parent = os.path.dirname(parent)
+    parent = nearest_folder(path) if directory else os.path.abspath(os.path.dirname(path) or ".")
     if not os.path.isdir(parent):
         raise ValueError(f"{flag} {path}: {parent} is not an existing directory")
     if not os.access(parent, os.W_OK | os.X_OK):
@@ -99,12 +105,27 @@ def bounded(kind, low, high=math.inf, low_open=False):
 # `max_new_tokens`.
 PRESETS = {
     # App. D.6.1 / D.6.3 (and D.5 for evaluation): steps, batches, lr, lengths; one evaluation per trained run,
-    # five for a prompt-only system (Table 1). micro_batch is not the paper's (it does not fix one).
+    # five for a prompt-only system (Table 1). micro_batch is not the paper's (it does not fix one), nor save_every:
+    # a checkpoint of two 1.7B students is 38.5 GiB (fp32 weights + AdamW), so every 10 steps, 15 in all, each
+    # replacing the last; a crash loses at most 10 steps.
     "paper": dict(steps=150, batch=128, mini_batch=64, micro_batch=8, lr=1e-6, max_new_tokens=4096,
-                  max_prompt_tokens=8192, teacher_max_prompt_tokens=12288, eval_seeds=[1000], seeds=[0, 1, 2, 3, 4]),
+                  max_prompt_tokens=8192, teacher_max_prompt_tokens=12288, save_every=10, eval_seeds=[1000],
+                  seeds=[0, 1, 2, 3, 4]),
+    # A first run on one GPU (Qwen3-1.7B students, a Qwen3-8B or 14B teacher, one H200): the paper's recipe at 1/32
+    # of its tokens per step and a third of its steps. Per step at most 16 episodes x 2 roles x 4 turns x 1,024
+    # tokens = 131,072 sampled (the paper's 128 x 2 x 4 x 4,096 is 4.2M) and teacher contexts of 3,072 instead of
+    # 12,288; two updates per step (16 / 8, as the paper's 128 / 64) at its learning rate. The students answer
+    # without thinking (App. D.5), so 1,024 tokens hold most answers (the cut ones show in metrics.jsonl, `stopped`
+    # and `format`); prompts of 2,048 hold a problem and earlier turns. Each policy's generate call holds 16
+    # prompts (no --rollout-chunk needed) and micro-batches of 2 keep the update without gradient checkpointing:
+    # for two policies (a one-domain file) the plan (python -m tools.memory --gib 141) is 116.3 GiB with the 14B
+    # teacher, 104.0 with the 8B, in the 126.9 an H200 leaves usable. A mixed file's four policies need
+    # --shared-policy. Checkpoints every 10 steps: at most 10 steps lost, 5 written.
+    "gpu": dict(steps=50, batch=16, mini_batch=8, micro_batch=2, lr=1e-6, max_new_tokens=1024,
+                max_prompt_tokens=2048, teacher_max_prompt_tokens=3072, save_every=10, eval_seeds=[1000], seeds=[0]),
     # A first run of real models on a CPU: every phase once or twice at short lengths, in minutes per step.
     "cpu": dict(steps=2, batch=2, mini_batch=2, micro_batch=2, lr=1e-6, max_new_tokens=256, max_prompt_tokens=2048,
-                teacher_max_prompt_tokens=3072, eval_seeds=[1000], seeds=[0]),
+                teacher_max_prompt_tokens=3072, save_every=1, eval_seeds=[1000], seeds=[0]),
 }
 
 

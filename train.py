@@ -12,7 +12,9 @@ role's policy from its own responses, all policies synchronously. Verdicts and t
     torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR   # data parallel, 8 GPUs
 
 Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows them in brackets. The flags
-that depend on the scale of a run (schedule, batches, lengths) come from `--preset` (paper | cpu) unless given.
+that depend on the scale of a run (schedule, batches, lengths, checkpoint interval) come from `--preset` (paper |
+gpu | cpu) unless given. At start it prints what a step will sample and a checkpoint will write, and refuses a run
+whose --out has not the disk space for its next checkpoint.
 """
 import argparse
 import copy
@@ -34,10 +36,10 @@ from transformers.utils import logging as hf_logging
 import distributed
 from attribution import attribute_episodes, verdicts_before
 from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
-                  load_problems, preset_line, write_atomic)
+                  load_problems, nearest_folder, preset_line, write_atomic)
 from eval import EVAL_DECODING, evaluate, load_policies, markdown, run_line
 from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
-from memory import check_fits
+from memory import GiB, check_fits, checkpoint_bytes, config_of
 from models import (DTYPES, cpu_threads, device, first_line, forget_gguf, load_model, precision, same_tokenizer_specs,
                     to_dtype)
 from rollout import (ROLES, Response, append_episodes, check_prompt_limit, format_counts, format_shares,
@@ -58,7 +60,8 @@ def get_args(argv=None):
     add("--teacher", help="same choices as --student; a tiny random teacher is drawn from seed+1 [Qwen3-14B]")
     add("--eval-problems", default=None, help="held-out problems evaluated before and after training")
     add("--preset", choices=sorted(PRESETS), default="paper", help="defaults of the flags marked (preset): the "
-        "paper's schedule and limits, or a first CPU run of real models (data.py, PRESETS); explicit flags win")
+        "paper's schedule and limits, a first run on one GPU, or a first CPU run of real models (data.py, PRESETS); "
+        "explicit flags win")
     add("--eval-seeds", type=SEED, nargs="+", help="(preset) [1000: one evaluation per trained run]")
     add("--out", default="runs/default", help="metrics.jsonl and checkpoint/ go here")
     add("--resume", action="store_true", help="continue from OUT/checkpoint")
@@ -89,7 +92,7 @@ def get_args(argv=None):
         "first rollout compiles for tens of seconds)")
     add("--device", type=device, default="cuda" if torch.cuda.is_available() else "cpu")
     add("--workers", type=COUNT, default=4, help="sandbox runs at once")
-    add("--save-every", type=COUNT, default=1, help="steps between checkpoints (and always at the end)")
+    add("--save-every", type=COUNT, help="(preset) steps between checkpoints (and always at the end) [10]")
     add("--save-episodes", action="store_true", help="append each step's episodes to OUT/episodes.jsonl as the "
         "rollout ends (every response with its context, tokens, log-probs and the parsed artefacts)")
     add("--threads", type=bounded(int, 0), default=0, help="torch CPU threads; 0 = the cores other work leaves free")
@@ -404,6 +407,32 @@ def save_checkpoint(out, step, policies, optims, tok, samplers, skipped, args):
     shutil.rmtree(old, ignore_errors=True)
 
 
+def check_disk(args, n_policies):
+    """The start-up line: what one step of Algorithm 1 (App. C) samples and scores at most (every episode runs
+    --max-turns turns, every response --max-new-tokens tokens, every teacher context its limit; Eq. 7 scores each
+    response twice) and what each checkpoint writes (memory.checkpoint_bytes, from the config, no weights).
+    Raises ValueError (one line) when --out has not the free disk space the next save_checkpoint needs at its
+    peak: checkpoint.tmp is complete before the last checkpoint goes, so a run that saves twice needs two
+    checkpoints' space, or one where a checkpoint is already there."""
+    responses = args.batch * 2 * args.max_turns  # two roles per episode
+    sampled = responses * args.max_new_tokens
+    scored = 2 * responses * (args.teacher_max_prompt_tokens + args.max_new_tokens)
+    size = checkpoint_bytes(config_of(args.student), n_policies)
+    there = any(os.path.isdir(os.path.join(args.out, n)) for n in ("checkpoint", "checkpoint.old"))
+    copies = 1 if there or args.steps <= args.save_every else 2
+    folder = nearest_folder(args.out)
+    free = shutil.disk_usage(folder).free
+    if free < copies * size:
+        raise ValueError(f"--out {args.out}: {free / GiB:.1f} GiB free on disk at {folder}, but the checkpoints "
+                         f"need {copies * size / GiB:.1f} GiB ({copies} x {size / GiB:.1f} GiB: a new one is written "
+                         f"before the last is removed); choose --out on a disk with room, or free space there")
+    return (f"per step: up to {sampled:,} tokens sampled ({args.batch} episodes x 2 roles x {args.max_turns} turns x "
+            f"{args.max_new_tokens}), up to {scored:,} scored by the teacher (each response twice, contexts of at most "
+            f"{args.teacher_max_prompt_tokens:,}); checkpoint: {size:,} bytes ({size / GiB:.1f} GiB, {n_policies} "
+            f"polic{'y' if n_policies == 1 else 'ies'}: fp32 weights + AdamW moments) every {args.save_every} "
+            f"steps and at the end, {free / GiB:.1f} GiB free at {folder}")
+
+
 def start_log(path, start):
     """Begin a JSONL log of steps at step `start` (0 for a fresh run, which empties it): keep the lines of earlier
     steps and drop those of later ones (written after the checkpoint, before a crash)."""
@@ -441,6 +470,9 @@ def build(args, teacher=None):
     sampler.sequence_logprobs can score, over the students' tokenizer) to use instead of loading --teacher."""
     problems = load_problems(args.problems)
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
+    n_policies = 1 if args.shared_policy else len(roles)
+    if distributed.rank() == 0:  # the rank that writes checkpoints; configs only, before any weights load
+        print(check_disk(args, n_policies))
     ckpt = os.path.join(args.out, "checkpoint")
     if args.resume and not os.path.isdir(ckpt) and os.path.isdir(ckpt + ".old"):
         ckpt += ".old"  # a crash between the two renames of save_checkpoint
@@ -453,7 +485,7 @@ def build(args, teacher=None):
             raise ValueError("--teacher is required (a model spec, as for --student)")
         same_tokenizer_specs(args.teacher, args.student, (f"--teacher {args.teacher}", f"--student {args.student}"))
         # and the memory plan against what the device has free (configs only); a given teacher is not planned
-        check_fits(args, 1 if args.shared_policy else len(roles), distributed.world_size())
+        check_fits(args, n_policies, distributed.world_size())
 
     if args.resume:  # the policies of the checkpoint, in fresh aligned storage like a live run's: loaded
         policies, tok = load_policies(ckpt, roles, "cpu")  # tensors can sit at odd offsets, which changes

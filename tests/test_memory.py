@@ -218,3 +218,12 @@ def test_device_check_tiny_runs_on_cpu(tmp_path):
     for needle in ("decode", "compiled=True", "x transformers", "--compile", "faster than under autocast",
                    "teacher scoring", "update", "checkpointing", "predicted", "measured"):
         assert needle in text, needle
+
+
+@pytest.mark.parametrize("teacher", ["Qwen3-14B", "Qwen3-8B"])
+def test_the_gpu_preset_fits_one_h200_without_memory_flags_and_the_paper_preset_does_not(teacher):
+    for preset, fit in (("gpu", True), ("paper", False)):
+        args = train.get_args(["--problems", EXAMPLES, "--student", "Qwen3-1.7B", "--teacher", teacher,
+                               "--preset", preset, "--precision", "bf16"])
+        s, t, kw = memory.plan_inputs(args, 2)  # a one-domain file: two policies
+        assert fits(plan(s, t, **kw), 141) == fit, preset

@@ -1,6 +1,8 @@
 """train.py end to end on tiny models: metrics, checkpoints, resume exactness, non-finite guards."""
 import json
 import os
+import re
+import types
 
 import pytest
 import torch
@@ -30,10 +32,25 @@ def _comparable(m):
     return {k: v for k, v in m.items() if k not in ("seconds", "peak_memory_mb")}
 
 
-def test_three_steps_write_metrics_and_a_loadable_checkpoint(tmp_path, problems):
+def _start_line(text):
+    """(tokens sampled, tokens scored, checkpoint bytes) from train.py's start-up line."""
+    m = re.search(r"per step: up to ([\d,]+) tokens sampled .*, up to ([\d,]+) scored .*checkpoint: ([\d,]+) bytes",
+                  text)
+    return tuple(int(g.replace(",", "")) for g in m.groups())
+
+
+def test_three_steps_write_metrics_and_a_loadable_checkpoint(tmp_path, problems, capsys):
     out = str(tmp_path / "run")
     train.main(["--problems", problems, "--out", out, "--steps", "3"] + FAST)
+    # the start-up line's bounds hold for every step, and its checkpoint size is what was written (within the
+    # tokenizer and config files, step counters and RNG states it leaves out)
+    sampled, scored, size = _start_line(capsys.readouterr().out)
+    assert sampled == 2 * 2 * 2 * 6  # batch x roles x max_turns x max_new_tokens
+    written = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(os.path.join(out, "checkpoint"))
+                  for f in fs)
+    assert abs(size - written) <= 0.05 * written, (size, written)
     ms = _metrics(out)
+    assert all(m["tokens"]["rollout"] <= sampled and m["tokens"]["teacher"] <= scored for m in ms)
     assert [m["step"] for m in ms] == [0, 1, 2]
     for m in ms:
         assert set(m["seconds"]) == {"rollout", "attribution", "teacher", "update"}
@@ -146,6 +163,42 @@ def test_presets_fill_only_the_flags_not_given():
                                        "max_new_tokens=256")  # steps=7 was given, so not the preset's
     with pytest.raises(SystemExit):
         train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "huge"])
+    gpu = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "gpu", "--save-every", "3"])
+    assert (gpu.steps, gpu.batch, gpu.mini_batch, gpu.micro_batch, gpu.lr, gpu.max_new_tokens, gpu.max_prompt_tokens,
+            gpu.teacher_max_prompt_tokens, gpu.save_every, gpu.grad_checkpointing, gpu.rollout_chunk) == (
+                50, 16, 8, 2, 1e-6, 1024, 2048, 3072, 3, False, 0)  # --save-every 3 given
+    assert (paper.save_every, cpu.save_every) == (10, 1)  # the checkpoint interval is a preset value too
+
+
+class Loaded(Exception):
+    """Raised by a stand-in load_model: the run got past every check made before weights load."""
+
+
+def test_a_run_without_disk_space_for_its_next_checkpoint_is_refused_before_any_weights_load(
+        tmp_path, problems, error_line, monkeypatch):
+    monkeypatch.setattr(train, "load_model", lambda *a, **k: (_ for _ in ()).throw(Loaded()))
+    size = memory.checkpoint_bytes(tiny_model("qwen3").config, 4)  # the problems' four roles: four policies
+    free = [0]
+    monkeypatch.setattr(train.shutil, "disk_usage", lambda path: types.SimpleNamespace(free=free[0]))
+    out = tmp_path / "run"
+    run = FAST + ["--problems", problems, "--out", str(out), "--save-every", "2"]
+    free[0] = 2 * size - 1  # the second save writes checkpoint.tmp beside the first checkpoint: two must fit
+    with pytest.raises(SystemExit) as e:
+        train.main(run + ["--steps", "3"])
+    assert e.value.code == 2 and not out.exists()
+    error_line(f"--out {out}: {free[0] / memory.GiB:.1f} GiB free on disk")
+    free[0] = 2 * size
+    with pytest.raises(Loaded):
+        train.main(run + ["--steps", "3"])
+    free[0] = size - 1  # one save (steps <= --save-every), or a checkpoint already there: one must fit
+    with pytest.raises(SystemExit):
+        train.main(run + ["--steps", "2"])
+    free[0] = size
+    with pytest.raises(Loaded):
+        train.main(run + ["--steps", "2"])
+    (out / "checkpoint").mkdir(parents=True)
+    with pytest.raises(Loaded):
+        train.main(run + ["--steps", "3"])
 
 
 def test_compile_flag_reaches_the_rollout_config():
