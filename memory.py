@@ -555,5 +555,5 @@ def check_eval_fits(student_cfg, teacher_cfg, device, rollout_chunk=None, reserv
                                                    + [f"--rollout-chunk {c}"])
             break
     raise ValueError(f"memory: evaluation needs about {pl['total'] / GiB:.1f} GiB (models {pl['persistent'] / GiB:.1f}"
-                     f" + {pl['peak_phase']} phase at {told} prompts per generate call), but this machine has "
-                     f"{_where(device, free)} ({reserve:.0%} kept in reserve); {hint}")
+                     f" + {pl['peak_phase']} phase at {told} prompt{'s' * (told != 1)} per generate call), but this "
+                     f"machine has {_where(device, free)} ({reserve:.0%} kept in reserve); {hint}")

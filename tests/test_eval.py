@@ -187,7 +187,8 @@ def _free_for(chunk, precision="fp32"):
 def test_cli_default_chunk_is_the_most_prompts_the_memory_plan_fits(problems, monkeypatch, capsys):
     monkeypatch.setattr(memory, "available_bytes", lambda device: _free_for(2))
     sizes = _calls(monkeypatch)
-    ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange", "--max-new-tokens", "4"])
+    ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange",
+             "--max-new-tokens", "4"])
     assert "rollout chunk: 2 of up to 4 prompts per generate call (the most that fit); memory: about" in \
         capsys.readouterr().out
     assert sizes and max(sizes) == 2  # the first turn's four prompts in two calls
@@ -195,8 +196,8 @@ def test_cli_default_chunk_is_the_most_prompts_the_memory_plan_fits(problems, mo
 
 def test_cli_rollout_chunk_flag_is_honoured(problems, monkeypatch, capsys):
     sizes = _calls(monkeypatch)
-    ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange", "--max-new-tokens", "4",
-             "--rollout-chunk", "1"])
+    ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange",
+             "--max-new-tokens", "4", "--rollout-chunk", "1"])
     assert "rollout chunk: 1 of up to 4 prompts per generate call (--rollout-chunk)" in capsys.readouterr().out
     assert sizes and set(sizes) == {1}
 
@@ -212,7 +213,7 @@ def test_cli_evaluation_that_cannot_fit_is_refused_before_any_weights_load_with_
         ev.main(args)
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and len(err.splitlines()) == 1
-    assert err.startswith("error: memory: evaluation needs about") and "at 1 prompts per generate call" in err
+    assert err.startswith("error: memory: evaluation needs about") and "at 1 prompt per generate call" in err
     flags = err.split("it would fit with ")[1].split()
     assert flags == ["--precision", "bf16", "--rollout-chunk", "1"]
     monkeypatch.setattr(ev, "load_model", real)
@@ -224,8 +225,8 @@ def test_cli_heatmap_teacher_loads_after_the_team_decoder_is_released(tmp_path, 
     kept, real = [], ev.load_model
     monkeypatch.setattr(ev, "load_model", lambda spec, **k: kept.append((spec, bool(sampler._kept)))
                         or real(spec, **k))
-    ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange", "--max-new-tokens", "4",
-             "--heatmap", str(tmp_path / "h.html"), "--teacher", "tiny-llama"])
+    ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange",
+             "--max-new-tokens", "4", "--heatmap", str(tmp_path / "h.html"), "--teacher", "tiny-llama"])
     assert [spec for spec, _ in kept] == ["tiny-qwen3", "tiny-llama"] and (tmp_path / "h.html").exists()
     assert kept[-1] == ("tiny-llama", False)  # the heat map's own episodes were just sampled: their cache is gone
 
@@ -236,10 +237,12 @@ def test_cli_heatmap_teacher_of_another_vocabulary_is_refused_before_any_weights
     other.add_tokens(["<extra>"])
     tiny_model("qwen3", vocab_size=len(other)).save_pretrained(tmp_path / "teacher")
     other.save_pretrained(tmp_path / "teacher")
-    capsys.readouterr()  # the save's progress bar    monkeypatch.setattr(ev, "load_model", lambda *a, **k: pytest.fail("weights were loaded"))
+    capsys.readouterr()  # the save's progress bar
+    monkeypatch.setattr(ev, "load_model", lambda *a, **k: pytest.fail("weights were loaded"))
     with pytest.raises(SystemExit) as e:
-        ev.main(["--student", "tiny-qwen3", "--problems", problems, "--json", str(tmp_path / "r.json"),
-                 "--heatmap", str(tmp_path / "h.html"), "--teacher", str(tmp_path / "teacher")])
+        ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--max-new-tokens", "4",
+                 "--json", str(tmp_path / "r.json"), "--heatmap", str(tmp_path / "h.html"),
+                 "--teacher", str(tmp_path / "teacher")])
     assert e.value.code == 2
     error_line(f"--teacher {tmp_path / 'teacher'} and --student tiny-qwen3 must share a tokenizer")
     assert sorted(os.listdir(tmp_path)) == ["teacher"]
