@@ -26,10 +26,11 @@ import torch
 from attribution import answers_equivalent, attribute_episodes
 from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
                   load_problems, preset_line, write_atomic)
-from models import DTYPES, cpu_threads, device, forget_gguf, load_model, precision
+from memory import check_eval_fits, config_of
+from models import DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs
 from rollout import (ROLES, append_episodes, check_prompt_limit, format_counts, format_shares, rollout_config,
                      run_episodes, stop_ids_of)
-from sampler import Generation
+from sampler import Generation, release_decoder
 from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
 
@@ -197,21 +198,42 @@ def heatmap_html(teacher, tok, items, block=4, levels=11):
     return "".join(parts)
 
 
-def load_policies(ckpt, roles, device, dtype=torch.float32):
-    """The policies saved in a checkpoint directory (<role>/ each, one policy per role as in §2.1, or shared/),
-    in their own seats, with parameters in `dtype`, and the tokenizer saved with them."""
+def policy_dirs(ckpt, roles):
+    """{role: directory} of the policies saved in a checkpoint directory: <role>/ each (one policy per role as in
+    §2.1) or one shared/ for every role. Raises ValueError (one line) when one is missing."""
     if not os.path.isdir(ckpt):
         raise ValueError(f"no checkpoint directory {ckpt}")
     shared = os.path.isdir(os.path.join(ckpt, "shared"))
-    loaded = {}
-    for r in roles:
-        name = "shared" if shared else r
-        if name not in loaded:
-            path = os.path.join(ckpt, name)
-            if not os.path.isdir(path):
-                raise ValueError(f"{ckpt} has no policy for role {r!r}")
-            loaded[name], tok = load_model(path, dtype=dtype, device=device)
-    return {r: loaded["shared" if shared else r] for r in roles}, tok
+    dirs = {r: os.path.join(ckpt, "shared" if shared else r) for r in roles}
+    for r, path in dirs.items():
+        if not os.path.isdir(path):
+            raise ValueError(f"{ckpt} has no policy for role {r!r}")
+    return dirs
+
+
+def load_policies(ckpt, roles, device, dtype=torch.float32):
+    """The policies saved in a checkpoint directory (policy_dirs) in their own seats, with parameters in `dtype`,
+    and the tokenizer saved with them."""
+    dirs, loaded = policy_dirs(ckpt, roles), {}
+    for path in dirs.values():
+        if path not in loaded:
+            loaded[path], tok = load_model(path, dtype=dtype, device=device)
+    return {r: loaded[path] for r, path in dirs.items()}, tok
+
+
+def seat_plan(args, problems, roles):
+    """What eval.py's args put in the seats, for the memory plan and the tokenizer check, before any weights load:
+    (a spec or directory of the students, how many distinct models load, the most prompts one of them samples in
+    one turn). One model in every seat samples both roles of every problem in one call; a checkpoint's policy per
+    role its role's problems; a single agent the main role of every problem."""
+    if args.single_agent:
+        return args.single_agent, 1, len(problems)
+    if args.student:
+        return args.student, 1, 2 * len(problems)
+    dirs = policy_dirs(os.path.join(args.run, "checkpoint"), roles)
+    if len(set(dirs.values())) == 1:
+        return dirs[roles[0]], 1, 2 * len(problems)
+    return dirs[roles[0]], len(roles), max(sum(r in ROLES[p["domain"]] for p in problems) for r in roles)
 
 
 def markdown(rows):
@@ -254,6 +276,8 @@ def main(argv=None):
     ap.add_argument("--compile", action="store_true", help="compile the sampler's decode step (as train.py)")
     ap.add_argument("--precision", choices=tuple(DTYPES), default=None,
                     help="the weights' dtype while decoding; default: bf16 on GPU, fp32 on CPU")
+    ap.add_argument("--rollout-chunk", type=bounded(int, 0), default=None, help="prompts per generate call, 0 = all "
+                    "(bounds the KV cache); default: the most that the memory plan fits on --device")
     args = ap.parse_args(argv)
     apply_preset(args)
     args.precision = precision(args.precision, args.device)
@@ -276,7 +300,18 @@ def main(argv=None):
         problems = load_problems(args.problems)
         on_run = report_run(args.episodes)
         roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
+        spec, n_models, prompts = seat_plan(args, problems, roles)
+        if args.heatmap:  # the teacher scores the students' token ids (Eq. 7): one tokenizer, checked before any load
+            who = f"--run {args.run}" if args.run else f"--student {args.student}"
+            same_tokenizer_specs(args.teacher, spec, (f"--teacher {args.teacher}", who))
         cfg = rollout_config(args, **EVAL_DECODING)
+        # the memory plan from configs only, before any weights load; it picks the chunk unless --rollout-chunk did
+        teacher_cfg = config_of(args.teacher) if args.heatmap else None
+        chunk, line = check_eval_fits(config_of(spec), teacher_cfg, args.device, args.rollout_chunk, n_models=n_models,
+                                      precision=args.precision, prompt_len=cfg.max_prompt_tokens,
+                                      response_len=cfg.max_new_tokens, prompts=prompts)
+        print(line)
+        cfg = dataclasses.replace(cfg, rollout_chunk=chunk)
         if args.single_agent:
             model, tok = load_model(args.single_agent, seed=1, dtype=dtype)
             check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
@@ -298,8 +333,9 @@ def main(argv=None):
         if args.json:  # before the heat map, whose teacher may still fail to load
             write_atomic(args.json, json_text(result, indent=1))
         if args.heatmap:
-            teacher, _ = load_model(args.teacher, seed=1, dtype=dtype)
             episodes, _ = run_team(problems, policies, tok, args.seeds[0], cfg)
+            release_decoder()  # the team's KV cache, before the teacher needs the memory (as the plan assumes)
+            teacher, _ = load_model(args.teacher, seed=1, dtype=dtype)
             items = [(f"{e.problem['id']} turn {t.t + 1}", resp, role) for e in episodes for t in e.turns[:1]
                      for role, resp in t.responses.items()]
             write_atomic(args.heatmap, heatmap_html(teacher.to(args.device), tok, items))

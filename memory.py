@@ -1,6 +1,7 @@
 """How much memory one MAS-OPD training step needs, before any weights load: train.py refuses a run that cannot
 fit (check_fits) and `python -m tools.memory` prints the whole plan for train.py's flags (reading model configs
-only, never weights).
+only, never weights). eval.py checks its own plan likewise (check_eval_fits) and from it picks how many prompts go
+into one generate call.
 
 This is an ESTIMATE of what torch.cuda.max_memory_allocated would report for train.py as it is written today
 (torch 2.13, transformers 5.24): the tensors each phase keeps alive, counted from the code paths of
@@ -137,6 +138,52 @@ def _nograd_token_bytes(cfg, p, a, rope_bytes):
     return 2 * p * C + (a * C if a != p else 0) + max(norm, attn, 3 * a * I)
 
 
+def kv_cache_bytes(cfg, B, length, kv_bytes):
+    """Bytes of the KV cache sampler.decoder allocates up front for one generate call (App. C, Phase 1): B prompts,
+    `length` = prompt + new tokens rounded up to sampler.CACHE_BUCKET, in (B, Hkv, length, D) K and V per layer:
+        2 (K, V) x L x B x Hkv x length x D x kv_bytes."""
+    s = shape(cfg)
+    return 2 * s["L"] * B * s["Hkv"] * _bucket(length) * s["D"] * kv_bytes
+
+
+def _bucket(length):
+    """A cache length as sampler.decoder rounds it: up to a multiple of CACHE_BUCKET."""
+    return -(-length // CACHE_BUCKET) * CACHE_BUCKET
+
+
+def rollout_bytes(cfg, B, prompt_len, response_len, a, kvb, rollout_attention="fused"):
+    """(KV cache, prefill/decode temporaries) of one sampler.generate call of B prompts of up to prompt_len tokens
+    and response_len new ones, with weights in `a` bytes and the cache in `kvb` (App. C, Phase 1). One call at a time
+    holds its KV cache (sampler.decoder keeps one bucket and frees it before another): kv_cache_bytes.
+    Prefill over B x T tokens at once: the no-grad layer tensors, the (B, T, T) bool mask and its temporaries
+    (2 bytes per entry) plus SDPA's float copy of it (a), and with the math fallback scores + softmax in fp32
+    (8 x B x H x T^2). Each decode step attends over the whole cache: the math fallback upcasts it to fp32 and
+    repeats it to H heads, one layer at a time; plus four (B, V) fp32 vocabulary rows."""
+    s, T, TN = shape(cfg), prompt_len, _bucket(prompt_len + response_len)
+    prefill = B * T * _nograd_token_bytes(cfg, a, a, kvb) + (2 + a) * B * T * T  # weights in a (copies)
+    decode = 2 * B * TN * s["K"] * (a if kvb != a else 0) + 16 * B * s["V"]
+    if rollout_attention == "math":
+        prefill += 8 * B * s["H"] * T * T
+        decode += 2 * B * TN * s["D"] * 4 * (s["Hkv"] + s["H"])
+    return kv_cache_bytes(cfg, B, prompt_len + response_len, kvb), max(prefill, decode)
+
+
+def scoring_bytes(cfg, tb, seq_len, response_len, batch_tokens, lm_head_chunk):
+    """(activation bytes, sequences per forward) of teacher.score (Eq. 7, no grad) over sequences of seq_len tokens
+    (teacher prompt + response), weights in `tb` bytes: forward batches of at most batch_tokens padded tokens.
+    Largest live tensors: one layer's no-grad tensors for the batch; the final hidden states (tokens x C x t); one
+    LM-head chunk of logits in t, its fp32 copy and logsumexp's fp32 exp (chunk x V x (t + 4 + 4)). Packing two or
+    more sequences needs a padding mask: bool (B, L, L) plus SDPA's copy in t, and repeat_kv'd K, V."""
+    s = shape(cfg)
+    Bt = max(1, batch_tokens // seq_len)
+    tok_t = Bt * seq_len
+    act_t = tok_t * (_nograd_token_bytes(cfg, tb, tb, tb) + tb * s["C"])
+    if Bt > 1:
+        act_t += (1 + tb) * Bt * seq_len * seq_len + tok_t * 2 * tb * s["Q"]
+    act_t += min(lm_head_chunk, Bt * response_len) * s["V"] * (tb + 8 if tb != 4 else 8)
+    return act_t, Bt
+
+
 def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_checkpointing=True, prompt_len=8192,
          response_len=4096, teacher_prompt_len=12288, micro_batch=8, rollout_batch=128, teacher_batch_tokens=16384,
          lm_head_chunk=1024, kv_bytes=None, rollout_attention="fused", teacher_offload=False, rollout_chunk=0):
@@ -158,7 +205,7 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     """
     if precision not in ("bf16", "fp32") or n_policies < 1 or rollout_attention not in ("fused", "math"):
         raise ValueError("plan: precision must be bf16|fp32, n_policies >= 1, rollout_attention fused|math")
-    s, t_shape = shape(student_cfg), shape(teacher_cfg)
+    s = shape(student_cfg)
     Ps, Pt = param_count(student_cfg), param_count(teacher_cfg)
     p, a = 4, (2 if precision == "bf16" else 4)
     tb = a                                   # teacher bytes: bf16 with --precision bf16, else fp32
@@ -175,40 +222,18 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     persistent = sum(b.values()) - (b["teacher weights"] if teacher_offload else 0)
     casts = n * 2 * _autocast_params(student_cfg) if a != p else 0
 
-    # Phase 1, rollout (sampler.generate; under bf16 on the bf16 rollout copies, so no weight is cast). One generate
-    # call at a time holds its KV cache (sampler.decoder keeps one bucket and frees it before another), its length
-    # rounded up to sampler.CACHE_BUCKET:
-    #   2 (K, V) x L x B x Hkv x (prompt + new) x D x kv_bytes.
-    # Prefill over B x T tokens at once: the no-grad layer tensors, the (B, T, T) bool mask and its temporaries
-    # (2 bytes per entry) plus SDPA's float copy of it (a), and with the math fallback scores + softmax in fp32
-    # (8 x B x H x T^2). Each decode step attends over the whole cache: the math fallback upcasts it to fp32 and
-    # repeats it to H heads, one layer at a time; plus four (B, V) fp32 vocabulary rows.
+    # Phase 1, rollout (sampler.generate; under bf16 on the bf16 rollout copies, so no weight is cast): one generate
+    # call of B prompts at a time (rollout_bytes).
     B = math.ceil(rollout_batch * 2 / n)
-    B, T = min(B, rollout_chunk) if rollout_chunk else B, prompt_len
-    TN = -(-(prompt_len + response_len) // CACHE_BUCKET) * CACHE_BUCKET
-    b["KV cache (one generate call)"] = 2 * s["L"] * B * s["Hkv"] * TN * s["D"] * kvb
-    prefill = B * T * _nograd_token_bytes(student_cfg, a, a, kvb) + (2 + a) * B * T * T  # weights in a (copies)
-    decode = 2 * B * TN * s["K"] * (a if kvb != a else 0) + 16 * B * s["V"]
-    if rollout_attention == "math":
-        prefill += 8 * B * s["H"] * T * T
-        decode += 2 * B * TN * s["D"] * 4 * (s["Hkv"] + s["H"])
-    b["rollout prefill/decode temporaries"] = max(prefill, decode)
+    B = min(B, rollout_chunk) if rollout_chunk else B
+    b["KV cache (one generate call)"], b["rollout prefill/decode temporaries"] = rollout_bytes(
+        student_cfg, B, prompt_len, response_len, a, kvb, rollout_attention)
     rollout = b["KV cache (one generate call)"] + b["rollout prefill/decode temporaries"]
 
-    # Phase 2, teacher scoring (teacher.score, no grad): forward batches of at most teacher_batch_tokens padded
-    # tokens, each sequence teacher prompt + response long. Largest live tensors: one layer's no-grad tensors for
-    # the batch; the final hidden states (tokens x C x t); one LM-head chunk of logits in t, its fp32 copy and
-    # logsumexp's fp32 exp (chunk x V x (t + 4 + 4)). Packing two or more sequences needs a padding mask:
-    # bool (B, L, L) plus SDPA's copy in t, and repeat_kv'd K, V.
-    Lt = teacher_prompt_len + response_len
-    Bt = max(1, teacher_batch_tokens // Lt)
-    tok_t = Bt * Lt
-    act_t = tok_t * (_nograd_token_bytes(teacher_cfg, tb, tb, tb) + tb * t_shape["C"])
-    if Bt > 1:
-        act_t += (1 + tb) * Bt * Lt * Lt + tok_t * 2 * tb * t_shape["Q"]
-    act_t += min(lm_head_chunk, Bt * response_len) * t_shape["V"] * (tb + 8 if tb != 4 else 8)
-    b["teacher scoring activations"] = act_t
-    teacher = act_t + (b["teacher weights"] if teacher_offload else 0)
+    # Phase 2, teacher scoring (teacher.score, no grad; scoring_bytes).
+    b["teacher scoring activations"], Bt = scoring_bytes(teacher_cfg, tb, teacher_prompt_len + response_len,
+                                                         response_len, teacher_batch_tokens, lm_head_chunk)
+    teacher = b["teacher scoring activations"] + (b["teacher weights"] if teacher_offload else 0)
 
     # Phase 3, update: micro_batch responses, each recomputed with grad by its author's policy
     # (sampler.sequence_logprobs), all graphs alive until loss.backward(). Per token: L x layer_act_bytes (no
@@ -315,10 +340,17 @@ OPTIONS = {
 
 def max_rollout_batch(student_cfg, teacher_cfg, gib=80.0, reserve=0.1, **kw):
     """The largest rollout batch (episodes sampled together) that fits, given the other settings; 0 if none."""
-    lo, hi = 0, kw.pop("rollout_batch", 128)
-    while lo < hi:  # total grows with the rollout batch
+    hi = kw.pop("rollout_batch", 128)
+    return _largest(lambda rb: fits(plan(student_cfg, teacher_cfg, rollout_batch=rb, **kw), gib, reserve), hi)
+
+
+def _largest(fits_at, hi):
+    """The largest n in 0..hi with fits_at(n), for a fits_at that holds up to some n and not beyond (the total
+    grows with a batch); 0 if none."""
+    lo = 0
+    while lo < hi:
         mid = (lo + hi + 1) // 2
-        if fits(plan(student_cfg, teacher_cfg, rollout_batch=mid, **kw), gib, reserve):
+        if fits_at(mid):
             lo = mid
         else:
             hi = mid - 1
@@ -427,6 +459,10 @@ def available_bytes(device):
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+def _where(device, free):
+    return f"{free / GiB:.1f} GiB {'free on ' + device if device.startswith('cuda') else 'of RAM available'}"
+
+
 def check_fits(args, n_policies, world=1, reserve=0.1):
     """Refuse (ValueError, one line) a train.py run whose plan (the phases of Algorithm 1, App. C) cannot fit in
     what its device has free, naming the flags of the smallest change that would fit. Reads configs only: run it
@@ -435,7 +471,7 @@ def check_fits(args, n_policies, world=1, reserve=0.1):
     pl, free = plan(s, t, **kw), available_bytes(args.device)
     if fits(pl, free / GiB, reserve):
         return pl
-    where = f"{free / GiB:.1f} GiB {'free on ' + args.device if args.device.startswith('cuda') else 'of RAM available'}"
+    where = _where(args.device, free)
     found = fixes(s, t, free / GiB, reserve, **kw)
     if found:
         chosen, rb, _ = found[0]
@@ -448,3 +484,84 @@ def check_fits(args, n_policies, world=1, reserve=0.1):
     raise ValueError(f"memory: one training step needs about {pl['total'] / GiB:.1f} GiB (persistent "
                      f"{pl['persistent'] / GiB:.1f} + {pl['peak_phase']} phase), but this machine has {where} "
                      f"({reserve:.0%} kept in reserve); {hint} (python -m tools.memory prints the whole plan)")
+
+
+# ------------------------------------------------------------------------------ evaluation (eval.py)
+
+def eval_plan(student_cfg, teacher_cfg=None, *, n_models=1, precision="bf16", prompt_len=8192, response_len=4096,
+              prompts=1, rollout_chunk=0, teacher_batch_tokens=16384, lm_head_chunk=1024, rollout_attention="fused"):
+    """Estimated bytes of eval.py (§4, App. D.5; with teacher_cfg the heat map of App. G.2), a dict like plan's:
+    settings, params, bytes, phases, persistent, peak_phase, total. eval.py loads its models in --precision's dtype
+    outright (e bytes: 2 bf16, 4 fp32; no fp32 masters, no autocast), so its KV cache is in e too:
+        persistent = n_models x e x P_student   (one model in every seat: 1; a checkpoint's policies: one per role,
+                                                 or 1 shared; all of one base model's shape, §2.1)
+        rollout    = rollout_bytes of one generate call of min(prompts, rollout_chunk) prompts (0 = all `prompts`,
+                     the most one policy samples in one turn), each up to prompt_len + response_len tokens
+        heatmap    = e x P_teacher + scoring_bytes over prompt + response tokens (teacher.score's defaults): the
+                     teacher loads after the team's decoder is released, beside the students, which stay loaded
+    """
+    if precision not in ("bf16", "fp32") or n_models < 1 or prompts < 1:
+        raise ValueError("eval_plan: precision must be bf16|fp32, n_models >= 1, prompts >= 1")
+    e = 2 if precision == "bf16" else 4
+    B = min(prompts, rollout_chunk) if rollout_chunk else prompts
+    Ps = param_count(student_cfg)
+    b = {"student weights": n_models * e * Ps}
+    b["KV cache (one generate call)"], b["rollout prefill/decode temporaries"] = rollout_bytes(
+        student_cfg, B, prompt_len, response_len, e, e, rollout_attention)
+    phases = {"rollout": b["KV cache (one generate call)"] + b["rollout prefill/decode temporaries"]}
+    Pt = param_count(teacher_cfg) if teacher_cfg is not None else 0
+    if teacher_cfg is not None:
+        b["teacher weights"] = e * Pt
+        b["teacher scoring activations"] = scoring_bytes(teacher_cfg, e, prompt_len + response_len, response_len,
+                                                         teacher_batch_tokens, lm_head_chunk)[0]
+        phases["heatmap"] = b["teacher weights"] + b["teacher scoring activations"]
+    peak_phase = max(phases, key=phases.get)
+    settings = dict(n_models=n_models, precision=precision, prompt_len=prompt_len, response_len=response_len,
+                    prompts=prompts, generate_batch=B, rollout_attention=rollout_attention)
+    return {"settings": settings, "params": {"student": Ps, "teacher": Pt}, "bytes": b, "phases": phases,
+            "persistent": b["student weights"], "peak_phase": peak_phase,
+            "total": b["student weights"] + phases[peak_phase]}
+
+
+# eval.py's flags that trade memory for something else, as eval_plan keywords, besides --rollout-chunk
+EVAL_FLAGS = {"precision": "--precision", "response_len": "--max-new-tokens"}
+
+
+def _eval_changes(kw):
+    """Changes to try when nothing fits, in order of preference: none (a smaller chunk alone), bf16 weights, then
+    shorter responses (each with and without bf16)."""
+    precisions = [{}] + ([{"precision": "bf16"}] if kw.get("precision") != "bf16" else [])
+    lengths = [{}] + [{"response_len": n} for n in (2048, 1024, 512) if n < kw.get("response_len", 4096)]
+    return [{**length, **prec} for length in lengths for prec in precisions]
+
+
+def check_eval_fits(student_cfg, teacher_cfg, device, rollout_chunk=None, reserve=0.1, **kw):
+    """eval.py's memory check, from configs only (run it before any weights load): -> (chunk, one start-up line).
+    rollout_chunk: --rollout-chunk as given, or None for the largest number of prompts per generate call that
+    eval_plan fits in what `device` has free (0 = all kw["prompts"] in one call). Raises ValueError (one line) when
+    it does not fit, naming the flags of the first change (_eval_changes) with which a chunk of 1 or more would."""
+    free = available_bytes(device)
+    at = lambda chunk, **change: eval_plan(student_cfg, teacher_cfg, **{**kw, **change, "rollout_chunk": chunk})
+    largest = lambda **change: _largest(lambda c: fits(at(c, **change), free / GiB, reserve), kw["prompts"])
+    if rollout_chunk is None:
+        c = largest()
+        chunk, pl, ok = (0 if c == kw["prompts"] else c), at(c or 1), c > 0  # 0: all of them in one call
+    else:
+        chunk, pl = rollout_chunk, at(rollout_chunk)
+        ok = fits(pl, free / GiB, reserve)
+    told = pl["settings"]["generate_batch"]
+    if ok:
+        return chunk, (f"rollout chunk: {told} of up to {kw['prompts']} prompts per generate call "
+                       f"({'--rollout-chunk' if rollout_chunk is not None else 'the most that fit'}); memory: about "
+                       f"{pl['total'] / GiB:.1f} GiB (models {pl['persistent'] / GiB:.1f} + {pl['peak_phase']} "
+                       f"phase) of {_where(device, free)} ({reserve:.0%} kept in reserve)")
+    hint = "nothing fits: choose smaller models (or --teacher) or a larger device"
+    for change in _eval_changes(kw):
+        c = largest(**change)
+        if c:
+            hint = "it would fit with " + " ".join([f"{EVAL_FLAGS[k]} {v}" for k, v in change.items()]
+                                                   + [f"--rollout-chunk {c}"])
+            break
+    raise ValueError(f"memory: evaluation needs about {pl['total'] / GiB:.1f} GiB (models {pl['persistent'] / GiB:.1f}"
+                     f" + {pl['peak_phase']} phase at {told} prompt{'s' * (told != 1)} per generate call), but this "
+                     f"machine has {_where(device, free)} ({reserve:.0%} kept in reserve); {hint}")

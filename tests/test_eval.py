@@ -6,8 +6,11 @@ import pytest
 import torch
 
 import eval as ev
+import memory
 import rollout
-from models import tiny_model
+import sampler
+from memory import GiB, config_of, eval_plan, fits
+from models import make_tokenizer, tiny_model
 from rollout import RolloutConfig, run_episodes
 from tests.test_workflows import APPLES, BAD, GOOD, SUM, TEST_OK, TEST_WRONG
 
@@ -108,13 +111,14 @@ def test_cli_reports_each_run_and_appends_its_episodes(tmp_path, problems, capsy
     assert all(r["turns"] and r["stopped"] for r in records)
 
 
-def test_cli_heatmap_teacher_that_fails_to_load_keeps_the_json(tmp_path, error_line, problems):
+def test_cli_heatmap_teacher_that_fails_to_load_keeps_the_json(tmp_path, error_line, problems, truncated_model):
+    teacher = truncated_model(tmp_path / "teacher")  # its tokenizer and config pass the checks at start
     out = tmp_path / "r.json"
     with pytest.raises(SystemExit) as e:
         ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange", "--max-new-tokens",
-                 "4", "--json", str(out), "--heatmap", str(tmp_path / "h.html"), "--teacher", str(tmp_path / "gone")])
+                 "4", "--json", str(out), "--heatmap", str(tmp_path / "h.html"), "--teacher", teacher])
     assert e.value.code == 2
-    error_line(f"model '{tmp_path / 'gone'}': no such file")
+    error_line(f"model {teacher!r}: cannot load")
     assert "untrained tiny-qwen3" in json.loads(out.read_text()) and not (tmp_path / "h.html").exists()
 
 
@@ -160,3 +164,85 @@ def test_cli_precision_is_the_dtype_of_every_decoding_model(who, precision, dtyp
             + heatmap + precision)
     assert f'"precision": "{"bf16" if precision else "fp32"}"' in capsys.readouterr().out
     assert len(seen) > len(heatmap) and set(seen) == {dtype}
+
+
+def _calls(monkeypatch):
+    """-> the number of prompts of every generate call eval.py makes from now on."""
+    sizes, real = [], rollout.generate
+    monkeypatch.setattr(rollout, "generate", lambda model, prompts, *a, **k: sizes.append(len(prompts))
+                        or real(model, prompts, *a, **k))
+    return sizes
+
+
+def _free_for(chunk, precision="fp32"):
+    """What a device must have free for eval.py on tiny-qwen3 (one model in every seat, the problems fixture's four
+    prompts per turn, 4 new tokens) at `precision` to fit `chunk` prompts per generate call and no more."""
+    at = lambda c: eval_plan(config_of("tiny-qwen3"), n_models=1, precision=precision, prompt_len=8192,
+                             response_len=4, prompts=4, rollout_chunk=c)
+    free = int(at(chunk)["total"] / 0.9) + 1
+    assert not fits(at(chunk + 1), free / GiB)
+    return free
+
+
+def test_cli_default_chunk_is_the_most_prompts_the_memory_plan_fits(problems, monkeypatch, capsys):
+    monkeypatch.setattr(memory, "available_bytes", lambda device: _free_for(2))
+    sizes = _calls(monkeypatch)
+    ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange",
+             "--max-new-tokens", "4"])
+    assert "rollout chunk: 2 of up to 4 prompts per generate call (the most that fit); memory: about" in \
+        capsys.readouterr().out
+    assert sizes and max(sizes) == 2  # the first turn's four prompts in two calls
+
+
+def test_cli_rollout_chunk_flag_is_honoured(problems, monkeypatch, capsys):
+    sizes = _calls(monkeypatch)
+    ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange",
+             "--max-new-tokens", "4", "--rollout-chunk", "1"])
+    assert "rollout chunk: 1 of up to 4 prompts per generate call (--rollout-chunk)" in capsys.readouterr().out
+    assert sizes and set(sizes) == {1}
+
+
+def test_cli_evaluation_that_cannot_fit_is_refused_before_any_weights_load_with_flags_that_fit(problems, monkeypatch,
+                                                                                             capsys):
+    free = _free_for(1, precision="bf16")  # one prompt fits in bf16, none in fp32
+    monkeypatch.setattr(memory, "available_bytes", lambda device: free)
+    real = ev.load_model
+    monkeypatch.setattr(ev, "load_model", lambda *a, **k: pytest.fail("weights were loaded"))
+    args = ["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange", "--max-new-tokens", "4"]
+    with pytest.raises(SystemExit) as e:
+        ev.main(args)
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1
+    assert err.startswith("error: memory: evaluation needs about") and "at 1 prompt per generate call" in err
+    flags = err.split("it would fit with ")[1].split()
+    assert flags == ["--precision", "bf16", "--rollout-chunk", "1"]
+    monkeypatch.setattr(ev, "load_model", real)
+    ev.main(args + flags)  # and it does fit
+    assert "rollout chunk: 1 of up to 4" in capsys.readouterr().out
+
+
+def test_cli_heatmap_teacher_loads_after_the_team_decoder_is_released(tmp_path, problems, monkeypatch):
+    kept, real = [], ev.load_model
+    monkeypatch.setattr(ev, "load_model", lambda spec, **k: kept.append((spec, bool(sampler._kept)))
+                        or real(spec, **k))
+    ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange",
+             "--max-new-tokens", "4", "--heatmap", str(tmp_path / "h.html"), "--teacher", "tiny-llama"])
+    assert [spec for spec, _ in kept] == ["tiny-qwen3", "tiny-llama"] and (tmp_path / "h.html").exists()
+    assert kept[-1] == ("tiny-llama", False)  # the heat map's own episodes were just sampled: their cache is gone
+
+
+def test_cli_heatmap_teacher_of_another_vocabulary_is_refused_before_any_weights_load(tmp_path, problems, capsys,
+                                                                                     monkeypatch, error_line):
+    other = make_tokenizer()
+    other.add_tokens(["<extra>"])
+    tiny_model("qwen3", vocab_size=len(other)).save_pretrained(tmp_path / "teacher")
+    other.save_pretrained(tmp_path / "teacher")
+    capsys.readouterr()  # the save's progress bar
+    monkeypatch.setattr(ev, "load_model", lambda *a, **k: pytest.fail("weights were loaded"))
+    with pytest.raises(SystemExit) as e:
+        ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--max-new-tokens", "4",
+                 "--json", str(tmp_path / "r.json"), "--heatmap", str(tmp_path / "h.html"),
+                 "--teacher", str(tmp_path / "teacher")])
+    assert e.value.code == 2
+    error_line(f"--teacher {tmp_path / 'teacher'} and --student tiny-qwen3 must share a tokenizer")
+    assert sorted(os.listdir(tmp_path)) == ["teacher"]
