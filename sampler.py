@@ -208,12 +208,13 @@ REPLAY_TOL = 1e-3
 
 def _check_replay(model, d):
     """Compare the first replay of d's recording (its logits in d.logits) with d.step run as a call on the same
-    buffers, -> the call's logits (B, V). The call writes into the cache the same K/V at the same slot as the replay
-    would have (a token's K/V depends only on the token, its slot and the slots before it), so whatever the replay
-    wrote there is overwritten and the cache is as the call alone leaves it. On a mismatch (a row's most likely
-    token differs, or a log-prob by more than REPLAY_TOL) warn once and decode this bucket as calls from then on:
-    a warning, not a print, because this is a library call that a training script or a user can silence or turn
-    into an error (python -W error). One host read, once per recording."""
+    buffers, -> the call's logits (B, V). A step writes K/V into slot d.cur only, and each layer of the call writes
+    it before reading it, so the call's result does not depend on what the replay wrote there and overwrites it:
+    the same K/V again if the replay was right, the right K/V if not. (A broken recording that wrote into other
+    slots would leave them wrong until the next call's prefill rewrites the cache.) On a mismatch (a row's most
+    likely token differs, or a log-prob by more than REPLAY_TOL) warn once and decode this bucket as calls from then
+    on: a warning, not a print, because this is a library call that a training script or a user can silence or
+    turn into an error (python -W error). One host read, once per recording."""
     replayed = d.logits.log_softmax(-1)                                                # (B, V)
     called = d.step(model, d, d.slot.numel()).log_softmax(-1)                          # (B, V)
     d.checked = True
