@@ -9,6 +9,7 @@
 Nothing here knows about roles, prompts or verifiers, so either function can be copied into another project.
 """
 import functools
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -123,7 +124,8 @@ def _sample(logits, temperature, top_p, top_k, generator):
 # Static-shape decoding (the way gpt-fast does it): every decode step of a generate call has the same shapes and
 # reads its position from a tensor, so on CUDA the step is recorded once as a CUDA graph and replayed, one launch
 # per token instead of one per kernel. One recording per (batch, cache length, dtype) bucket; the last one is kept.
-# Attention reads the whole bucket every step (future slots masked): more reads than the used prefix, fixed shapes.
+# A recorded step attends over the whole bucket (future slots masked): more reads than the used prefix, fixed
+# shapes. A step run as a call (CPU, autocast) has no shapes to keep and attends over the used prefix only.
 
 CACHE_BUCKET = 128   # cache lengths are rounded up to a multiple of this, so nearby prompt lengths share a graph
 STOP_CHECK = 16      # decode steps between host reads of "has every row stopped?" (each read is a device sync)
@@ -133,7 +135,8 @@ STOP_CHECK = 16      # decode steps between host reads of "has every row stopped
 class Decoder:
     """The static buffers of one bucket: the K/V cache, RoPE tables, which slots hold real tokens, the token and
     slot of the step, and the step's output logits. `step` is decode_one or its compiled form; `graph` is the
-    recorded step (CUDA), or None (the step runs as a call: CPU, or under autocast)."""
+    recorded step (CUDA), or None (the step runs as a call: CPU, under autocast, or a recording whose first replay
+    did not match the call); `checked`: that first replay has been compared with the call."""
     cache_k: list            # per layer (B, Hkv, Tmax, D)
     cache_v: list
     cos: torch.Tensor        # (B, 1, Tmax, D)
@@ -145,15 +148,18 @@ class Decoder:
     logits: torch.Tensor     # (B, V) float32, written by the step
     step: object             # decode_one or compiled_decode_one()
     graph: object = None
+    checked: bool = False
 
 
-def decode_one(model, d, block=_block):
+def decode_one(model, d, n, block=_block):
     """One decode step on the bucket's buffers: the token d.tok at slot d.cur -> d.logits (B, V) float32 of the
-    next token (whose log_softmax is the student log-prob of Eq. 8, App. C). Only tensor reads and writes, no
-    Python value depends on the position: shapes are fixed by the cache, so this is the step a CUDA graph records."""
+    next token (whose log_softmax is the student log-prob of Eq. 8, App. C), attending over cache slots [0, n).
+    n = Tmax (the whole bucket) is the step a CUDA graph records: only tensor reads and writes, no Python value
+    depends on the position, so every step has the same shapes. n = d.cur + 1 (the used prefix) is the step run
+    as a call, which reads no more of the cache than it needs."""
     cos, sin = d.cos.index_select(2, d.cur), d.sin.index_select(2, d.cur)              # (B, 1, 1, D)
-    mask = (d.valid & (d.slot <= d.cur))[:, None, None]                                # (B, 1, 1, Tmax)
-    h = _forward(model, d.tok[:, None], cos, sin, mask, d.cache_k, d.cache_v, d.cur, d.slot.numel(), block)
+    mask = (d.valid[:, :n] & (d.slot[:n] <= d.cur))[:, None, None]                     # (B, 1, 1, n)
+    h = _forward(model, d.tok[:, None], cos, sin, mask, d.cache_k, d.cache_v, d.cur, n, block)
     d.logits.copy_(model.lm_head(h[:, -1]))                                            # (B, V) float32
     return d.logits
 
@@ -169,7 +175,7 @@ def compiled_decode_one():
     cache length are symbolic from the start, so one compilation serves every bucket (batch 1 gets its own). Made
     on first use (importing the compiler takes seconds)."""
     block = torch.compile(_block, fullgraph=True, dynamic=True)
-    return lambda model, d: decode_one(model, d, block)
+    return lambda model, d, n: decode_one(model, d, n, block)
 
 
 def _recordable(device):
@@ -185,11 +191,40 @@ def _record(model, d):
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        d.step(model, d)
+        d.step(model, d, d.slot.numel())
     torch.cuda.current_stream().wait_stream(side)
     d.graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(d.graph):
-        d.step(model, d)
+        d.step(model, d, d.slot.numel())
+
+
+# The first replay of a recording against the step run as a call with the recorded shapes: the same kernels on the
+# same inputs, so a correct replay matches it to the last bit (as the tests' stand-in graph does) and this
+# tolerance only absorbs a reduction that is not bitwise reproducible from run to run (rounding noise, ~1e-6 in
+# fp32). A broken recording (a position, a weight or a buffer fixed at capture, a kernel that does not replay)
+# moves log-probs by whole nats. A false alarm costs speed, not correctness: the bucket then decodes as calls.
+REPLAY_TOL = 1e-3
+
+
+def _check_replay(model, d):
+    """Compare the first replay of d's recording (its logits in d.logits) with d.step run as a call on the same
+    buffers, -> the call's logits (B, V). A step writes K/V into slot d.cur only, and each layer of the call writes
+    it before reading it, so the call's result does not depend on what the replay wrote there and overwrites it:
+    the same K/V again if the replay was right, the right K/V if not. (A broken recording that wrote into other
+    slots would leave them wrong until the next call's prefill rewrites the cache.) On a mismatch (a row's most
+    likely token differs, or a log-prob by more than REPLAY_TOL) warn once and decode this bucket as calls from then
+    on: a warning, not a print, because this is a library call that a training script or a user can silence or
+    turn into an error (python -W error). One host read, once per recording."""
+    replayed = d.logits.log_softmax(-1)                                                # (B, V)
+    called = d.step(model, d, d.slot.numel()).log_softmax(-1)                          # (B, V)
+    d.checked = True
+    gap = (replayed - called).abs().max()
+    if not ((replayed.argmax(-1) == called.argmax(-1)).all() & (gap <= REPLAY_TOL)):   # a NaN gap fails too
+        warnings.warn(f"sampler: the recorded decode step (batch {d.tok.numel()}, cache {d.slot.numel()}) does not "
+                      f"replay as it runs (log-prob gap {gap.item():.3g}); this bucket decodes without the recording",
+                      RuntimeWarning)
+        d.graph = None
+    return d.logits
 
 
 _kept = {}  # the last bucket: {"key": ..., "decoder": Decoder}; one at a time, whichever model made it
@@ -274,7 +309,8 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
     probabilities of the distribution the token was drawn from.
 
     Prefill runs once over the prompts; then each token is one decode_one step on a static-shape bucket
-    (decoder), replayed as a CUDA graph on CUDA without autocast (with compiled=True this is gpt-fast's recipe).
+    (decoder), replayed as a CUDA graph on CUDA without autocast (with compiled=True this is gpt-fast's recipe;
+    the first replay of each recording is checked against the step run as a call, _check_replay).
     The host reads the stop state every STOP_CHECK steps only; rows that stopped keep decoding until then, and
     their extra tokens are dropped.
     """
@@ -308,10 +344,10 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
         d.tok.copy_(nxt)
         d.cur.fill_(T + step)                                                          # this token's slot
         if d.graph is None:
-            logits = d.step(model, d)
+            logits = d.step(model, d, T + step + 1)
         else:
             d.graph.replay()
-            logits = d.logits
+            logits = d.logits if d.checked else _check_replay(model, d)
 
     # One device->host copy at the end instead of one per step.
     ids_cpu, lps_cpu = torch.stack(new_ids, 1).tolist(), torch.stack(new_lps, 1).tolist()

@@ -1,5 +1,6 @@
 """The hand-written KV-cached sampler: exact against transformers, and every sampling knob behaves."""
 import contextlib
+import warnings
 
 import pytest
 import torch
@@ -246,16 +247,26 @@ class _CpuGraph:
     runs the same ops on the same tensors and writes each result where capture wrote it. What the host decided at
     capture (a Python number of the position, a tensor made then) stays as it was, as in a recorded CUDA graph."""
 
+    skip = ()  # ops a wrong recording leaves out
+
     def __init__(self):
         self.ops, self.replays = [], 0
 
     def replay(self):
         self.replays += 1
         for func, args, kwargs, out in self.ops:
+            if func in self.skip:
+                continue
             new = func(*args, **kwargs)
             for o, n in zip(pytree.tree_leaves(out), pytree.tree_leaves(new)):
                 if isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() != n.untyped_storage().data_ptr():
                     o.copy_(n)  # out of place: into the capture's buffer (in-place ops and views wrote there already)
+
+
+class _WrongGraph(_CpuGraph):
+    """A recording that replays wrongly: it leaves out the K/V cache writes, so the replayed step attends over
+    what the token's slot held before and leaves it there."""
+    skip = (torch.ops.aten.index_copy_.default,)
 
 
 class _Stream:
@@ -263,29 +274,58 @@ class _Stream:
         pass
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "llama"])
-def test_the_recorded_step_replays_as_plain_decoding(arch, monkeypatch):
-    """The CUDA-graph path (_record, then replays) on the CPU with _CpuGraph standing in for torch.cuda's graph:
-    tokens and log-probs equal plain uncached decoding, greedy and seeded, also when later calls replay the first
-    call's recording with other prompts, another prompt length, and weights updated in place (as train.refresh and
-    optimizers write them). The step runs twice per recording (warm-up, capture); every other step is a replay."""
-    model = tiny_model(arch, layers=2, hidden=64, heads=4, kv_heads=2, seed=3)  # its weights change below
-    for name, fake in (("CUDAGraph", _CpuGraph), ("graph", _Capture), ("Stream", _Stream),
+def _record_on_cpu(monkeypatch, graph):
+    """Decode steps are recorded, with `graph` standing in for torch.cuda.CUDAGraph; -> the list that gets one
+    entry per call of decode_one (warm-up, capture, the check of the first replay, or a step run as a call)."""
+    for name, fake in (("CUDAGraph", graph), ("graph", _Capture), ("Stream", _Stream),
                        ("current_stream", _Stream), ("stream", lambda s: contextlib.nullcontext())):
         monkeypatch.setattr(torch.cuda, name, fake)
     monkeypatch.setattr(sampler, "_recordable", lambda device: True)
     steps, step = [], sampler.decode_one
     monkeypatch.setattr(sampler, "decode_one", lambda *a: steps.append(1) or step(*a))
     sampler.release_decoder()
-    first = _decodes_as_reference(model, _prompts(18), 20, temperature=0, seed=0)
-    _decodes_as_reference(model, _prompts(19, (3, 8, 41, 12, 6)), 20, temperature=1.0, seed=9)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(1.5)
-    updated = _decodes_as_reference(model, _prompts(18), 20, temperature=0, seed=0)
+    return steps
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+def test_the_recorded_step_replays_as_plain_decoding(arch, monkeypatch):
+    """The CUDA-graph path (_record, then replays) on the CPU with _CpuGraph standing in for torch.cuda's graph:
+    tokens and log-probs equal plain uncached decoding, greedy and seeded, also when later calls replay the first
+    call's recording with other prompts, another prompt length, and weights updated in place (as train.refresh and
+    optimizers write them). The step runs three times per recording (warm-up, capture, and as a call beside the
+    first replay, which matches it: no warning); every other step is a replay."""
+    model = tiny_model(arch, layers=2, hidden=64, heads=4, kv_heads=2, seed=3)  # its weights change below
+    steps = _record_on_cpu(monkeypatch, _CpuGraph)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        first = _decodes_as_reference(model, _prompts(18), 20, temperature=0, seed=0)
+        _decodes_as_reference(model, _prompts(19, (3, 8, 41, 12, 6)), 20, temperature=1.0, seed=9)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(1.5)
+        updated = _decodes_as_reference(model, _prompts(18), 20, temperature=0, seed=0)
     assert updated.tokens != first.tokens  # the update changed what the replayed step decodes
     d = sampler._kept["decoder"]
-    assert isinstance(d.graph, _CpuGraph) and d.graph.replays == 3 * 19 and len(steps) == 2
+    assert isinstance(d.graph, _CpuGraph) and d.graph.replays == 3 * 19 and len(steps) == 3
+    sampler.release_decoder()
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+def test_a_recording_that_replays_wrongly_is_dropped_after_one_warning(arch, monkeypatch):
+    """A recording whose first replay differs from the step run as a call: one warning, the call's logits and K/V
+    take the replay's place, so the tokens and log-probs are plain decoding's; the bucket decodes as calls from then
+    on, in this call and the next ones (no more replays, no more warnings)."""
+    model = tiny_model(arch, layers=2, hidden=64, heads=4, kv_heads=2, seed=3)
+    steps = _record_on_cpu(monkeypatch, _WrongGraph)
+    with pytest.warns(RuntimeWarning, match="does not replay as it runs") as caught:
+        _decodes_as_reference(model, _prompts(18), 20, temperature=0, seed=0)
+    assert len(caught) == 1
+    d = sampler._kept["decoder"]
+    assert d.graph is None and len(steps) == 2 + 1 + 18  # record (2), check (1), then every step as a call
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _decodes_as_reference(model, _prompts(19, (3, 8, 41, 12, 6)), 20, temperature=1.0, seed=9)
+    assert sampler._kept["decoder"] is d and d.graph is None and len(steps) == 2 + 1 + 18 + 19
     sampler.release_decoder()
 
 
