@@ -94,6 +94,18 @@ def test_a_wrong_compiled_step_fails_its_line_only(monkeypatch, capsys):
     sampler.release_decoder()
 
 
+@pytest.mark.parametrize("offset, verdict", [(2e-4, "FAIL"), (5e-5, "ok")])
+def test_a_check_line_holds_log_probs_to_TOL_even_when_the_tokens_agree(offset, verdict, capsys):
+    a, _ = _models()
+    prompts = _prompts(12, 16)
+    with dc.eager():
+        out = dc.sampled(a, prompts, 8)
+    shifted = sampler.Generation(out.tokens, [[x + offset for x in row] for row in out.logprobs])
+    lines = _Lines(capsys)
+    assert dc.agrees(lines.log, "shifted", a, prompts, lambda: shifted, out.tokens) == (verdict == "ok")
+    assert lines.verdicts() == {"shifted": verdict} and "tokens equal" in lines.lines[0]
+
+
 class _NoCacheWrite(_CpuGraph):
     """A graph that does not replay the step's K/V cache writes (as if those kernels had not been captured)."""
 
