@@ -1,9 +1,7 @@
 """memory.py and tools/memory.py: exact parameter counts, the activation formula against what autograd saves,
-monotonicity of the plan, its table, the fit report, and a smoke run of tools/device_check.py --tiny."""
+monotonicity of the plan, its table and the fit report."""
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -205,19 +203,6 @@ def test_command_line_reads_train_flags_and_loads_nothing(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         memory_main(["--student", "Qwen3-1.7B", "--teacher", "Qwen3-14B", "--problems", str(tmp_path / "gone")])
     assert e.value.code == 2 and "gone" in capsys.readouterr().err
-
-
-def test_device_check_tiny_runs_on_cpu(tmp_path):
-    out = tmp_path / "device_check.txt"
-    r = subprocess.run([sys.executable, "-m", "tools.device_check", "--tiny", "--out", str(out)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    text = out.read_text()
-    assert all(line in r.stdout for line in text.splitlines())
-    assert "FAILED" not in text and "skipped" not in text, text  # a check that fails is logged, not raised
-    for needle in ("decode", "compiled=True", "x transformers", "--compile", "faster than under autocast",
-                   "teacher scoring", "update", "checkpointing", "predicted", "measured"):
-        assert needle in text, needle
 
 
 @pytest.mark.parametrize("teacher", ["Qwen3-14B", "Qwen3-8B"])

@@ -1,30 +1,40 @@
-"""One prepared GPU check of one GPU at 1.7B: real Qwen3 shapes, random weights, < 8 min on an H200.
+"""One prepared GPU check of one GPU at 1.7B: real Qwen3 shapes, random weights; checks first, then timing.
 
     python -m tools.device_check --out $OUT/device_check.txt  # 2 x Qwen3-1.7B students (fp32) + Qwen3-14B teacher
-    python -m tools.device_check --tiny --out /tmp/dc.txt     # the same script, tiny shapes, CPU, under a minute
+    python -m tools.device_check --tiny --out /tmp/dc.txt     # the same script, tiny shapes, on the CPU
 
 It first builds everything train.py keeps on the GPU at once -- two students in fp32 with their AdamW moments, the
-frozen teacher in bf16 -- and then measures each phase with train.py's own building blocks, as train.py runs
-them under --precision bf16:
-  (a) rollout: the copy bandwidth and the HBM roofline it implies; sampler.generate (the CUDA-graph decode step)
-      vs transformers generate with a static cache on a bf16 copy of one student at batch 1, 16 and 128 (tokens/s
-      and their ratio); ours under autocast over the fp32 weights for reference; and one long-prompt generate for
-      the prefill and KV-cache memory
-  (d) one train_step end to end at these shapes, per-phase seconds, with the rollout on bf16 copies and under
-      autocast over fp32 (the rollout phase's ratio), and the sampler/trainer log-prob gap
+frozen teacher in bf16 -- and then, before anything is timed, checks that the decode path computes what it should:
+  correctness: the students' weights made peaked (random weights give near-uniform distributions, which hide
+      errors), fp32, at the real shapes: the recorded step (CUDA graph), the compiled step, each SDPA kernel that
+      can run (flash, memory-efficient, cuDNN, math), two models in turn, and a recording replayed after an
+      in-place refresh give plain decoding's tokens (same draws) and log-probs within TOL of sequence_logprobs on
+      those tokens; then the bf16 rollout copy's log-prob gap against its fp32 master after ~4k-token prompts
+      (GAP_RATIO). One line per check, ok or FAIL; the exit status is 1 if any check failed.
+Then it measures each phase with train.py's own building blocks, as train.py runs them under --precision bf16,
+memory first and decode speed last (--budget-s skips what is left once spent; it never cuts the checks):
+  (a4) one long-prompt generate: the prefill and KV-cache memory
   (b) teacher scoring: teacher.score of responses at realistic lengths (one pass; train.py makes two)
   (c) update: train.update, train_step's Phase 3 itself (Eq. 13 over one micro-batch, backward, clip, AdamW step
       for both students), with and without gradient checkpointing
+  (d) one train_step end to end at these shapes, per-phase seconds, with the rollout on bf16 copies and under
+      autocast over fp32 (the rollout phase's ratio), and the sampler/trainer log-prob gap
+  (a) rollout: the copy bandwidth and the HBM roofline it implies; sampler.generate (the CUDA-graph decode step)
+      vs transformers generate with a static cache on a bf16 copy of one student at batch 1, 16 and 128 (tokens/s
+      and their ratio); ours under autocast over the fp32 weights for reference
 Per phase: seconds, the measured peak (torch.cuda.max_memory_allocated since the phase began; everything
 persistent included) and memory.plan's prediction for the same settings. Every line printed is also written
 to --out as it is printed, so a run cut short still leaves its lines. No checkpoint or tokenizer is needed: the
 token ids are random ids below 256, valid for the real 151,936-entry vocabulary.
 """
 import argparse
+import contextlib
 import gc
+import math
 import os
 import time
 from types import SimpleNamespace
+from unittest import mock
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -33,6 +43,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 from transformers.utils import logging as hf_logging
 
 import memory
+import sampler
 import train
 from data import load_problems
 from models import first_line, make_tokenizer
@@ -45,20 +56,22 @@ TINY_S = dict(model_type="qwen3", hidden_size=64, num_hidden_layers=2, num_atten
               head_dim=16, intermediate_size=192, vocab_size=1024, tie_word_embeddings=True)
 TINY_T = dict(TINY_S, hidden_size=96, num_attention_heads=4, head_dim=24, intermediate_size=256,
               tie_word_embeddings=False)
-# Lengths per check: real (paper-like) and tiny. decode: batch x (prompt, new); long: the prefill/KV check;
+# Lengths per check: real (paper-like) and tiny. check: batch, prompt, new of the decoding checks; gap: batch,
+# short and long prompt, new of the bf16 gap check (a response's 4k-th token in the paper). decode: batch x (prompt, new); long: the prefill/KV check;
 # teacher: (teacher context, response, how many); update: (prompt, response, micro-batch, checkpointing).
-REAL = dict(decode=((1, 16, 128), 512, 128), step=(8, 2, 128), long=(4, 8192, 128), teacher=[(12288, 4096, 4), (6144, 2048, 4)],
+REAL = dict(check=(16, 512, 128), gap=(4, 64, 4096, 64), decode=((1, 16, 128), 512, 128), step=(8, 2, 128), long=(4, 8192, 128), teacher=[(12288, 4096, 4), (6144, 2048, 4)],
             teacher_batch_tokens=16384,
             update=[(2048, 2048, 2, False), (2048, 2048, 2, True), (8192, 4096, 2, True), (8192, 4096, 4, True)])
-TINY = dict(decode=((1, 4), 24, 8), step=(2, 2, 8), long=(2, 48, 4), teacher=[(48, 16, 2), (24, 8, 2)], teacher_batch_tokens=64,
+TINY = dict(check=(4, 24, 16), gap=(4, 64, 2048, 32), decode=((1, 4), 24, 8), step=(2, 2, 8), long=(2, 48, 4), teacher=[(48, 16, 2), (24, 8, 2)], teacher_batch_tokens=64,
             update=[(32, 16, 2, False), (32, 16, 2, True), (64, 32, 2, True), (64, 32, 4, True)])
 
 
 class Log:
-    """print() that also appends each line to a file at once."""
+    """print() that also appends each line to a file at once, and counts the failed checks."""
 
     def __init__(self, path):
         self.f = open(path, "w") if path else None
+        self.failures = 0
 
     def __call__(self, *parts):
         line = " ".join(str(x) for x in parts)
@@ -66,6 +79,12 @@ class Log:
         if self.f:
             self.f.write(line + "\n")
             self.f.flush()
+
+    def check(self, ok, line):
+        """One check's line, led by its verdict: ok or FAIL. -> ok."""
+        self.failures += not ok
+        self("ok  " if ok else "FAIL", line)
+        return ok
 
 
 def build(shape, dtype, device):
@@ -96,6 +115,167 @@ def sdpa_ops(fn):
         return failed(e)
     names = {e.key for e in prof.key_averages() if e.key.startswith("aten::_scaled_dot_product")}
     return ",".join(sorted(n.replace("aten::_scaled_dot_product_", "") for n in names)) or "none"
+
+
+# ---------------------------------------------------------------------------------------------- correctness first
+# Every way the decode step can run -- recorded (CUDA graph), compiled, under each SDPA kernel, for two models in
+# turn, replayed after an in-place refresh -- is held against teacher forcing: sequence_logprobs of the very tokens
+# generated (Eq. 7's scorer, the reference Eq. 13 trains on). Same seed, temperature 1: every variant makes the same
+# draws, so its tokens must equal plain decoding's.
+TOL = 1e-4       # fp32 decode vs fp32 teacher forcing: the same arithmetic in another order, not another precision
+GAP_RATIO = 2.0  # bf16 copy: mean log-prob gap at the long position <= this x the gap at the start (GAP_LINE says why)
+GAP_LINE = ("bf16 rounding of the arithmetic does not grow with the position, a position error (e.g. rounded "
+            "rotary frequencies) does")
+KERNELS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+           "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+
+
+@torch.no_grad()
+def peak(model, entropy=2.0):
+    """Make a random Qwen3's distributions as sharp as a trained model's, in place: a random model's next-token
+    distribution is near-uniform (log-probs ~ -log V whatever the context) and attends almost uniformly, which
+    hides position and cache errors. Each layer's output x10 (the input embedding no longer dominates the residual
+    stream, so the model does not just predict its input token), attention scores x2.25 (q and k norms x1.5), and
+    the final norm scaled so that the mean next-token entropy over a random prompt is `entropy` nats."""
+    for layer in model.model.layers:
+        layer.self_attn.o_proj.weight.mul_(10)
+        layer.mlp.down_proj.weight.mul_(10)
+        layer.self_attn.q_norm.weight.mul_(1.5)
+        layer.self_attn.k_norm.weight.mul_(1.5)
+    device = next(model.parameters()).device
+    ids = torch.randint(0, 256, (1, 64), generator=torch.Generator().manual_seed(0)).to(device)
+    logits = model(ids).logits[0].float()                                              # (64, V)
+    lo, hi = -4.0, 8.0  # log2 of the logits' scale: bisect the entropy, which falls as the scale grows
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        lp = (logits * 2**mid).log_softmax(-1)
+        lo, hi = (mid, hi) if -(lp.exp() * lp).sum(-1).mean() > entropy else (lo, mid)
+    model.model.norm.weight.mul_(2**lo)
+
+
+def sampled(model, prompts, new, **kw):
+    """generate at temperature 1 with the same seed every time: every variant makes the same draws."""
+    return generate(model, prompts, new, generator=torch.Generator(next(model.parameters()).device).manual_seed(0),
+                    **kw)
+
+
+@contextlib.contextmanager
+def eager():
+    """Inside, decode steps run as plain calls, never recorded: the reference the recorded step is held against."""
+    with mock.patch.object(sampler, "_recordable", lambda device: False):
+        yield
+
+
+def gaps(model, prompts, out):
+    """|out's log-probs - sequence_logprobs of out's tokens under `model`| per token, one (N,) float32 tensor."""
+    with torch.no_grad():
+        ref = sequence_logprobs(model, prompts, out.tokens)
+    return torch.cat([(torch.tensor(lp) - r.float().cpu()).abs() for lp, r in zip(out.logprobs, ref)])
+
+
+def attempt(log, name, fn):
+    """fn(); an exception (OOM, a compiler error) is the check's one FAIL line, and the checks go on."""
+    try:
+        return fn()
+    except Exception as e:
+        release_decoder()
+        return log.check(False, f"{name:<46} {failed(e)}")
+
+
+def agrees(log, name, model, prompts, run, tokens):
+    """One check line: run()'s tokens equal `tokens` (plain decoding's, same draws) and its log-probs are within
+    TOL of teacher forcing on its own tokens. -> ok."""
+    return attempt(log, name, lambda: _agrees(log, name, model, prompts, run(), tokens))
+
+
+def _agrees(log, name, model, prompts, out, tokens):
+    gap = gaps(model, prompts, out).max().item()
+    rows = sum(t != u for t, u in zip(out.tokens, tokens))
+    what = "equal" if not rows else f"DIFFER in {rows} of {len(tokens)} rows"
+    return log.check(not rows and gap <= TOL, f"{name:<46} tokens {what}, log-prob gap max {gap:.1e} (limit {TOL:.0e})")
+
+
+def kernels(log, model, prompt_sets, new, check):
+    """Each SDPA kernel the decode or the prefill could pick, forced (the math kernel stays allowed for what the
+    forced one cannot run: flash has no mask, the efficient kernel no GQA): generate on each prompt set under it,
+    each recorded afresh, then check(name, *outputs) outside it, so that the reference keeps its own kernel. A
+    kernel that cannot run at these shapes and dtype, or that the default choice already runs (checked by the
+    caller), gets a line saying so."""
+    dtype = str(next(model.parameters()).dtype).replace("torch.", "")
+    release_decoder()
+    default = sdpa_ops(lambda: sampled(model, prompt_sets[-1], 2))
+    for name, backend in KERNELS.items():
+        release_decoder()
+        with sdpa_kernel([backend] if name == "math" else [backend, SDPBackend.MATH]):
+            ran = sdpa_ops(lambda: sampled(model, prompt_sets[-1], 2))
+            outs = attempt(log, f"{name} SDPA", lambda: [sampled(model, p, new) for p in prompt_sets]) \
+                if name in ran and ran != default else None
+        release_decoder()
+        if name not in ran:
+            log(f"skip {name + ' SDPA':<46} does not run at these shapes in {dtype} (ran: {ran})")
+        elif ran == default:
+            log(f"skip {name + ' SDPA':<46} the default choice here (ran: {ran}): checked above")
+        elif outs:
+            check(f"{name} SDPA (ran: {ran})", *outs)
+
+
+def check_decoding(log, a, b, prompts, new):
+    """fp32, a and b two different (peaked) models with the same shapes: plain decoding vs teacher forcing, then
+    the recorded step, the compiled step and each SDPA kernel against it; a, b, a, b in turn (sampler.decoder keeps
+    one bucket); and a recorded step replayed after train.refresh wrote b's weights into a's storage."""
+    device = next(a.parameters()).device
+    release_decoder()
+    with eager():
+        plain_a, plain_b = sampled(a, prompts, new), sampled(b, prompts, new)
+    lp = -torch.tensor([x for row in plain_a.logprobs for x in row]).mean().item()
+    log(f"     {len(prompts)} prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens, {new} new, fp32; "
+        f"mean -log-prob of a sampled token {lp:.2f} (uniform: {math.log(a.config.vocab_size):.2f})")
+    agrees(log, "plain decoding (eager step)", a, prompts, lambda: plain_a, plain_a.tokens)
+    recorded = "recorded step (CUDA graph)" if sampler._recordable(device) else f"step as generate runs it on {device}"
+    agrees(log, recorded, a, prompts, lambda: sampled(a, prompts, new), plain_a.tokens)
+    agrees(log, "compiled step (compiled=True)", a, prompts, lambda: sampled(a, prompts, new, compiled=True),
+           plain_a.tokens)
+    kernels(log, a, [prompts], new, lambda name, out: agrees(log, name, a, prompts, lambda: out, plain_a.tokens))
+    for i, (m, plain) in enumerate(((a, plain_a), (b, plain_b), (a, plain_a), (b, plain_b))):
+        agrees(log, f"two models in turn: call {i + 1}, model {'ab'[i % 2]}", m, prompts,
+               lambda: sampled(m, prompts, new), plain.tokens)
+    release_decoder()
+    sampled(a, prompts, new)
+    kept = sampler._kept.get("decoder")
+    train.refresh({"a": a}, {"a": b})  # a now holds b's weights, in a's storage
+
+    def after_refresh():
+        out = sampled(a, prompts, new)
+        log(f"     refresh: a's recording {'replayed' if sampler._kept.get('decoder') is kept else 'made anew'}")
+        return out
+    agrees(log, "after an in-place refresh of a from b", a, prompts, after_refresh, plain_b.tokens)
+    release_decoder()
+
+
+def check_bf16_gap(log, master, short, long, new):
+    """The bf16 rollout copy (train.rollout_copies) against its fp32 master: the mean |log-prob gap| of the
+    sampled tokens (Eq. 8's log pi_theta vs the master's teacher forcing) after the `long` prompts must stay within
+    GAP_RATIO x the gap after the `short` ones; under the default SDPA choice and each kernel bf16 decoding could
+    pick."""
+    copy = train.rollout_copies({"student": master}, SimpleNamespace(precision="bf16"))["student"]
+    log(f"     bf16 rollout copy vs its fp32 master, {len(long)} x {new} sampled tokens after prompts of "
+        f"{min(map(len, short))}-{max(map(len, short))} and {min(map(len, long))}-{max(map(len, long))} tokens; "
+        f"limit: gap after the long ones <= {GAP_RATIO:g}x the short ones': {GAP_LINE}")
+
+    def check(name, out_short, out_long):
+        attempt(log, "bf16 copy, " + name, lambda: _gap_line(name, out_short, out_long))
+
+    def _gap_line(name, out_short, out_long):
+        g_short, g_long = gaps(master, short, out_short), gaps(master, long, out_long)
+        ratio = g_long.mean().item() / max(g_short.mean().item(), 1e-3)  # below 1e-3: bf16's resolution
+        log.check(ratio <= GAP_RATIO, f"{'bf16 copy, ' + name:<46} gap mean {g_short.mean():.1e} -> {g_long.mean():.1e}"
+                  f" (max {g_short.max():.1e} -> {g_long.max():.1e}): {ratio:.1f}x (limit {GAP_RATIO:g}x)")
+    release_decoder()
+    outs = attempt(log, "bf16 copy, default SDPA", lambda: (sampled(copy, short, new), sampled(copy, long, new)))
+    if outs:
+        check("default SDPA", *outs)
+    kernels(log, copy, [short, long], new, check)
+    release_decoder()
 
 
 def main(argv=None):
@@ -144,6 +324,7 @@ def main(argv=None):
             sync()
         except Exception as e:  # OOM included: one line, then the next check
             status = "  " + failed(e)
+            log.failures += 1
         secs = time.perf_counter() - t0
         peak = f"{torch.cuda.max_memory_allocated() / unit:7.2f}" if cuda else "    n/a"
         pred = f"{predicted / unit:7.2f}" if predicted is not None else "      -"
@@ -181,6 +362,21 @@ def main(argv=None):
         f"{measured} {uname}, predicted {base['persistent'] / unit:.2f} {uname} "
         f"({base['params']['student']:,} x 2 + {base['params']['teacher']:,} params)")
 
+    # Correctness before anything is timed, so that --budget-s can only cut timing: fp32 decoding of the two
+    # students, made peaked, at the real shapes, every way the decode step can run, against teacher forcing; then
+    # the bf16 rollout copy's log-prob gap at a long position. (The weights stay peaked: random either way.)
+    for m in students:
+        peak(m)
+    Bc, Pc, Nc = sizes["check"]
+    log(f"correctness: decoding vs teacher forcing (sequence_logprobs of the same tokens), fp32, peaked weights")
+    t0 = time.perf_counter()
+    prompts = [rand_ids(n) for n in torch.linspace(Pc // 2, Pc, Bc).long().tolist()]
+    attempt(log, "decoding checks", lambda: check_decoding(log, students[0], students[1], prompts, Nc))
+    Bg, Ps, Pg, Ng = sizes["gap"]
+    short, long = [rand_ids(Ps - 8 * i) for i in range(Bg)], [rand_ids(Pg - 8 * i) for i in range(Bg)]
+    attempt(log, "bf16 gap checks", lambda: check_bf16_gap(log, students[0], short, long, Ng))
+    log(f"correctness: {log.failures} failed, {time.perf_counter() - t0:.0f} s")
+
     # Which SDPA kernels run where (flash rejects explicit masks; torch's efficient kernel rejects GQA).
     student = students[0]
     probe = [rand_ids(24), rand_ids(16)]
@@ -192,6 +388,85 @@ def main(argv=None):
                 sdpa_ops(lambda: sequence_logprobs(student, probe[:1], [rand_ids(4)])))
             log("SDPA kernels: sequence_logprobs, two padded sequences:",
                 sdpa_ops(lambda: sequence_logprobs(student, probe, [rand_ids(4), rand_ids(4)])))
+
+    Bl, Pl, Nl = sizes["long"]
+    long_prompts = [rand_ids(Pl - Pl // 64 * i) for i in range(Bl)]  # mixed lengths, as in real batches
+    fused = predict("rollout", prompt_len=Pl, response_len=Nl, rollout_batch=Bl)
+    mathp = predict("rollout", prompt_len=Pl, response_len=Nl, rollout_batch=Bl, rollout_attention="math")
+    with amp():
+        measure(f"(a4) sampler.generate batch {Bl}, prompts {Pl}, {Nl} new", lambda: generate(
+            student, long_prompts, Nl, generator=torch.Generator(dev).manual_seed(0)), fused)
+    log(f"    (prediction with the math-fallback prefill: {mathp / unit:.2f} {uname})")
+
+    # (b) Teacher scoring: one pass of teacher.score (train.py runs two per response: target and contrast).
+    log(f"(b) teacher scoring: one pass of teacher.score, bf16 teacher, at most {sizes['teacher_batch_tokens']} "
+        "padded tokens per forward")
+    for ctx_len, resp_len, n in sizes["teacher"]:
+        ctxs, resps = [rand_ids(ctx_len) for _ in range(n)], [rand_ids(resp_len) for _ in range(n)]
+        per_fwd = max(1, sizes["teacher_batch_tokens"] // (ctx_len + resp_len))
+        pred = predict("teacher", teacher_prompt_len=ctx_len, response_len=resp_len)
+        with amp():
+            _, secs = measure(f"(b) teacher.score {n} x ({ctx_len} + {resp_len}), {per_fwd}/forward",
+                              lambda: score(teacher, ctxs, resps, max_batch_tokens=sizes["teacher_batch_tokens"]), pred)
+        if secs:
+            per = secs / n
+            log(f"    {per:.2f} s per response per pass, {(ctx_len + resp_len) / per:,.0f} tokens/s; a paper step "
+                f"at these lengths, 128 episodes x 4 turns x 2 roles x 2 passes: {2048 * per / 60:.1f} min")
+
+    # (c) Update: train.update, train_step's Phase 3 itself, on one micro-batch of responses that alternate
+    # between the two students, with random advantages; Eq. 13 weights, backward, clip, AdamW step on both.
+    policies = {"a": students[0], "b": students[1]}
+
+    def update(ctx_len, resp_len, mb):
+        items = []
+        for i in range(mb):
+            ctx, resp = rand_ids(ctx_len - ctx_len // 32 * (i // 2)), rand_ids(resp_len)  # mb > 2: padded per policy
+            response = Response("ab"[i % 2], [Segment("task", ctx)], resp, [0.0] * resp_len, "")
+            items.append(train.Scored(0, "ab"[i % 2], response, [], [], torch.zeros(resp_len),
+                                      adv=torch.randn(resp_len, device=dev)))
+        args = SimpleNamespace(mini_batch=1, micro_batch=mb, grad_clip=1.0, precision="bf16", device=dev)
+        return train.update(items, 1, policies, optims, args)
+
+    log("(c) update: both students, bf16 autocast, AdamW moments present; micro-batch responses alternate policies")
+    measure("(c) warm-up: micro-batch 2 x (64 + 32)", lambda: update(64, 32, 2))
+    for ctx_len, resp_len, mb, ckpt in sizes["update"]:
+        for model in students:  # transformers >= 5.2x: activation_checkpointing_*; older: gradient_checkpointing_*
+            if ckpt:
+                (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
+            else:
+                (getattr(model, "activation_checkpointing_disable", None) or model.gradient_checkpointing_disable)()
+        pred = predict("update", prompt_len=ctx_len, response_len=resp_len, micro_batch=mb, grad_checkpointing=ckpt)
+        measure(f"(c) micro-batch {mb} x ({ctx_len} + {resp_len}), checkpointing {'on' if ckpt else 'off'}",
+                lambda: update(ctx_len, resp_len, mb), pred)
+    # (d) One train_step end to end at this shape (Algorithm 1: rollout, attribution, two teacher passes, update):
+    # the example problems with the byte-level tokenizer (random weights never agree, so every episode runs all its
+    # turns at full length), per-phase seconds; with the rollout on bf16 copies as train.py runs it under
+    # --precision bf16, plain and with --compile, and under autocast over the fp32 weights (the path before the
+    # copies). Each variant's step also updates the students: random weights either way.
+    Bd, turns, new = sizes["step"]
+    roles = {"coder": students[0], "reasoner": students[0], "tester": students[1], "tool_user": students[1]}
+    targv = ["--problems", EXAMPLES, "--student", "tiny-qwen3", "--precision", "bf16", "--batch", str(Bd),
+             "--mini-batch", str(Bd), "--micro-batch", "2", "--max-turns", str(turns), "--max-new-tokens", str(new),
+             "--device", dev]
+    problems, tok = load_problems(EXAMPLES), make_tokenizer()
+    log(f"(d) train_step: {Bd} episodes x {turns} turns x {new} new tokens, bf16, teacher {T.get('hidden_size')} wide")
+    copies, steps = train.rollout_copies(roles, train.get_args(targv)), {}
+    for name, extra, rollout_models in (("bf16 rollout copies", [], copies),
+                                        ("bf16 rollout copies, --compile", ["--compile"], copies),
+                                        ("autocast over fp32", [], None)):
+        targs = train.get_args(targv + extra)
+        m, _ = measure(f"(d) train_step, rollout on {name}", lambda: train.train_step(
+            0, problems, roles, optims, teacher, tok, targs, torch.Generator(dev).manual_seed(0), rollout_models))
+        if m:
+            steps[name] = m["seconds"]
+            log(f"    seconds {m['seconds']}, tokens {m['tokens']}, logprob_gap mean "
+                f"{m.get('logprob_gap_mean', float('nan')):.2e} max {m.get('logprob_gap', float('nan')):.2e}")
+    del copies
+    before = steps.get("autocast over fp32")
+    for name in steps if before else ():
+        if name != "autocast over fp32":
+            log(f"    rollout phase on {name}: {before['rollout'] / steps[name]['rollout']:.2f}x faster than under "
+                "autocast over fp32")
 
     # (a) Rollout decode, on a bf16 copy of the student as train.py samples under --precision bf16: our sampler
     # (static-shape decode step replayed as a CUDA graph; plain, and with compiled=True as under --compile) vs
@@ -256,87 +531,9 @@ def main(argv=None):
     release_decoder()
     del bf
 
-    # (d) One train_step end to end at this shape (Algorithm 1: rollout, attribution, two teacher passes, update):
-    # the example problems with the byte-level tokenizer (random weights never agree, so every episode runs all its
-    # turns at full length), per-phase seconds; with the rollout on bf16 copies as train.py runs it under
-    # --precision bf16, plain and with --compile, and under autocast over the fp32 weights (the path before the
-    # copies). Each variant's step also updates the students: random weights either way.
-    Bd, turns, new = sizes["step"]
-    roles = {"coder": students[0], "reasoner": students[0], "tester": students[1], "tool_user": students[1]}
-    targv = ["--problems", EXAMPLES, "--student", "tiny-qwen3", "--precision", "bf16", "--batch", str(Bd),
-             "--mini-batch", str(Bd), "--micro-batch", "2", "--max-turns", str(turns), "--max-new-tokens", str(new),
-             "--device", dev]
-    problems, tok = load_problems(EXAMPLES), make_tokenizer()
-    log(f"(d) train_step: {Bd} episodes x {turns} turns x {new} new tokens, bf16, teacher {T.get('hidden_size')} wide")
-    copies, steps = train.rollout_copies(roles, train.get_args(targv)), {}
-    for name, extra, rollout_models in (("bf16 rollout copies", [], copies),
-                                        ("bf16 rollout copies, --compile", ["--compile"], copies),
-                                        ("autocast over fp32", [], None)):
-        targs = train.get_args(targv + extra)
-        m, _ = measure(f"(d) train_step, rollout on {name}", lambda: train.train_step(
-            0, problems, roles, optims, teacher, tok, targs, torch.Generator(dev).manual_seed(0), rollout_models))
-        if m:
-            steps[name] = m["seconds"]
-            log(f"    seconds {m['seconds']}, tokens {m['tokens']}, logprob_gap mean "
-                f"{m.get('logprob_gap_mean', float('nan')):.2e} max {m.get('logprob_gap', float('nan')):.2e}")
-    del copies
-    before = steps.get("autocast over fp32")
-    for name in steps if before else ():
-        if name != "autocast over fp32":
-            log(f"    rollout phase on {name}: {before['rollout'] / steps[name]['rollout']:.2f}x faster than under "
-                "autocast over fp32")
-
-    Bl, Pl, Nl = sizes["long"]
-    long_prompts = [rand_ids(Pl - Pl // 64 * i) for i in range(Bl)]  # mixed lengths, as in real batches
-    fused = predict("rollout", prompt_len=Pl, response_len=Nl, rollout_batch=Bl)
-    mathp = predict("rollout", prompt_len=Pl, response_len=Nl, rollout_batch=Bl, rollout_attention="math")
-    with amp():
-        measure(f"(a4) sampler.generate batch {Bl}, prompts {Pl}, {Nl} new", lambda: generate(
-            student, long_prompts, Nl, generator=torch.Generator(dev).manual_seed(0)), fused)
-    log(f"    (prediction with the math-fallback prefill: {mathp / unit:.2f} {uname})")
-
-    # (b) Teacher scoring: one pass of teacher.score (train.py runs two per response: target and contrast).
-    log(f"(b) teacher scoring: one pass of teacher.score, bf16 teacher, at most {sizes['teacher_batch_tokens']} "
-        "padded tokens per forward")
-    for ctx_len, resp_len, n in sizes["teacher"]:
-        ctxs, resps = [rand_ids(ctx_len) for _ in range(n)], [rand_ids(resp_len) for _ in range(n)]
-        per_fwd = max(1, sizes["teacher_batch_tokens"] // (ctx_len + resp_len))
-        pred = predict("teacher", teacher_prompt_len=ctx_len, response_len=resp_len)
-        with amp():
-            _, secs = measure(f"(b) teacher.score {n} x ({ctx_len} + {resp_len}), {per_fwd}/forward",
-                              lambda: score(teacher, ctxs, resps, max_batch_tokens=sizes["teacher_batch_tokens"]), pred)
-        if secs:
-            per = secs / n
-            log(f"    {per:.2f} s per response per pass, {(ctx_len + resp_len) / per:,.0f} tokens/s; a paper step "
-                f"at these lengths, 128 episodes x 4 turns x 2 roles x 2 passes: {2048 * per / 60:.1f} min")
-
-    # (c) Update: train.update, train_step's Phase 3 itself, on one micro-batch of responses that alternate
-    # between the two students, with random advantages; Eq. 13 weights, backward, clip, AdamW step on both.
-    policies = {"a": students[0], "b": students[1]}
-
-    def update(ctx_len, resp_len, mb):
-        items = []
-        for i in range(mb):
-            ctx, resp = rand_ids(ctx_len - ctx_len // 32 * (i // 2)), rand_ids(resp_len)  # mb > 2: padded per policy
-            response = Response("ab"[i % 2], [Segment("task", ctx)], resp, [0.0] * resp_len, "")
-            items.append(train.Scored(0, "ab"[i % 2], response, [], [], torch.zeros(resp_len),
-                                      adv=torch.randn(resp_len, device=dev)))
-        args = SimpleNamespace(mini_batch=1, micro_batch=mb, grad_clip=1.0, precision="bf16", device=dev)
-        return train.update(items, 1, policies, optims, args)
-
-    log("(c) update: both students, bf16 autocast, AdamW moments present; micro-batch responses alternate policies")
-    measure("(c) warm-up: micro-batch 2 x (64 + 32)", lambda: update(64, 32, 2))
-    for ctx_len, resp_len, mb, ckpt in sizes["update"]:
-        for model in students:  # transformers >= 5.2x: activation_checkpointing_*; older: gradient_checkpointing_*
-            if ckpt:
-                (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
-            else:
-                (getattr(model, "activation_checkpointing_disable", None) or model.gradient_checkpointing_disable)()
-        pred = predict("update", prompt_len=ctx_len, response_len=resp_len, micro_batch=mb, grad_checkpointing=ckpt)
-        measure(f"(c) micro-batch {mb} x ({ctx_len} + {resp_len}), checkpointing {'on' if ckpt else 'off'}",
-                lambda: update(ctx_len, resp_len, mb), pred)
-    log(f"device_check done in {time.perf_counter() - start:.0f} s")
+    log(f"device_check done in {time.perf_counter() - start:.0f} s: {log.failures} failed")
+    return 1 if log.failures else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
