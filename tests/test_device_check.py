@@ -99,7 +99,7 @@ def test_a_check_line_holds_log_probs_to_TOL_even_when_the_tokens_agree(offset, 
     a, _ = _models()
     prompts = _prompts(12, 16)
     with dc.eager():
-        out = dc.sampled(a, prompts, 8)
+        out = dc.decoded(a, prompts, 8)
     shifted = sampler.Generation(out.tokens, [[x + offset for x in row] for row in out.logprobs])
     lines = _Lines(capsys)
     assert dc.agrees(lines.log, "shifted", a, prompts, lambda: shifted, out.tokens) == (verdict == "ok")
@@ -195,7 +195,7 @@ def test_tiny_run_on_cpu_checks_first_times_last_and_exits_with_its_failures(tmp
     the wrong step is the one FAIL line, the timings still run, and the exit status is 1."""
     monkeypatch.setattr(train, "rollout_copies", _bf16_copies(True))
     step = sampler.compiled_decode_one()
-    monkeypatch.setattr(sampler, "compiled_decode_one", lambda: lambda model, d: step(model, d).mul_(1.01))
+    monkeypatch.setattr(sampler, "compiled_decode_one", lambda: lambda model, d, n: step(model, d, n).mul_(1.01))
     out = tmp_path / "device_check.txt"
     assert dc.main(["--tiny", "--out", str(out)]) == 1
     text, printed = out.read_text(), capsys.readouterr().out

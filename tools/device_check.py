@@ -33,6 +33,7 @@ import gc
 import math
 import os
 import time
+import warnings
 from types import SimpleNamespace
 from unittest import mock
 
@@ -153,10 +154,11 @@ def peak(model, entropy=2.0):
     model.model.norm.weight.mul_(2**lo)
 
 
-def sampled(model, prompts, new, **kw):
-    """generate at temperature 1 with the same seed every time: every variant makes the same draws."""
-    return generate(model, prompts, new, generator=torch.Generator(next(model.parameters()).device).manual_seed(0),
-                    **kw)
+def decoded(model, prompts, new, **kw):
+    """Greedy generate: every variant must pick the same tokens. (Not sampled: the step run as a call reads the used
+    prefix of the cache and the recorded one the whole bucket, which sum in another order, and an inverse-CDF draw
+    that lands within ~1e-6 of a boundary would take another token; an argmax flips only at a near-tie.)"""
+    return generate(model, prompts, new, temperature=0, **kw)
 
 
 @contextlib.contextmanager
@@ -174,9 +176,13 @@ def gaps(model, prompts, out):
 
 
 def attempt(log, name, fn):
-    """fn(); an exception (OOM, a compiler error) is the check's one FAIL line, and the checks go on."""
+    """fn(); an exception (OOM, a compiler error) is the check's one FAIL line, and the checks go on. The sampler's
+    warning that a recording does not replay as the step runs is such an error here: after it the bucket decodes
+    without its recording, which would pass the check that was meant for the recording."""
     try:
-        return fn()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message="sampler: the recorded decode step", category=RuntimeWarning)
+            return fn()
     except Exception as e:
         release_decoder()
         return log.check(False, f"{name:<46} {failed(e)}")
@@ -203,12 +209,12 @@ def kernels(log, model, prompt_sets, new, check):
     caller), gets a line saying so."""
     dtype = str(next(model.parameters()).dtype).replace("torch.", "")
     release_decoder()
-    default = sdpa_ops(lambda: sampled(model, prompt_sets[-1], 2))
+    default = sdpa_ops(lambda: decoded(model, prompt_sets[-1], 2))
     for name, backend in KERNELS.items():
         release_decoder()
         with sdpa_kernel([backend] if name == "math" else [backend, SDPBackend.MATH]):
-            ran = sdpa_ops(lambda: sampled(model, prompt_sets[-1], 2))
-            outs = attempt(log, f"{name} SDPA", lambda: [sampled(model, p, new) for p in prompt_sets]) \
+            ran = sdpa_ops(lambda: decoded(model, prompt_sets[-1], 2))
+            outs = attempt(log, f"{name} SDPA", lambda: [decoded(model, p, new) for p in prompt_sets]) \
                 if name in ran and ran != default else None
         release_decoder()
         if name not in ran:
@@ -226,26 +232,26 @@ def check_decoding(log, a, b, prompts, new):
     device = next(a.parameters()).device
     release_decoder()
     with eager():
-        plain_a, plain_b = sampled(a, prompts, new), sampled(b, prompts, new)
+        plain_a, plain_b = decoded(a, prompts, new), decoded(b, prompts, new)
     lp = -torch.tensor([x for row in plain_a.logprobs for x in row]).mean().item()
     log(f"     {len(prompts)} prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens, {new} new, fp32; "
-        f"mean -log-prob of a sampled token {lp:.2f} (uniform: {math.log(a.config.vocab_size):.2f})")
+        f"mean -log-prob of a decoded token {lp:.2f} (uniform: {math.log(a.config.vocab_size):.2f})")
     agrees(log, "plain decoding (eager step)", a, prompts, lambda: plain_a, plain_a.tokens)
     recorded = "recorded step (CUDA graph)" if sampler._recordable(device) else f"step as generate runs it on {device}"
-    agrees(log, recorded, a, prompts, lambda: sampled(a, prompts, new), plain_a.tokens)
-    agrees(log, "compiled step (compiled=True)", a, prompts, lambda: sampled(a, prompts, new, compiled=True),
+    agrees(log, recorded, a, prompts, lambda: decoded(a, prompts, new), plain_a.tokens)
+    agrees(log, "compiled step (compiled=True)", a, prompts, lambda: decoded(a, prompts, new, compiled=True),
            plain_a.tokens)
     kernels(log, a, [prompts], new, lambda name, out: agrees(log, name, a, prompts, lambda: out, plain_a.tokens))
     for i, (m, plain) in enumerate(((a, plain_a), (b, plain_b), (a, plain_a), (b, plain_b))):
         agrees(log, f"two models in turn: call {i + 1}, model {'ab'[i % 2]}", m, prompts,
-               lambda: sampled(m, prompts, new), plain.tokens)
+               lambda: decoded(m, prompts, new), plain.tokens)
     release_decoder()
-    sampled(a, prompts, new)
+    decoded(a, prompts, new)
     kept = sampler._kept.get("decoder")
     train.refresh({"a": a}, {"a": b})  # a now holds b's weights, in a's storage
 
     def after_refresh():
-        out = sampled(a, prompts, new)
+        out = decoded(a, prompts, new)
         log(f"     refresh: a's recording {'replayed' if sampler._kept.get('decoder') is kept else 'made anew'}")
         return out
     agrees(log, "after an in-place refresh of a from b", a, prompts, after_refresh, plain_b.tokens)
@@ -254,11 +260,11 @@ def check_decoding(log, a, b, prompts, new):
 
 def check_bf16_gap(log, master, short, long, new):
     """The bf16 rollout copy (train.rollout_copies) against its fp32 master: the mean |log-prob gap| of the
-    sampled tokens (Eq. 8's log pi_theta vs the master's teacher forcing) after the `long` prompts must stay within
+    greedy tokens (Eq. 8's log pi_theta vs the master's teacher forcing) after the `long` prompts must stay within
     GAP_RATIO x the gap after the `short` ones; under the default SDPA choice and each kernel bf16 decoding could
     pick."""
     copy = train.rollout_copies({"student": master}, SimpleNamespace(precision="bf16"))["student"]
-    log(f"     bf16 rollout copy vs its fp32 master, {len(long)} x {new} sampled tokens after prompts of "
+    log(f"     bf16 rollout copy vs its fp32 master, {len(long)} x {new} greedy tokens after prompts of "
         f"{min(map(len, short))}-{max(map(len, short))} and {min(map(len, long))}-{max(map(len, long))} tokens; "
         f"limit: gap after the long ones <= {GAP_RATIO:g}x the short ones': {GAP_LINE}")
 
@@ -271,7 +277,7 @@ def check_bf16_gap(log, master, short, long, new):
         log.check(ratio <= GAP_RATIO, f"{'bf16 copy, ' + name:<46} gap mean {g_short.mean():.1e} -> {g_long.mean():.1e}"
                   f" (max {g_short.max():.1e} -> {g_long.max():.1e}): {ratio:.1f}x (limit {GAP_RATIO:g}x)")
     release_decoder()
-    outs = attempt(log, "bf16 copy, default SDPA", lambda: (sampled(copy, short, new), sampled(copy, long, new)))
+    outs = attempt(log, "bf16 copy, default SDPA", lambda: (decoded(copy, short, new), decoded(copy, long, new)))
     if outs:
         check("default SDPA", *outs)
     kernels(log, copy, [short, long], new, check)
