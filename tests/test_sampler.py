@@ -166,7 +166,10 @@ def _decodes_as_reference(model, prompts, n, *, seed, compiled=False, **sampling
 
 @pytest.mark.parametrize("arch", ["qwen3", "llama"])
 @pytest.mark.parametrize("temperature", [0, 1.0])
-def test_static_decode_equals_plain_decoding_greedy_and_seeded(arch, temperature, qwen3, llama):
+@pytest.mark.parametrize("fold", [False, True], ids=["gqa", "folded heads (CUDA)"])
+def test_static_decode_equals_plain_decoding_greedy_and_seeded(arch, temperature, fold, qwen3, llama, monkeypatch):
+    """Also with the decode step's query heads folded into rows of their K/V head, the layout CUDA runs."""
+    monkeypatch.setattr(sampler, "_fold_heads", lambda device: fold)
     model = {"qwen3": qwen3, "llama": llama}[arch]
     _decodes_as_reference(model, _prompts(11), 20, temperature=temperature, seed=4)
 
@@ -281,6 +284,7 @@ def _record_on_cpu(monkeypatch, graph):
                        ("current_stream", _Stream), ("stream", lambda s: contextlib.nullcontext())):
         monkeypatch.setattr(torch.cuda, name, fake)
     monkeypatch.setattr(sampler, "_recordable", lambda device: True)
+    monkeypatch.setattr(sampler, "_fold_heads", lambda device: True)  # as on CUDA
     steps, step = [], sampler.decode_one
     monkeypatch.setattr(sampler, "decode_one", lambda *a: steps.append(1) or step(*a))
     sampler.release_decoder()
