@@ -263,7 +263,8 @@ def main(argv=None):
     who.add_argument("--single-agent", help="this model alone, one turn (e.g. the teacher)")
     ap.add_argument("--problems", required=True, help="JSONL problem file (schema: data.py)")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="paper", help="defaults of --seeds and "
-                    "--max-new-tokens: the paper's (five seeds, 4096 tokens) or a first CPU run's (data.py, PRESETS)")
+                    "--max-new-tokens: the paper's (five seeds, 4096 tokens), a first GPU run's (one seed, 1024) or a "
+                    "first CPU run's (one seed, 256; data.py, PRESETS)")
     ap.add_argument("--seeds", type=SEED, nargs="+", help="(preset) one evaluation per seed")
     ap.add_argument("--max-new-tokens", type=COUNT, help="(preset) response limit [4096]")
     ap.add_argument("--episodes", help="append every run's episodes here as JSONL as each run ends")

@@ -163,37 +163,29 @@ def test_two_models_sharing_one_recording_fail(graphs, monkeypatch, capsys):
     assert verdicts["two models in turn: call 2, model b"] == "FAIL"
 
 
-def _bf16_copies(keep_fp32_freqs):
-    """train.rollout_copies' contract: a bf16 copy per policy; with keep_fp32_freqs the rotary frequencies stay
-    fp32 (as transformers' own bf16 load keeps them), else they are rounded to bf16 with the weights."""
-    def copies(policies, args):
-        out = {}
-        for role, m in policies.items():
-            out[role] = copy.deepcopy(m).to(torch.bfloat16).requires_grad_(False)
-            if keep_fp32_freqs:
-                out[role].model.rotary_emb.inv_freq = m.model.rotary_emb.inv_freq.clone()
-        return out
-    return copies
+def _rounding_copies(policies, args):
+    """bf16 copies made with Module.to(bf16), which rounds the rotary frequencies with the weights."""
+    return {role: copy.deepcopy(m).to(torch.bfloat16).requires_grad_(False) for role, m in policies.items()}
 
 
-@pytest.mark.parametrize("keep_fp32_freqs", [True, False])
-def test_the_bf16_gap_check_fails_rounded_rotary_frequencies(keep_fp32_freqs, monkeypatch, capsys):
+@pytest.mark.parametrize("rounded", [False, True])
+def test_the_bf16_gap_check_fails_rounded_rotary_frequencies(rounded, monkeypatch, capsys):
     """At ~1k positions the gap of a copy with bf16-rounded rotary frequencies grows past GAP_RATIO x the gap at
-    the start; with fp32 frequencies it does not."""
-    monkeypatch.setattr(train, "rollout_copies", _bf16_copies(keep_fp32_freqs))
+    the start; train.rollout_copies' own copies (fp32 frequencies, models.to_dtype) pass."""
+    if rounded:
+        monkeypatch.setattr(train, "rollout_copies", _rounding_copies)
     a, _ = _models()
     lines = _Lines(capsys)
     short, long = _prompts(64, 56, 48, 40), _prompts(1024, 1016, 1008, 1000)
     dc.check_bf16_gap(lines.log, a, short, long, 32)
     verdict = lines.verdicts()["bf16 copy, default SDPA"]
-    assert verdict == ("ok" if keep_fp32_freqs else "FAIL"), "\n".join(lines.lines)
+    assert verdict == ("FAIL" if rounded else "ok"), "\n".join(lines.lines)
 
 
 def test_tiny_run_on_cpu_checks_first_times_last_and_exits_with_its_failures(tmp_path, monkeypatch, capsys):
-    """The whole script at tiny shapes (in process; the bf16 copies keep fp32 rotary frequencies, the compiled
-    step is made wrong): every line printed is in --out, the correctness lines come before the first timed line,
-    the wrong step is the one FAIL line, the timings still run, and the exit status is 1."""
-    monkeypatch.setattr(train, "rollout_copies", _bf16_copies(True))
+    """The whole script at tiny shapes (in process; the compiled step is made wrong): every line printed is in
+    --out, the correctness lines come before the first timed line, the wrong step is the one FAIL line, the
+    timings still run, and the exit status is 1."""
     step = sampler.compiled_decode_one()
     monkeypatch.setattr(sampler, "compiled_decode_one", lambda: lambda model, d, n: step(model, d, n).mul_(1.01))
     out = tmp_path / "device_check.txt"

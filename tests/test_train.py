@@ -348,7 +348,8 @@ def test_every_bf16_model_made_here_keeps_rope_in_fp32_as_transformers_loads_it(
     score = lambda m: sequence_logprobs(m, [seq[:3000]], [seq[3000:]])[0]
     with torch.no_grad():
         reference = score(theirs)
-        args = train.get_args(["--problems", problems, "--student", spec, "--teacher", spec, "--precision", "bf16"])
+        args = train.get_args(["--problems", problems, "--student", spec, "--teacher", spec, "--precision", "bf16",
+                               "--batch", "2", "--max-new-tokens", "8", "--max-prompt-tokens", "512"])
         policies, teacher = train.build(args)[1:3]
         copies = train.rollout_copies(policies, args)
         made = {"load_model": models.load_model(spec, dtype=torch.bfloat16)[0], "teacher": teacher,
