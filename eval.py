@@ -28,8 +28,8 @@ from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, che
                   load_problems, preset_line, write_atomic)
 from memory import check_eval_fits, config_of
 from models import DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs
-from rollout import (ROLES, append_episodes, check_prompt_limit, format_counts, format_shares, rollout_config,
-                     run_episodes, stop_ids_of)
+from rollout import (ROLES, append_episodes, check_prompt_limit, format_counts, format_shares, response_limit,
+                     rollout_config, run_episodes, stop_ids_of)
 from sampler import Generation, release_decoder
 from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
@@ -104,7 +104,8 @@ def team_metrics(episodes, atts):
 
 def format_metrics(episodes, roles=None):
     """Per role (of `roles`, default all), the % of its responses read by each parsing rule (§10.5) and the % whose
-    artefact could not be read at all (parse_unparsed_ROLE): a format failure, not wrong work (App. D.5 scoring)."""
+    artefact could not be read at all: parse_truncated_ROLE when the response limit cut it (a length problem),
+    parse_unparsed_ROLE when it ended without one (a format problem); neither is wrong work (App. D.5 scoring)."""
     return {f"parse_{rule}_{role}": v for role, shares in format_shares(format_counts(episodes)).items()
             if roles is None or role in roles for rule, v in shares.items()}
 
@@ -262,11 +263,13 @@ def main(argv=None):
     who.add_argument("--student", help="untrained: this model in every seat")
     who.add_argument("--single-agent", help="this model alone, one turn (e.g. the teacher)")
     ap.add_argument("--problems", required=True, help="JSONL problem file (schema: data.py)")
-    ap.add_argument("--preset", choices=sorted(PRESETS), default="paper", help="defaults of --seeds and "
-                    "--max-new-tokens: the paper's (five seeds, 4096 tokens), a first GPU run's (one seed, 1024) or a "
-                    "first CPU run's (one seed, 256; data.py, PRESETS)")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="paper", help="defaults of --seeds and the "
+                    "response limits: the paper's (five seeds, 4096 tokens), a first GPU run's (one seed, 1024) or a "
+                    "first CPU run's (one seed, code 512, math 256; data.py, PRESETS)")
     ap.add_argument("--seeds", type=SEED, nargs="+", help="(preset) one evaluation per seed")
     ap.add_argument("--max-new-tokens", type=COUNT, help="(preset) response limit [4096]")
+    ap.add_argument("--math-max-new-tokens", type=bounded(int, 0), help="(preset) the math roles' response limit, "
+                    "0 = --max-new-tokens [0]")
     ap.add_argument("--episodes", help="append every run's episodes here as JSONL as each run ends")
     ap.add_argument("--threads", type=bounded(int, 0), default=0, help="torch CPU threads; 0 = the free cores")
     ap.add_argument("--no-exchange", action="store_true", help="skip the seat-exchange evaluation")
@@ -305,12 +308,13 @@ def main(argv=None):
         if args.heatmap:  # the teacher scores the students' token ids (Eq. 7): one tokenizer, checked before any load
             who = f"--run {args.run}" if args.run else f"--student {args.student}"
             same_tokenizer_specs(args.teacher, spec, (f"--teacher {args.teacher}", who))
-        cfg = rollout_config(args, **EVAL_DECODING)
+        cfg = rollout_config(args, progress=True, **EVAL_DECODING)
         # the memory plan from configs only, before any weights load; it picks the chunk unless --rollout-chunk did
         teacher_cfg = config_of(args.teacher) if args.heatmap else None
         chunk, line = check_eval_fits(config_of(spec), teacher_cfg, args.device, args.rollout_chunk, n_models=n_models,
                                       precision=args.precision, prompt_len=cfg.max_prompt_tokens,
-                                      response_len=cfg.max_new_tokens, prompts=prompts)
+                                      response_len=max(response_limit(cfg, p["domain"]) for p in problems),
+                                      prompts=prompts)
         print(line)
         cfg = dataclasses.replace(cfg, rollout_chunk=chunk)
         if args.single_agent:

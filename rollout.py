@@ -9,8 +9,9 @@ the environment of each workflow (Table 3); the turn loop `run_episodes`; a comm
 import argparse
 import re
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import torch
 from tqdm import tqdm
@@ -108,6 +109,10 @@ ANSWER_FMT = {"coder": FMT_CODE, "tester": FMT_TEST, "reasoner": FMT_MATH, "tool
 class RolloutConfig:
     max_turns: int = 4              # T (App. D.6.1)
     max_new_tokens: int = 4096      # student response limit (App. D.6.3)
+    # The math roles' limit, when it differs (0: max_new_tokens). The paper has one limit for both domains; on a
+    # CPU the time of a rollout is its longest response, and small models' programs need more tokens than their
+    # math answers (measured in the README, "Real small models on a CPU").
+    math_max_new_tokens: int = 0
     max_prompt_tokens: int = 8192   # student prompt limit (App. D.6.3)
     temperature: float = 1.0        # training sampling (App. D.6.1); eval uses 0.6 / 0.95 / 20
     top_p: float = 1.0
@@ -121,6 +126,7 @@ class RolloutConfig:
     workers: int = 4                # episodes whose programs run at once
     rollout_chunk: int = 0          # prompts per generate call (0 = all of a turn at once); bounds the KV cache
     compile: bool = False           # the sampler's decode step through torch.compile (sampler.compiled_decode_one)
+    progress: bool = False          # a live line while episodes run: turn, responses done, tokens per second
 
 
 def rollout_config(args, **overrides):
@@ -129,6 +135,11 @@ def rollout_config(args, **overrides):
     (App. D.6.1, D.6.3)."""
     names = {f.name for f in fields(RolloutConfig)}
     return RolloutConfig(**{**{k: v for k, v in vars(args).items() if k in names}, **overrides})
+
+
+def response_limit(cfg, domain):
+    """The most tokens a student response of `domain` ("code" or "math") may have under `cfg` (App. D.6.3)."""
+    return cfg.math_max_new_tokens if domain == "math" and cfg.math_max_new_tokens else cfg.max_new_tokens
 
 
 @dataclass
@@ -145,6 +156,7 @@ class Response:
     tokens: list[int]       # y_i^t, as sampled (never re-tokenized)
     logprobs: list[float]   # log pi_theta_i(y_k | x, y_<k) per token, from the sampler (Eq. 8)
     text: str
+    truncated: bool = False  # cut by the response limit: it reached the limit without a stop token
 
     @property
     def context_ids(self):
@@ -401,16 +413,17 @@ def final_answer(episode, cfg):
 
 def format_counts(episodes):
     """Per role, how its responses were parsed under the rules of §10.5 (above): {role: {"responses": n, rule:
-    count, ..., "unparsed": count}},
-    rule as named by extract_program / extract_test_case / extract_answer; "unparsed" = no artefact could be
-    read, a format failure rather than wrong work."""
+    count, ..., "truncated": count, "unparsed": count}}, rule as named by extract_program / extract_test_case /
+    extract_answer. A response with no readable artefact is "truncated" when the response limit cut it (e.g.
+    inside its opened code block: a length problem) and "unparsed" when it ended by itself (a format problem)."""
     out = {}
     for e in episodes:
         for turn in e.turns:
             for role, rule in turn.artefacts.get("parsed_by", {}).items():
-                c = out.setdefault(role, {"responses": 0, "unparsed": 0})
+                c = out.setdefault(role, {"responses": 0, "truncated": 0, "unparsed": 0})
                 c["responses"] += 1
-                c[rule or "unparsed"] = c.get(rule or "unparsed", 0) + 1
+                rule = rule or ("truncated" if turn.responses[role].truncated else "unparsed")
+                c[rule] = c.get(rule, 0) + 1
     return out
 
 
@@ -426,13 +439,49 @@ def stop_ids_of(tokenizer):
     return tuple(sorted(i for i in ids if i is not None and i != tokenizer.unk_token_id))
 
 
-def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, progress=False, on_done=None):
+@dataclass
+class TurnProgress:
+    """The figures of run_episodes' progress line for one turn: what runs (a generate call's prefill reads its
+    prompts in one forward, on a CPU for minutes), responses done and tokens per second, updated at each of the
+    sampler's host reads (generate's on_check) and exactly as each generate call returns."""
+    bar: tqdm
+    turn: str              # "turn t/T"
+    start: float = field(default_factory=time.perf_counter)
+    tokens: int = 0        # of the generate calls that returned
+    rows: int = 0
+    call_tokens: int = 0   # of the call under way, as far as its host reads tell
+    call_rows: int = 0
+
+    def reading(self, n_prompts):
+        self.bar.set_description_str(f"{self.turn}: reading {n_prompts} prompts")
+
+    def check(self, new_tokens, rows_done):
+        self.bar.set_description_str(f"{self.turn}: sampling", refresh=False)
+        self.call_tokens += new_tokens
+        self.call_rows = rows_done
+        self.show()
+
+    def call_done(self, gen):
+        self.tokens += sum(map(len, gen.tokens))
+        self.rows += len(gen.tokens)
+        self.call_tokens = self.call_rows = 0
+        self.show()
+
+    def show(self):
+        tokens = self.tokens + self.call_tokens
+        self.bar.n = self.rows + self.call_rows
+        self.bar.set_postfix_str(f"{tokens:,} tokens, {tokens / (time.perf_counter() - self.start):.1f} tok/s")
+
+
+def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_done=None):
     """Algorithm 1, Phase 1: joint rollouts of a batch of problems, all episodes advancing turn by turn.
 
     policies: role -> model, e.g. {"coder": m1, "tester": m2}; one model may sit in both seats. All prompts of a
-    turn that go to the same model are sampled in one `generate` call. A policy may also be any function
-    list[list[int]] -> Generation (scripted agents in tests). on_done: called with each episode as soon as it
-    stops (its transcript can be written while the others go on). Returns one Episode per problem.
+    turn that go to the same model with the same response limit (response_limit) are sampled in one `generate`
+    call (cfg.rollout_chunk at most). A policy may also be any function list[list[int]] -> Generation (scripted
+    agents in tests). on_done: called with each episode as soon as it stops (its transcript can be written while
+    the others go on). With cfg.progress a line shows the turn, responses done and tokens per second.
+    Returns one Episode per problem.
     """
     cfg = cfg or RolloutConfig()
     for p in problems:
@@ -442,7 +491,7 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, progre
     episodes = [Episode(p, []) for p in problems]
     stops = stop_ids_of(tokenizer)
     pool = ThreadPoolExecutor(max(1, cfg.workers))
-    for t in tqdm(range(cfg.max_turns), desc="turns", disable=not progress):
+    for t in range(cfg.max_turns):
         active = [e for e in episodes if not e.stopped]
         jobs = []  # (episode, role, context)
         for e in active:
@@ -454,24 +503,33 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, progre
             jobs += [(e, r, c) for r, c in ctxs.items()]
         if not jobs:
             break
-        out = {}
-        for model in {id(policies[r]): policies[r] for _, r, _ in jobs}.values():
-            mine = [j for j in jobs if policies[j[1]] is model]
+        head = f"turn {t + 1}/{cfg.max_turns}"
+        bar = tqdm(total=len(jobs), desc=head, leave=False, disable=not cfg.progress,
+                   bar_format="{desc}: {n}/{total} responses{postfix} [{elapsed}]")
+        out, live = {}, TurnProgress(bar, head)
+        group = lambda job: (id(policies[job[1]]), response_limit(cfg, job[0].problem["domain"]))
+        for key in dict.fromkeys(map(group, jobs)):  # each (model, limit) once, in the order of the jobs
+            mine = [j for j in jobs if group(j) == key]
+            model, limit = policies[mine[0][1]], key[1]
             prompts = [[i for s in c for i in s.ids] for _, _, c in mine]
             step = cfg.rollout_chunk or len(prompts)
             gen = Generation([], [])
             for lo in range(0, len(prompts), step):  # in rounds of at most rollout_chunk prompts
                 if isinstance(model, torch.nn.Module):
-                    part = generate(model, prompts[lo:lo + step], cfg.max_new_tokens, temperature=cfg.temperature,
+                    live.reading(len(prompts[lo:lo + step]))
+                    part = generate(model, prompts[lo:lo + step], limit, temperature=cfg.temperature,
                                     top_p=cfg.top_p, top_k=cfg.top_k, stop_ids=stops, generator=generator,
-                                    compiled=cfg.compile)
+                                    compiled=cfg.compile, on_check=live.check)
                 else:  # a scripted agent or another sampler: prompts -> Generation
                     part = model(prompts[lo:lo + step])
+                live.call_done(part)
                 gen.tokens += part.tokens
                 gen.logprobs += part.logprobs
             for (e, r, c), toks, lps in zip(mine, gen.tokens, gen.logprobs):
                 text = tokenizer.decode(toks, skip_special_tokens=True)
-                out.setdefault(id(e), {})[r] = Response(r, c, toks, lps, text)
+                cut = bool(toks) and len(toks) >= limit and toks[-1] not in stops
+                out.setdefault(id(e), {})[r] = Response(r, c, toks, lps, text, cut)
+        bar.set_description_str(f"{head}: running programs")
         stepped = [e for e in active if id(e) in out]
         env = {"code": code_env, "math": math_env}
         results = pool.map(lambda e: env[e.problem["domain"]](e.problem, {r: x.text for r, x in out[id(e)].items()},
@@ -480,6 +538,7 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, progre
             e.turns.append(Turn(t, out[id(e)], artefacts, agree))
             if agree:
                 _finish(e, "agreed", cfg, on_done)
+        bar.close()
     pool.shutdown()
     for e in episodes:
         if not e.stopped:
@@ -501,7 +560,8 @@ def episode_record(e):
     """A JSON-ready record of one episode: everything the teacher needs later, nothing recomputed."""
     turns = [{"t": t.t, "agree": t.agree, "artefacts": t.artefacts,
               "responses": {r: {"context": [[s.kind, s.turn, s.ids] for s in x.context], "tokens": x.tokens,
-                                "logprobs": x.logprobs, "text": x.text} for r, x in t.responses.items()}}
+                                "logprobs": x.logprobs, "text": x.text, "truncated": x.truncated}
+                            for r, x in t.responses.items()}}
              for t in e.turns]
     return {"id": e.problem["id"], "stopped": e.stopped, "final": e.final, "turns": turns}
 
@@ -541,7 +601,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     print("config:", vars(args))
     stop_on_sigterm()
-    cfg = rollout_config(args)
+    cfg = rollout_config(args, progress=True)
     try:
         if args.out:
             check_writable(args.out, "--out")  # before the run, not after it
@@ -557,11 +617,12 @@ def main(argv=None):
     if args.out:
         open(args.out, "w").close()
 
-    def done(e):  # each transcript as its episode stops, while the others go on
-        print_transcript(e, [attribute_turn(e.problem, t.artefacts, timeout=cfg.code_timeout) for t in e.turns])
+    def done(e):  # each transcript as its episode stops, while the others go on (the progress line cleared)
+        with tqdm.external_write_mode():
+            print_transcript(e, [attribute_turn(e.problem, t.artefacts, timeout=cfg.code_timeout) for t in e.turns])
         if args.out:
             append_episodes(args.out, [e])
-    episodes = run_episodes(problems, {r: model for r in roles}, tok, cfg, generator=gen, progress=True, on_done=done)
+    episodes = run_episodes(problems, {r: model for r in roles}, tok, cfg, generator=gen, on_done=done)
     if args.out:
         print(f"wrote {len(episodes)} episodes to {args.out}")
 

@@ -300,7 +300,7 @@ def prefill(model, d, prompts):
 
 @torch.inference_mode()
 def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_k=0, stop_ids=(), generator=None,
-             compiled=False):
+             compiled=False, on_check=None):
     """Sample continuations of a batch of token-id prompts with our own KV cache.
 
     model: a transformers Llama- or Qwen3-style CausalLM (its weights are used; its forward and cache are not).
@@ -319,7 +319,8 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
     (decoder), replayed as a CUDA graph on CUDA without autocast (with compiled=True this is gpt-fast's recipe;
     the first replay of each recording is checked against the step run as a call, _check_replay).
     The host reads the stop state every STOP_CHECK steps only; rows that stopped keep decoding until then, and
-    their extra tokens are dropped.
+    their extra tokens are dropped. on_check: called at each of those reads as on_check(new_tokens, rows_done), the
+    tokens kept since the last read and the rows stopped so far (a progress line's figures, at no extra sync).
     """
     _check_supported(model)
     if not prompts or any(len(p) == 0 for p in prompts):
@@ -346,8 +347,14 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
         new_ids.append(torch.where(done, -1, nxt))
         new_lps.append(lp)
         done = done | (nxt[:, None] == stop).any(-1)  # not isin: with ~10+ ids it calls unique, which syncs
-        if step == max_new_tokens - 1 or ((step + 1) % STOP_CHECK == 0 and bool(done.all())):
+        if step == max_new_tokens - 1:
             break
+        if (step + 1) % STOP_CHECK == 0:  # one host read: rows stopped, tokens kept since the last read
+            rows_done, kept = torch.stack((done.sum(), (torch.stack(new_ids[-STOP_CHECK:]) >= 0).sum())).tolist()
+            if on_check:
+                on_check(kept, rows_done)
+            if rows_done == B:
+                break
         d.tok.copy_(nxt)
         d.cur.fill_(T + step)                                                          # this token's slot
         if d.graph is None:

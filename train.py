@@ -77,6 +77,7 @@ def get_args(argv=None):
     add("--grad-clip", type=bounded(float, 0, low_open=True), default=1.0, help="[1.0]")
     add("--max-turns", type=COUNT, default=4, help="[4]")
     add("--max-new-tokens", type=COUNT, help="(preset) student response limit [4096]")
+    add("--math-max-new-tokens", type=bounded(int, 0), help="(preset) the math roles' limit, 0 = --max-new-tokens [0]")
     add("--max-prompt-tokens", type=COUNT, help="(preset) student prompt limit [8192]")
     add("--teacher-max-prompt-tokens", type=COUNT, help="(preset) teacher prompt limit [12288]")
     add("--teacher-batch-tokens", type=COUNT, default=16384, help="padded tokens per teacher forward")
@@ -178,7 +179,7 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollou
     rollout_models: what Phase 1 samples with (rollout_copies; default: the policies themselves). record: called
     as record(step, episodes) as soon as the rollout ends. progress: a line that names the phase running and the
     seconds of those done. Returns the step's metrics; the caller decides what to save."""
-    lap, cfg = stopwatch(), rollout_config(args)
+    lap, cfg = stopwatch(), rollout_config(args, progress=progress)
     seconds = {}  # per phase, as each ends
     line = tqdm(total=0, bar_format="{desc}", leave=False, disable=not progress)
     phase = lambda name: line.set_description_str(f"step {step}: {name} (done: " + ", ".join(
@@ -415,8 +416,9 @@ def check_disk(args, n_policies):
     peak: checkpoint.tmp is complete before the last checkpoint goes, so a run that saves twice needs two
     checkpoints' space, or one where a checkpoint is already there."""
     responses = args.batch * 2 * args.max_turns  # two roles per episode
-    sampled = responses * args.max_new_tokens
-    scored = 2 * responses * (args.teacher_max_prompt_tokens + args.max_new_tokens)
+    limit = max(args.max_new_tokens, args.math_max_new_tokens)  # the longer of the two domains' limits
+    sampled = responses * limit
+    scored = 2 * responses * (args.teacher_max_prompt_tokens + limit)
     size = checkpoint_bytes(config_of(args.student), n_policies)
     there = any(os.path.isdir(os.path.join(args.out, n)) for n in ("checkpoint", "checkpoint.old"))
     copies = 1 if there or args.steps <= args.save_every else 2
@@ -427,7 +429,7 @@ def check_disk(args, n_policies):
                          f"need {copies * size / GiB:.1f} GiB ({copies} x {size / GiB:.1f} GiB: a new one is written "
                          f"before the last is removed); choose --out on a disk with room, or free space there")
     return (f"per step: up to {sampled:,} tokens sampled ({args.batch} episodes x 2 roles x {args.max_turns} turns x "
-            f"{args.max_new_tokens}), up to {scored:,} scored by the teacher (each response twice, contexts of at most "
+            f"{limit}), up to {scored:,} scored by the teacher (each response twice, contexts of at most "
             f"{args.teacher_max_prompt_tokens:,}); checkpoint: {size:,} bytes ({size / GiB:.1f} GiB, {n_policies} "
             f"polic{'y' if n_policies == 1 else 'ies'}: fp32 weights + AdamW moments) every {args.save_every} "
             f"steps and at the end, {free / GiB:.1f} GiB free at {folder}")
@@ -595,8 +597,9 @@ def main(argv=None, teacher=None):
 
 def evaluate_policies(problems, policies, tok, args, exchange=False):
     """Team accuracy, revise-iff-wrong and turns on held-out problems over args.eval_seeds, with eval.py's
-    decoding (App. D.5); with exchange=True also the exchange penalty (Fig. 3a)."""
-    out = evaluate(problems, policies, tok, args.eval_seeds, rollout_config(args, **EVAL_DECODING), exchange=exchange,
+    decoding (App. D.5); with exchange=True also the exchange penalty (Fig. 3a). Rank 0 only: it shows progress."""
+    cfg = rollout_config(args, progress=True, **EVAL_DECODING)
+    out = evaluate(problems, policies, tok, args.eval_seeds, cfg, exchange=exchange,
                    on_run=lambda *run: tqdm.write(run_line(*run)))
     release_decoder()
     return out

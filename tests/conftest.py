@@ -46,9 +46,11 @@ def scripted(tok):
 
 @pytest.fixture
 def error_line(capsys):
-    """-> check(start): what went to stderr since the last read is the one line 'error: {start}...' of the CLIs."""
+    """-> check(start): what went to stderr since the last read is the one line 'error: {start}...' of the CLIs,
+    after at most the progress lines of work done before the error (tqdm's, each ended by a carriage return)."""
     def check(start):
         err = capsys.readouterr().err
+        err = err.rsplit("\r", 1)[-1]
         assert err.startswith(f"error: {start}") and err.count("\n") == 1, err
     return check
 

@@ -42,8 +42,9 @@ def test_math_accuracy_uses_the_reference(tok, scripted):
     seats = {"reasoner": scripted(["#### 29"]), "tool_user": scripted(["Code:\n```python\nprint(29)\n```"])}
     eps, atts = ev.run_team([APPLES], seats, tok, 0, CFG)
     assert ev.team_metrics(eps, atts) == {"acc_math": 100.0, "turns_math": 1.0,  # and how each artefact was read:
-                                          "parse_hash_line_reasoner": 100.0, "parse_unparsed_reasoner": 0.0,
-                                          "parse_python_block_tool_user": 100.0, "parse_unparsed_tool_user": 0.0}
+                                          "parse_hash_line_reasoner": 100.0, "parse_truncated_reasoner": 0.0,
+                                          "parse_unparsed_reasoner": 0.0, "parse_python_block_tool_user": 100.0,
+                                          "parse_truncated_tool_user": 0.0, "parse_unparsed_tool_user": 0.0}
     seats["reasoner"] = scripted(["so it is 30 - 1 = 29."])  # no "####" line: the last number, counted as such
     eps, atts = ev.run_team([APPLES], seats, tok, 0, CFG)
     m = ev.team_metrics(eps, atts)
@@ -59,8 +60,9 @@ def test_exchange_penalty_of_specialists(tok, scripted):
 
 def test_single_agent_judges_only_the_main_role(tok, scripted):
     m = ev.single_agent_metrics([SUM, APPLES], scripted([GOOD + "\n#### 29"]), tok, 0, CFG)
-    assert m == {"acc_code": 100.0, "acc_math": 100.0, "parse_python_block_coder": 100.0, "parse_unparsed_coder": 0.0,
-                 "parse_hash_line_reasoner": 100.0, "parse_unparsed_reasoner": 0.0}
+    assert m == {"acc_code": 100.0, "acc_math": 100.0, "parse_python_block_coder": 100.0, "parse_truncated_coder": 0.0,
+                 "parse_unparsed_coder": 0.0, "parse_hash_line_reasoner": 100.0, "parse_truncated_reasoner": 0.0,
+                 "parse_unparsed_reasoner": 0.0}
 
 
 def test_heatmap_is_self_contained_and_escaped(tok, qwen3):
@@ -102,8 +104,9 @@ def test_cli_reports_each_run_and_appends_its_episodes(tmp_path, problems, capsy
     episodes = tmp_path / "episodes.jsonl"
     ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "1", "--max-new-tokens", "4",
              "--episodes", str(episodes)])
-    out = capsys.readouterr().out
-    assert out.startswith("preset: paper (none of its values in effect;") and "threads: " in out
+    out, err = capsys.readouterr()
+    assert out.startswith("preset: paper (math_max_new_tokens=0 in effect;") and "threads: " in out
+    assert "turn 1/4: sampling: 0/4 responses" in err and " tok/s [" in err  # progress inside a run
     assert "eval seed 1, exchanged seats: 2 episodes in" in out
     records = [json.loads(ln) for ln in episodes.read_text().splitlines()]
     assert [(r["seed"], r["seats"]) for r in records] == [(0, "own")] * 2 + [(0, "exchanged")] * 2 + \

@@ -229,7 +229,22 @@ def test_the_host_reads_the_device_once_per_STOP_CHECK_steps(qwen3, monkeypatch)
     out = generate(qwen3, prompts, n, generator=torch.Generator().manual_seed(8))
     monkeypatch.undo()
     assert all(len(t) == n for t in out.tokens)  # no stop ids: every row decodes all n tokens
-    assert reads.count("__bool__") == n // STOP_CHECK and len(reads) == n // STOP_CHECK + 2, reads
+    assert reads.count("tolist") == len(reads) == n // STOP_CHECK + 2, reads
+
+
+def test_on_check_reports_the_tokens_kept_and_the_rows_stopped_at_each_host_read(qwen3):
+    """The progress figures come from the stop-state read itself: per read the tokens kept since the previous one
+    (a stopped row's extra tokens are not counted) and the rows stopped so far."""
+    prompts, calls = _prompts(12), []
+    n = 3 * STOP_CHECK + 3
+    out = generate(qwen3, prompts, n, generator=torch.Generator().manual_seed(5), on_check=lambda *c: calls.append(c))
+    assert calls == [(len(prompts) * STOP_CHECK, 0)] * (n // STOP_CHECK)  # no stop ids: nothing stops early
+    free = out.tokens
+    stops = sorted({free[0][0]} | {row[4] for row in free[1:]})  # every row stops within 5 tokens
+    calls.clear()
+    out = generate(qwen3, prompts, n, stop_ids=stops, generator=torch.Generator().manual_seed(5),
+                   on_check=lambda *c: calls.append(c))
+    assert calls == [(sum(map(len, out.tokens)), len(prompts))] and sum(map(len, out.tokens)) < len(prompts) * 5
 
 
 class _Capture(TorchDispatchMode):

@@ -76,7 +76,9 @@ def test_three_steps_write_metrics_and_a_loadable_checkpoint(tmp_path, problems,
 def test_interrupted_and_resumed_run_equals_uninterrupted(tmp_path, problems, capsys):
     full, part = str(tmp_path / "full"), str(tmp_path / "part")
     train.main(["--problems", problems, "--out", full, "--steps", "3", "--save-episodes"] + FAST)
-    assert "step 2: update (done: rollout" in capsys.readouterr().err  # the phase line inside a step
+    err = capsys.readouterr().err
+    assert "step 2: update (done: rollout" in err  # the phase line inside a step, and the rollout's own line:
+    assert "turn 1/2: sampling: 0/" in err and " tok/s [" in err
     train.main(["--problems", problems, "--out", part, "--steps", "1", "--save-episodes"] + FAST)
     for name in ("metrics.jsonl", "episodes.jsonl"):
         with open(os.path.join(part, name), "a") as f:  # a line written just before a crash
@@ -157,10 +159,11 @@ def test_presets_fill_only_the_flags_not_given():
             paper.max_prompt_tokens, paper.teacher_max_prompt_tokens) == ("paper", 150, 128, 64, 1e-6, 4096, 8192,
                                                                           12288)
     cpu = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "cpu", "--steps", "7"])
-    assert (cpu.steps, cpu.batch, cpu.max_new_tokens, cpu.eval_seeds) == (7, 2, 256, [1000])
+    assert (cpu.steps, cpu.batch, cpu.max_new_tokens, cpu.math_max_new_tokens, cpu.eval_seeds) == (7, 2, 512, 256,
+                                                                                                  [1000])
     assert not hasattr(cpu, "seeds")  # eval.py's key stays out of train.py's namespace
     assert preset_line(cpu).startswith("preset: cpu (batch=2, mini_batch=2, micro_batch=2, lr=1e-06, "
-                                       "max_new_tokens=256")  # steps=7 was given, so not the preset's
+                                       "max_new_tokens=512, math_max_new_tokens=256")  # steps=7 was given
     with pytest.raises(SystemExit):
         train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "huge"])
     gpu = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "gpu", "--save-every", "3"])

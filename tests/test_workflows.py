@@ -5,9 +5,11 @@ import json
 import pytest
 import torch
 
+import rollout
 from attribution import attribute_turn, verdicts_before
 from data import ProblemError, check_problem
 from models import SPECIAL_TOKENS
+from sampler import Generation
 from rollout import (LAYOUT, NO_ANSWER, PLACEHOLDERS, ROLES, RolloutConfig, build_context, check_prompt_limit,
                      extract_answer, extract_program, extract_test_case, fit_context, format_counts, format_shares,
                      run_episodes)
@@ -251,9 +253,78 @@ def test_format_counts_and_shares_per_role(tok, scripted):
                              "tester": scripted(["no test here", TEST_OK])}, tok,
                      RolloutConfig(max_turns=2, code_timeout=5))
     counts = format_counts(e)
-    assert counts == {"coder": {"responses": 2, "unparsed": 0, "any_block": 1, "python_block": 1},
-                      "tester": {"responses": 2, "unparsed": 1, "fenced": 1}}
-    assert format_shares(counts)["tester"] == {"fenced": 50.0, "unparsed": 50.0}
+    assert counts == {"coder": {"responses": 2, "truncated": 0, "unparsed": 0, "any_block": 1, "python_block": 1},
+                      "tester": {"responses": 2, "truncated": 0, "unparsed": 1, "fenced": 1}}
+    assert format_shares(counts)["tester"] == {"fenced": 50.0, "truncated": 0.0, "unparsed": 50.0}
+
+
+def _unstopped(tok, text):
+    """An agent that answers `text` to every prompt with no stop token after it, as the sampler returns a response
+    that the limit cut."""
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    return lambda prompts: Generation([list(ids) for _ in prompts], [[-1.0] * len(ids) for _ in prompts]), len(ids)
+
+
+def test_a_response_cut_by_the_limit_is_truncated_and_one_that_ended_without_an_artefact_is_unparsed(tok, scripted):
+    """The format split tells a length problem from a format problem: the Coder cut inside its opened code block
+    is "truncated", the Tester that stopped without a test case "unparsed"; a response that reached the limit
+    after its artefact is still counted under the rule that read it."""
+    cut, n = _unstopped(tok, "First the analysis, step by step.\nCode:\n```python\na, b = map(int, input().split(")
+    e = run_episodes([SUM], {"coder": cut, "tester": scripted(["The sum is easy to check."])}, tok,
+                     RolloutConfig(max_turns=1, max_new_tokens=n, code_timeout=5))[0]
+    assert (e.turns[0].responses["coder"].truncated, e.turns[0].responses["tester"].truncated) == (True, False)
+    assert format_counts([e]) == {"coder": {"responses": 1, "truncated": 1, "unparsed": 0},
+                                  "tester": {"responses": 1, "truncated": 0, "unparsed": 1}}
+    done, n = _unstopped(tok, GOOD + "\nAnd now a long explanation that the limit")
+    e = run_episodes([SUM], {"coder": done, "tester": scripted([TEST_OK])}, tok,
+                     RolloutConfig(max_turns=1, max_new_tokens=n, code_timeout=5))[0]
+    assert e.turns[0].responses["coder"].truncated and e.turns[0].agree
+    assert format_counts([e])["coder"] == {"responses": 1, "truncated": 0, "unparsed": 0, "python_block": 1}
+    e = run_episodes([SUM], {"coder": cut, "tester": scripted([TEST_OK])}, tok,
+                     RolloutConfig(max_turns=1, max_new_tokens=n + 1, code_timeout=5))[0]
+    assert format_counts([e])["coder"]["unparsed"] == 1  # shorter than the limit: it ended, not cut
+    said = "The sum is easy to check."
+    n = len(tok(said, add_special_tokens=False)["input_ids"]) + 1  # and <|im_end|>: it ends at the limit exactly
+    e = run_episodes([SUM], {"coder": scripted([GOOD]), "tester": scripted([said])}, tok,
+                     RolloutConfig(max_turns=1, max_new_tokens=n, code_timeout=5))[0]
+    assert len(e.turns[0].responses["tester"].tokens) == n and format_counts([e])["tester"]["unparsed"] == 1
+
+
+def test_the_progress_line_counts_the_turn_s_responses_and_the_tokens_kept(tok, qwen3, capsys):
+    """With cfg.progress each turn has a line: responses done of the turn's, and the tokens kept so far (live from
+    the sampler's host reads, exact as each generate call returns), with tokens per second."""
+    eps = run_episodes([SUM, APPLES, REV], {r: qwen3 for rs in ROLES.values() for r in rs}, tok,
+                       RolloutConfig(max_turns=2, max_new_tokens=40, math_max_new_tokens=20, progress=True,
+                                     code_timeout=5, math_timeout=5))
+    lines = capsys.readouterr().err.split("\r")
+    for t in range(len(eps[0].turns)):
+        n = sum(len(x.tokens) for e in eps if len(e.turns) > t for x in e.turns[t].responses.values())
+        k = 2 * sum(len(e.turns) > t for e in eps)
+        last = [ln for ln in lines if ln.startswith(f"turn {t + 1}/2: running programs")][-1]
+        assert last.startswith(f"turn {t + 1}/2: running programs: {k}/{k} responses, {n:,} tokens, "), last
+        assert " tok/s [" in last
+    live = [ln for ln in lines if ln.startswith("turn 1/2: sampling: ") and "tokens" in ln]
+    assert len(live) > 2  # updated while the calls run, not only as they return
+    assert "turn 1/2: reading 4 prompts: 0/6 responses [00:00]" in lines  # the code call's prefill, before a token
+
+
+def test_each_domain_samples_with_its_own_response_limit(tok, qwen3, monkeypatch):
+    """math_max_new_tokens bounds the math roles' responses, max_new_tokens the code roles'; one model in every
+    seat then makes one generate call per limit, each with its own problems' prompts."""
+    calls = []
+
+    def fake(model, prompts, max_new_tokens, **kw):
+        calls.append((len(prompts), max_new_tokens))
+        return Generation([[5] * max_new_tokens for _ in prompts], [[-1.0] * max_new_tokens for _ in prompts])
+    monkeypatch.setattr(rollout, "generate", fake)
+    seats = {r: qwen3 for rs in ROLES.values() for r in rs}
+    eps = run_episodes([SUM, APPLES, REV], seats, tok, RolloutConfig(max_turns=1, max_new_tokens=7,
+                                                                    math_max_new_tokens=3, code_timeout=5))
+    assert sorted(calls) == [(2, 3), (4, 7)]
+    assert [len(x.tokens) for e in eps for x in e.turns[0].responses.values()] == [7, 7, 3, 3, 7, 7]
+    calls.clear()
+    run_episodes([APPLES], seats, tok, RolloutConfig(max_turns=1, max_new_tokens=7, math_timeout=5))
+    assert calls == [(2, 7)]  # unset: the one limit of every domain
 
 
 def test_one_tiny_model_in_both_seats_logprobs_rescore_exactly(tok, qwen3):
