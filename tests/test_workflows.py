@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from attribution import attribute_turn, verdicts_before
+from attribution import attribute_code, attribute_turn, verdicts_before
 from data import ProblemError, check_problem
 from models import SPECIAL_TOKENS
 from rollout import (LAYOUT, NO_ANSWER, PLACEHOLDERS, ROLES, RolloutConfig, build_context, check_prompt_limit,
@@ -282,7 +282,9 @@ def test_two_models_and_missing_seat(tok, qwen3, llama):
 def test_examples_file_is_valid():
     with open("examples/problems.jsonl") as f:
         for line in f:
-            check_problem(json.loads(line))
+            check_problem(p := json.loads(line))
+            if p.get("solution"):  # a reference solution passes its own golden tests under the output comparison
+                assert attribute_code(p, p["solution"], None, timeout=10).checks["program_correct"], p["id"]
 
 
 def test_generating_in_rounds_changes_nothing_under_greedy(tok, qwen3):
