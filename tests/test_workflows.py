@@ -225,6 +225,7 @@ def test_tolerant_parsing_rules_name_the_rule_that_read_each_artefact():
     assert extract_answer("so the total is \\boxed{\\frac{1}{2}} dollars") == ("\\frac{1}{2}", "boxed")
     assert extract_answer("He pays 3 + 4 = 7, so <answer>70,000</answer>") == ("70,000", "last_number")
     assert extract_answer("It is -2.5 or 1/3") == ("1/3", "last_number")
+    assert extract_answer("It is 12, not \u0663") == ("12", "last_number")  # only ASCII digits are numbers
     assert extract_answer("Code:\n```python\nprint(3 * 4)\n```") == (None, None)  # a program's numbers are no answer
     # the project's own placeholders, copied from a history, are no artefacts (NO_ANSWER even holds "####")
     for placeholder in PLACEHOLDERS:
