@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import math_verify
 
-from sandbox import is_error, outputs_match, run_case, run_cases
+from sandbox import NUMBER, is_error, outputs_match, run_case, run_cases
 
 # We disable math-verify's signal-based timeouts on purpose (see answers_equivalent); silence its warning
 # about that, which it would print on every call.
@@ -24,6 +24,7 @@ logging.getLogger("math_verify").setLevel(logging.ERROR)
 HEADER = "Verification result for the previous turn:"
 SHOW_CHARS = 200  # longest value rendered in the observation line; the rest is elided
 SYMBOLIC_TIMEOUT = 5.0  # seconds allowed for one symbolic equivalence check
+ANSWER_CHARS = 1000  # longer answers are not compared (see answers_equivalent)
 
 
 @dataclass
@@ -50,18 +51,15 @@ def _clean(text: str) -> str:
     return re.sub(r"\\?%$", "", s).strip()
 
 
-_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
-
-
 def _number(text: str) -> float | None:
-    """A plain number, thousands-comma number ("1,000"), a/b or \\frac{a}{b}; else None."""
+    """A plain number, thousands-comma number ("1,000"), a/b or \\frac{a}{b} in ASCII digits; else None."""
     s = _clean(text)
-    if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", s):  # only well-grouped commas: "1,2" is no number
+    if re.fullmatch(r"[-+]?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?", s):  # only well-grouped commas: "1,2" is no number
         s = s.replace(",", "")
     if frac := re.fullmatch(r"([-+]?)\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}", s):
         s = f"{frac.group(1)}{frac.group(2)}/{frac.group(3)}"
     parts = [p.strip() for p in s.split("/")]
-    if len(parts) > 2 or not all(_NUMBER.fullmatch(p) for p in parts):
+    if len(parts) > 2 or not all(NUMBER.fullmatch(p) for p in parts):
         return None
     value = float(parts[0])
     if len(parts) == 2:
@@ -94,8 +92,10 @@ math_verify.verify(_parse("x^2"), _parse("y"), timeout_seconds=None)
 def answers_equivalent(a: str | None, b: str | None, eps: float = 1e-6) -> bool:
     """a (candidate) equals b (reference): numeric tolerance first, then symbolic [App. D.6.3].
     NUMEQ(a, b) = |a - b| <= eps or |a - b| / max(1, |b|) <= eps  [Eq. 16].
-    A missing or unparseable answer is never equivalent [Eq. 18]."""
-    if not a or not b or not a.strip() or not b.strip():
+    A missing or unparseable answer is never equivalent [Eq. 18], nor is one over ANSWER_CHARS: a program's
+    printed answer may be a megabyte, and sympy would work on it up to SYMBOLIC_TIMEOUT and ~400 MiB (benchmark
+    answers are far shorter; 1000 characters of LaTeX already take sympy ~1-3 s)."""
+    if not a or not b or not a.strip() or not b.strip() or max(len(a), len(b)) > ANSWER_CHARS:
         return False
     x, y = _number(a), _number(b)
     if x is not None and y is not None:  # both plain numbers: NUMEQ decides alone

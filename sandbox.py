@@ -504,11 +504,21 @@ def run_cases(problem: dict, program: str, inputs: list[str], *, timeout: float 
 
 
 # Output comparison (the paper leaves it open). Choices: case-sensitive; whitespace between tokens, trailing
-# spaces and leading/trailing blank lines are ignored; numbers match within 1e-6 absolute or relative, except
-# that two integers must be equal exactly (a relative tolerance would let 1000001 pass for 1000000) and that
-# inf and nan match only themselves.
+# spaces and leading/trailing blank lines are ignored. Numbers are ASCII digits only (int() and float() would
+# also read "٣" or "３" as 3). An expected integer is matched only by an integer of equal value ("007" for "7"):
+# a relative tolerance would let 1000001 pass for 1000000, and a printed float(...) off by 1000 for 10**12.
+# Other numbers match within TOL, absolute or relative; inf and nan match only themselves. Function results:
+# an expected int matches an int or float equal to it (Python's ==, as in the benchmarks' asserts: 6.0 for 6,
+# not 6.0000000001); True is not 1.
+# Cost: this runs in the trainer, outside any timeout, on output the program chose; so each step is linear in
+# the output, and the output is capped. Longer than MAX_STDOUT (more than a run returns, which also bounds the
+# line count): a mismatch (~0.6 s, ~35 MiB at most below it). A function result over LITERAL_CHARS is compared
+# as text, not parsed: ast.literal_eval costs ~1 KiB per element, and builds sets and dicts by hash, where n
+# ints equal modulo sys.hash_info.modulus share one hash and cost n**2 (at the cap: ~0.2 s, ~20 MiB at most).
 TOL = 1e-6
+LITERAL_CHARS = 1 << 15
 _INT = re.compile(r"[+-]?[0-9]+")
+NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # one reading per digit run: linear
 
 
 def _numbers_match(a: int | float, b: int | float) -> bool:
@@ -518,31 +528,23 @@ def _numbers_match(a: int | float, b: int | float) -> bool:
         return False
 
 
+def _int_text(token: str) -> str:
+    """Canonical text of an integer token ("+007" -> "7", "-0" -> "0"): equal integers have equal texts, with no
+    int() conversion (quadratic in the digits, and refused over 4300 digits)."""
+    digits = token.lstrip("+-").lstrip("0") or "0"
+    return "-" + digits if token[0] == "-" and digits != "0" else digits
+
+
 def _tokens_match(a: str, b: str) -> bool:
+    """Printed token a counts as the expected token b."""
     if a == b:
         return True
-    if _INT.fullmatch(a) and _INT.fullmatch(b):
-        try:
-            return int(a) == int(b)  # "007" == "7"
-        except ValueError:  # over int()'s 4300-digit limit: the strings differ, so do the numbers
-            return False
-    if "_" in a + b:  # float() accepts "1_0.5"; program output should not
+    if _INT.fullmatch(b):
+        return _INT.fullmatch(a) is not None and _int_text(a) == _int_text(b)
+    if not (NUMBER.fullmatch(a) and NUMBER.fullmatch(b)):
         return False
-    try:
-        x, y = float(a), float(b)
-    except ValueError:
-        return False
-    # float() reads a 400-digit number as inf: non-finite values match only the identical token (above)
+    x, y = float(a), float(b)  # float() reads a 400-digit number as inf: non-finite values match only the same token
     return math.isfinite(x) and math.isfinite(y) and _numbers_match(x, y)
-
-
-def _lines(text: str) -> list[str]:
-    lines = [ln.rstrip() for ln in text.splitlines()]
-    while lines and not lines[-1]:
-        lines.pop()
-    while lines and not lines[0]:
-        lines.pop(0)
-    return lines
 
 
 def _values_match(a, b) -> bool:
@@ -556,9 +558,9 @@ def _values_match(a, b) -> bool:
             return False
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        if isinstance(a, int) and isinstance(b, int):
-            return a == b
+    if isinstance(b, int):
+        return isinstance(a, (int, float)) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, float):
         return _numbers_match(a, b)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_values_match(x, y) for x, y in zip(a, b))
@@ -568,14 +570,20 @@ def _values_match(a, b) -> bool:
 
 
 def outputs_match(fmt: str, got: str, expected: str) -> bool:
-    """Does a program's output `got` count as `expected`? fmt "stdio": token-wise per line; "function": literals."""
+    """Does a program's output `got` count as `expected`? fmt "stdio": token-wise per line; "function": literals.
+    Either longer than MAX_STDOUT: False (see the comparison rules above)."""
+    if fmt not in ("stdio", "function"):
+        raise ValueError(f"unknown output format {fmt!r}")
+    if max(len(got), len(expected)) > MAX_STDOUT:
+        return False
+    g, e = got.strip(), expected.strip()  # strip(): blank lines at the ends, in one linear pass
     if fmt == "stdio":
-        g, e = _lines(got), _lines(expected)
+        g, e = g.splitlines(), e.splitlines()
         return len(g) == len(e) and all(
             len(gt := x.split()) == len(et := y.split()) and all(map(_tokens_match, gt, et)) for x, y in zip(g, e))
-    if fmt == "function":
-        try:
-            return _values_match(ast.literal_eval(got.strip()), ast.literal_eval(expected.strip()))
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            return got.strip() == expected.strip()  # not a literal (e.g. a custom object's repr)
-    raise ValueError(f"unknown output format {fmt!r}")
+    if g == e or max(len(g), len(e)) > LITERAL_CHARS:
+        return g == e
+    try:
+        return _values_match(ast.literal_eval(g), ast.literal_eval(e))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # not a literal, e.g. an object's repr
+        return False

@@ -1,5 +1,6 @@
 """Shared fixtures: the in-code tokenizer, tiny random models, scripted agents, a code + math problem file."""
 import json
+import multiprocessing
 import os
 
 import pytest
@@ -42,6 +43,26 @@ class Scripted:
 @pytest.fixture
 def scripted(tok):
     return lambda script: Scripted(tok, script)
+
+
+@pytest.fixture
+def finishes():
+    """-> run(fn, *args): fn(*args) in a forked child, its result, or "still running" once 5 s have passed (the
+    child is then killed). A guard against hangs on hostile input, not a timing: the calls it guards take
+    milliseconds."""
+    def run(fn, *args):
+        ctx = multiprocessing.get_context("fork")
+        receive, send = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=lambda: send.send(fn(*args)))  # not daemonic: fn may fork children itself
+        child.start()
+        send.close()
+        try:
+            return receive.recv() if receive.poll(5.0) else "still running"
+        finally:
+            child.kill()
+            child.join()
+            receive.close()
+    return run
 
 
 @pytest.fixture

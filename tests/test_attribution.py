@@ -189,11 +189,19 @@ def test_math_description_never_leaks_reference():
     ("\\boxed{3/4}", "0.75", True), ("-\\frac{1}{2}", "-0.5", True), ("42.", "42", True),
     ("50\\%", "50", True), ("$2\\sqrt{3}$", "\\sqrt{12}", True), ("x^2 + 1", "1 + x**2", True),
     ("The answer is 601", "601", True),
+    ("\u0663", "3", False), ("\uff12\uff19", "29", False), ("\u0661/\u0662", "0.5", False),  # ASCII digits only
     ("garbage", "garbage", False), ("no idea", "no idea", False), ("???", "5", False),
     (None, "1", False), ("1", None, False), ("", "", False), ("  ", "0", False),
 ])
 def test_answers_equivalent(a, b, expected):
     assert answers_equivalent(a, b) is expected
+
+
+def test_answers_equivalent_bounds_its_cost(finishes):
+    # a printed answer may be a megabyte; digits then a letter cost a backtracking number pattern quadratic time
+    assert finishes(answers_equivalent, "1" * 100_000 + "x", "29") is False
+    long = "9" * 1001  # over ANSWER_CHARS: not compared, even with itself (sympy: up to SYMBOLIC_TIMEOUT)
+    assert answers_equivalent(long, long) is False
 
 
 def test_answers_equivalent_in_worker_thread():

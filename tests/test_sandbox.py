@@ -472,7 +472,14 @@ def test_run_case_stdio_and_run_cases_order():
     ("1000000.5", "1000000.0", True),        # relative tolerance for large floats
     ("3", "3.0", True),
     ("1000001", "1000000", False),           # two integers compare exactly
+    ("1000.0", "1000", False),               # an expected integer is matched by an integer only ...
+    ("999.9999999", "1000", False),
+    ("1000000000999.0", "1000000001000", False),  # ... else float() passes a program off by 1000
     ("007", "7", True),
+    ("+0", "-0", True),
+    ("0" * 5000 + "7", "7", True),           # no int(): its 4300-digit limit would make these differ
+    ("\u0663", "3", False),                  # only ASCII digits are numbers: float() reads these as 3, 3.5
+    ("\uff13.5", "3.5", False),
     ("1_0", "10", False),
     ("1" * 5000, "1" * 4999 + "2", False),   # over int()'s digit limit, and float() would give inf == inf
     ("1e999", "inf", False),                 # non-finite values match only the identical token
@@ -488,7 +495,10 @@ def test_outputs_match_stdio(got, expected, same):
 
 @pytest.mark.parametrize("got, expected, same", [
     ("6\n", "6", True),
-    ("6.0000000001", "6", True),
+    ("6.0000000001", "6", False),            # an expected int: equal, exactly (Python's ==, as the asserts) ...
+    ("6.0", "6", True),
+    ("1000000000999.0", "1000000001000", False),
+    ("6.0000000001", "6.0", True),           # ... an expected float: within the tolerance
     ("True", "1", False),                    # bool is not a number
     ("1", "True", False),
     ("True", "True", True),
@@ -511,6 +521,31 @@ def test_outputs_match_stdio(got, expected, same):
 ])
 def test_outputs_match_function(got, expected, same):
     assert outputs_match("function", got, expected) is same
+
+
+M = sys.hash_info.modulus  # ints equal modulo M share one hash
+# name: (fmt, got, expected, match). Outputs within MAX_STDOUT shaped against a super-linear step (leading blank
+# lines, a backtracking number pattern, colliding hashes) or against ast's ~1 KiB per element: seconds to hours
+# and hundreds of MiB per comparison without the caps.
+HOSTILE = {
+    "leading blank lines": ("stdio", "\n" * (sandbox.MAX_STDOUT - 1) + "x", "x", True),
+    "leading whitespace lines": ("stdio", " \n" * (sandbox.MAX_STDOUT // 2 - 1) + "x", "x", True),
+    "digits then a letter": ("stdio", "1" * (sandbox.MAX_STDOUT - 1) + "x", "1.5", False),  # a number pattern
+    "over MAX_STDOUT": ("stdio", "1 " * (sandbox.MAX_STDOUT // 2 + 1), "1 " * (sandbox.MAX_STDOUT // 2 + 1), False),
+    "list vs set, one hash": ("function", "[" + ", ".join(str(k * M) for k in range(40_000)) + "]", "{1}", False),
+    "sets of tuples, one hash": ("function", "{" + ", ".join(f"({k * M},)" for k in range(35_000)) + "}",
+                                 "{" + ", ".join(f"({k * M},)" for k in range(1, 35_001)) + "}", False),
+    "dicts, one hash": ("function", "{" + ", ".join(f"{k * M}: 0" for k in range(35_000)) + "}",
+                        "{" + ", ".join(f"{k * M}: 1" for k in range(35_000)) + "}", False),
+    "many nested lists": ("function", "[" + ", ".join(["[" * 50 + "]" * 50] * 10_000) + "]", "[]", False),
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_outputs_match_cost_is_bounded(name, finishes):
+    fmt, got, expected, same = HOSTILE[name]
+    assert len(got) <= sandbox.MAX_STDOUT or name == "over MAX_STDOUT"
+    assert finishes(outputs_match, fmt, got, expected) is same
 
 
 def test_outputs_match_bad_format():

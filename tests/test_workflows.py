@@ -6,13 +6,13 @@ import pytest
 import torch
 
 import rollout
-from attribution import attribute_turn, verdicts_before
+from attribution import attribute_code, attribute_turn, verdicts_before
 from data import ProblemError, check_problem
 from models import SPECIAL_TOKENS
-from sampler import Generation
 from rollout import (LAYOUT, NO_ANSWER, PLACEHOLDERS, ROLES, RolloutConfig, build_context, check_prompt_limit,
                      extract_answer, extract_program, extract_test_case, fit_context, format_counts, format_shares,
                      run_episodes)
+from sampler import Generation
 from teacher import teacher_contexts
 
 SUM = {"id": "sum", "domain": "code", "format": "stdio", "question": "Read integers a and b on one line; print a + b.",
@@ -227,6 +227,7 @@ def test_tolerant_parsing_rules_name_the_rule_that_read_each_artefact():
     assert extract_answer("so the total is \\boxed{\\frac{1}{2}} dollars") == ("\\frac{1}{2}", "boxed")
     assert extract_answer("He pays 3 + 4 = 7, so <answer>70,000</answer>") == ("70,000", "last_number")
     assert extract_answer("It is -2.5 or 1/3") == ("1/3", "last_number")
+    assert extract_answer("It is 12, not \u0663") == ("12", "last_number")  # only ASCII digits are numbers
     assert extract_answer("Code:\n```python\nprint(3 * 4)\n```") == (None, None)  # a program's numbers are no answer
     # the project's own placeholders, copied from a history, are no artefacts (NO_ANSWER even holds "####")
     for placeholder in PLACEHOLDERS:
@@ -353,7 +354,9 @@ def test_two_models_and_missing_seat(tok, qwen3, llama):
 def test_examples_file_is_valid():
     with open("examples/problems.jsonl") as f:
         for line in f:
-            check_problem(json.loads(line))
+            check_problem(p := json.loads(line))
+            if p.get("solution"):  # a reference solution passes its own golden tests under the output comparison
+                assert attribute_code(p, p["solution"], None, timeout=10).checks["program_correct"], p["id"]
 
 
 def test_generating_in_rounds_changes_nothing_under_greedy(tok, qwen3):
