@@ -7,17 +7,20 @@ isolation levels is active (train.py and eval.py print it at start):
 
 - jail (bubblewrap installed, e.g. Debian's `bubblewrap` package): the program runs in its own user, mount, pid,
   IPC, network and UTS namespaces. It sees a read-only /usr (and the interpreter's prefix), a private /tmp and
-  /dev/shm of JAIL_TMP_MB each, its own /proc, no network but its own loopback, and none of the host's files:
-  not the problem file, not the golden tests, not its parent. Its IPC objects and files vanish with the
+  /dev/shm of JAIL_TMP_MB each, its own read-only /proc, no network but its own loopback, and none of the host's
+  files: not the problem file, not the golden tests, not its parent. Its IPC objects and files vanish with the
   namespaces, and it dies with its parent (--die-with-parent), also when the parent is killed.
 - uid (root without bubblewrap): the program runs in a fresh temp dir under a fresh uid; cleanup kills every
   process of that uid and deletes what it left in /tmp & co. It can read world-readable files.
 - process (neither): process-group kill only. Not a security boundary.
 
-Caps in every level: per-process rlimits (address space, file size, CPU seconds, no core; processes per uid as
-root). As root, where cgroup v1 hierarchies are writable (as on this project's machines), the whole run also
-shares one memory, process-count and CPU cap. Under cgroup v2 a process cannot give its own children limited
-cgroups (the no-internal-process rule), so there the rlimits are the caps.
+Caps in every level: per-process rlimits (address space, file size, CPU seconds, open files, no core; processes
+per uid as root), and a seccomp filter (seccomp.py: keyrings, ptrace, file locks, io_uring & co. return ENOSYS).
+As root, where cgroup v1 hierarchies are writable (as on this project's machines), the whole run also shares one
+memory, process-count and CPU cap; a run whose cgroups cannot be made is refused, never run uncapped. Under
+cgroup v2 a process cannot give its own children limited cgroups (the no-internal-process rule), so there the
+rlimits are the caps. Every process of a run that becomes the trainer's child (as PID 1, e.g. in a container
+started without --init, it inherits orphans) is reaped: at the process level, those left in the run's group.
 """
 import ast
 import contextlib
@@ -37,38 +40,59 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import seccomp
+
 MAX_STDOUT = 1 << 20       # bytes of stdout returned to the caller
 MAX_FILE_MB = 64           # RLIMIT_FSIZE: bounds every file the program writes, its stdout file included
 JAIL_TMP_MB = 64           # size of the jail's private /tmp and of its /dev/shm
+MAX_FILES = 256            # RLIMIT_NOFILE per process: without it a run could hold the host's limit (> 1M)
 MAX_ERROR = 300            # chars of the error line
 UID_RANGE = (200_000, 899_999)  # no passwd entry needed for setuid; far above real users
 CPUS = 1                   # CPU share of one run under cgroups (cpu.cfs_quota_us / cpu.cfs_period_us)
 WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # where the uid fallback looks for leftovers
 IS_ROOT = os.geteuid() == 0
+SECCOMP_FILTER = seccomp.program(os.uname().machine)  # b"": no syscall table here, and describe() says so
 
 # Runs in the child before the program: an unprivileged process may lower its own limits, and doing it here
 # instead of in Popen(preexec_fn=...) keeps Popen thread-safe (run_cases spawns from several threads).
-# argv: AS bytes, NPROC (-1: leave), FSIZE bytes, CPU seconds. Hard limits too, so the program cannot raise them.
+# argv: AS bytes, NPROC (-1: leave), FSIZE bytes, CPU seconds, open files, the seccomp filter in hex ("": none).
+# Hard limits too, so the program cannot raise them. The filter goes in here rather than through bubblewrap's
+# --seccomp so that the uid and process levels get it as well; a filter that does not load fails the run.
 _BOOT = """\
-import os, resource, sys
+import ctypes, os, resource, sys
 def cap(r, v):
     hard = resource.getrlimit(r)[1]
     v = v if hard == resource.RLIM_INFINITY else min(v, hard)
     resource.setrlimit(r, (v, v))
-mem, nproc, fsize, cpu = map(int, sys.argv[1:5])
+mem, nproc, fsize, cpu, files = map(int, sys.argv[1:6])
 cap(resource.RLIMIT_AS, mem)
 cap(resource.RLIMIT_FSIZE, fsize)
 cap(resource.RLIMIT_CPU, cpu)
+cap(resource.RLIMIT_NOFILE, files)
 cap(resource.RLIMIT_CORE, 0)
 if nproc >= 0:
     cap(resource.RLIMIT_NPROC, nproc)
+if os.getpgid(0) != os.getpid():  # the jail, where bwrap leads the run's group: keep bwrap out of our killpg(0)
+    os.setsid()
+if sys.argv[6]:
+    class Prog(ctypes.Structure):  # struct sock_fprog
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+    bpf = bytes.fromhex(sys.argv[6])
+    libc = ctypes.CDLL(None, use_errno=True)
+    # PR_SET_NO_NEW_PRIVS (required unprivileged), then PR_SET_SECCOMP with SECCOMP_MODE_FILTER
+    if libc.prctl(38, 1, 0, 0, 0) or libc.prctl(22, 2, ctypes.byref(Prog(len(bpf) // 8, bpf)), 0, 0):
+        sys.exit("seccomp filter not loaded: " + os.strerror(ctypes.get_errno()))
 os.execv(sys.executable, [sys.executable, "-I", "main.py"])
 """
-# Kills every process of the calling uid except itself (atomic w.r.t. fork), incl. ones that left the group.
-# Guarded by the expected uid: kill(-1) run as root would take down every process on the machine.
+# Started as root: kills every process of the run's uid (argv[1]) (atomic w.r.t. fork), incl. ones that left the
+# group. It takes that uid as effective uid only, real and saved uid being a second fresh one (argv[2]): signals
+# and ptrace need the target's real or saved uid, so no process of the run can stop or trace it, while it can
+# signal every one of them and nothing else. Guarded: kill(-1) run as root would take down every process.
 _KILL_UID = """\
 import os, sys
-if os.getuid() == int(sys.argv[1]) != 0:
+uid, guard = map(int, sys.argv[1:3])
+if 0 not in (uid, guard):
+    os.setresuid(guard, uid, guard)
     try:
         os.kill(-1, 9)
     except ProcessLookupError:
@@ -136,8 +160,11 @@ def _as_user(argv: list[str], uid: int | None) -> list[str]:
 # ----------------------------------------------------------------------------- the jail
 
 def _jail(prefix: str) -> list[str]:
-    """bwrap options (up to the command) for a jail that sees /usr and the interpreter's `prefix` read-only."""
-    argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+    """bwrap options (up to the command) for a jail that sees /usr and the interpreter's `prefix` read-only.
+    No --new-session: a run already starts in a session of its own without a terminal (start_new_session), and
+    bwrap's would take the namespace's init out of the run's process group, out of reach of its kill and reaping.
+    The program leaves that group instead (_BOOT), so that it cannot stop bwrap with killpg(0, SIGSTOP)."""
+    argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--uid", "65534", "--gid", "65534", "--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):  # merged-/usr symlinks, or real dirs elsewhere
         if os.path.islink(top):
@@ -147,8 +174,11 @@ def _jail(prefix: str) -> list[str]:
     if prefix != "/usr" and not prefix.startswith("/usr/"):
         argv += ["--ro-bind", prefix, prefix]
     size = str(JAIL_TMP_MB << 20)
+    # /proc read-only: the pid namespace's init (bubblewrap) runs under the program's uid, and /proc/1/mem,
+    # oom_score_adj & co. would let the program write into it or have it killed
     return argv + ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp", "--size", size,
-                   "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
+                   "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/proc", "--remount-ro", "/",
+                   "--chdir", "/tmp"]
 
 
 # The probe makes the same re-exec as _BOOT. Where setpriv still holds root's capabilities for its own exec (as in
@@ -168,10 +198,14 @@ def _setup() -> tuple[str, list[str] | None]:
         for exe, options in jailed + [(exe, None) for exe in candidates]:  # every jailed try before any bare one
             argv = _as_user((options + ["--"] if options else []) + [exe, "-I", "-S", "-c", _PROBE], uid)
             try:
-                r = subprocess.run(argv, env=_env("/tmp"), cwd="/", capture_output=True, timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
+                probe = subprocess.Popen(argv, env=_env("/tmp"), cwd="/", stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, start_new_session=True)
+            except OSError:
                 continue
-            if r.returncode == 0:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                probe.wait(timeout=30)
+            _end_group(probe)  # what is left of it, the jail's init included
+            if probe.returncode == 0:
                 return exe, options
     raise RuntimeError("sandbox: no Python interpreter runs as an unprivileged user "
                        f"(tried {', '.join(candidates)})")
@@ -207,7 +241,8 @@ def _cgroup_homes() -> dict[str, str]:
 
 
 def _make_cgroups(uid: int, memory_mb: int, max_procs: int) -> list[str]:
-    """Create the run's cgroups with their caps; their directories ([] when cgroups are unavailable)."""
+    """Create the run's cgroups with their caps; their directories ([] when cgroups are unavailable here). OSError
+    when they are available and cannot be made: the caller refuses the run rather than run it uncapped."""
     homes = _cgroup_homes()
     caps = {"memory": [("memory.limit_in_bytes", memory_mb << 20), ("memory.memsw.limit_in_bytes", memory_mb << 20)],
             "pids": [("pids.max", max_procs)],
@@ -226,7 +261,7 @@ def _make_cgroups(uid: int, memory_mb: int, max_procs: int) -> list[str]:
                         f.write(str(value))
     except OSError:
         _remove_cgroups(made)
-        return []
+        raise
     return made
 
 
@@ -255,6 +290,7 @@ def describe() -> str:
     else:
         level = "process (no bubblewrap, not root: process-group kill only, not a security boundary)"
     caps = "cgroup caps per run (memory, processes, CPU) + rlimits" if _cgroup_homes() else "rlimits per process"
+    caps += "; seccomp filter" if SECCOMP_FILTER else f"; NO seccomp filter (no syscall table for {os.uname().machine})"
     return f"{level}; {caps}; {'a fresh uid per run; ' if IS_ROOT and jail else ''}Python {interpreter}"
 
 
@@ -287,35 +323,53 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
 
 
-def _uid_alive(uid: int) -> bool:
-    """Does any process run under uid (real, effective, saved or fs uid)? Part of the cleanup after each
-    stateless run (App. D.6.1). Only a process of that uid can create another one (the uid is this run's alone),
-    so once none is left none can appear: the kill helper, a process start that costs more than a short
-    program's run, is needed only when this finds one."""
+def _processes_of(uid: int) -> list[tuple[int, int]]:
+    """(pid, parent's pid) of every process under uid (real, effective, saved or fs uid), zombies included. Part of
+    the cleanup after each stateless run (App. D.6.1). Only a process of that uid can create another one (the uid
+    is this run's alone), so once none is left none can appear: the kill helper, a process start that costs more
+    than a short program's run, is needed only when this finds one."""
+    found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             with open(f"/proc/{pid}/status") as f:
-                uids = next((ln.split()[1:] for ln in f if ln.startswith("Uid:")), [])
+                status = {k: v.split() for k, v in (ln.split(":", 1) for ln in f) if k in ("PPid", "Uid")}
         except OSError:  # gone meanwhile
             continue
-        if str(uid) in uids:
-            return True
-    return False
+        if str(uid) in status.get("Uid", []):
+            found.append((int(pid), int(status["PPid"][0])))
+    return found
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a run's process group (in the jail: bwrap, whose death takes the whole pid namespace along) and
+    reap its main process and every other member that became our child. Only PID 1 (a container started without
+    --init) or a subreaper is handed orphans, but such a trainer gets one per run at least (bubblewrap's monitor
+    exits without waiting for the namespace's init): never reaped, they fill the pid table."""
+    _signal_group(proc.pid)
+    proc.wait()
+    with contextlib.suppress(ChildProcessError):  # no child of ours (left) in the group
+        while True:
+            os.waitid(os.P_PGID, proc.pid, os.WEXITED)
 
 
 def _kill_everything(proc: subprocess.Popen, uid: int | None) -> None:
-    """SIGKILL the run's process group (in the jail: bwrap, whose death takes the whole pid namespace along) and,
-    with a uid of its own, every process of that uid; reap the main one."""
-    _signal_group(proc.pid)
+    """End the run's process group and, with a uid of its own, every process of that uid; reap what is ours."""
+    _end_group(proc)
     # uid None (not root): no uid of its own, the group kill is all we can do; none of the uid left: none to kill
-    if uid is not None and _uid_alive(uid):
-        # a helper process under the same uid sends kill(-1): reaches processes that setsid()-ed away too.
+    if uid is not None and _processes_of(uid):
+        # a helper process sends kill(-1) as the uid: reaches processes that setsid()-ed away too.
         # subprocess instead of os.fork: forking a multi-threaded parent in Python code is not safe.
-        subprocess.run(_as_user([_setup()[0], "-I", "-S", "-c", _KILL_UID, str(uid)], uid), env=_env("/"), cwd="/",
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
-    proc.wait()
+        with _fresh_uid() as guard:
+            subprocess.run([_setup()[0], "-I", "-S", "-c", _KILL_UID, str(uid), str(guard)], env=_env("/"),
+                           cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+        # those whose parent died are ours where we are PID 1: reap them, parents first (a dying parent hands its
+        # children on before it can be reaped), until none of ours is left
+        while mine := [pid for pid, ppid in _processes_of(uid) if ppid == os.getpid()]:
+            for pid in mine:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
 
 
 def _remove_files_of(uid: int) -> None:
@@ -369,12 +423,16 @@ def run_program(source: str, stdin: str = "", *, timeout: float = 30.0, memory_m
     code = source.encode("utf-8", "replace")  # a lone surrogate in generated text becomes a program error
     with _fresh_uid() as uid, tempfile.TemporaryFile() as fsrc, tempfile.TemporaryFile() as fin, \
             tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
+        try:
+            cgroups = _make_cgroups(uid, memory_mb, max_procs) if uid is not None else []
+        except OSError as e:  # caps expected here and not to be had: refused, never run uncapped
+            why = f"{ERROR}not run: its cgroups (memory, process, CPU caps) cannot be made: {e}"
+            return RunResult("", why[:MAX_ERROR])
         workdir = None if jail else tempfile.mkdtemp(prefix="sandbox-")
-        cgroups = _make_cgroups(uid, memory_mb, max_procs) if uid is not None else []
         try:
             nproc = max_procs if uid is not None else -1  # per uid: only a uid of the run's own may be capped
             boot = [interpreter, "-I", "-S", "-c", _BOOT, str(memory_mb << 20), str(nproc), str(MAX_FILE_MB << 20),
-                    str(math.ceil(timeout) + 1)]
+                    str(math.ceil(timeout) + 1), str(MAX_FILES), SECCOMP_FILTER.hex()]
             if jail:  # the program goes in through an fd: it never exists on the host's file system
                 fsrc.write(code)
                 fsrc.seek(0)

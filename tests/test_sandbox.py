@@ -1,5 +1,8 @@
 """Behavioural tests of sandbox.py: isolation (jail and the uid fallback), cleanup, caps, error strings, the
 function driver, output comparison. Each isolation test is an attack a generated program could make."""
+import ctypes
+import errno
+import fcntl
 import json
 import os
 import random
@@ -16,6 +19,7 @@ import uuid
 import pytest
 
 import sandbox
+import seccomp
 from attribution import attribute_code
 from sandbox import RunResult, outputs_match, run_case, run_cases, run_program
 
@@ -24,6 +28,9 @@ JAIL = sandbox._setup()[1] is not None
 needs_root = pytest.mark.skipif(not ROOT, reason="uid drop (process cap, uid-wide kill, file cleanup) is root-only")
 needs_jail = pytest.mark.skipif(not JAIL, reason="bubblewrap is not installed or does not work here")
 needs_cgroups = pytest.mark.skipif(not sandbox._cgroup_homes(), reason="no writable cgroup v1 hierarchy, or not root")
+needs_filter = pytest.mark.skipif(not sandbox.SECCOMP_FILTER, reason="no syscall table for this machine")
+ARCH = seccomp.ARCHES.get(os.uname().machine)
+NR = {name: nrs[ARCH[0]] for name, nrs in seccomp.DENIED.items() if ARCH and nrs[ARCH[0]] is not None}  # this machine's
 
 
 @pytest.fixture(params=["native", "uid"])
@@ -41,8 +48,8 @@ def mode(request, monkeypatch):
 def _marked(src: str) -> tuple[str, str]:
     """(a unique process name, src prefixed with a line that gives its process that name). Children inherit it,
     so the test finds every process of the run on the host, inside a pid namespace or not."""
-    tag = "sbx" + uuid.uuid4().hex[:12]
-    return tag, f"open('/proc/self/comm', 'w').write({tag!r})\n" + textwrap.dedent(src)
+    tag = "sbx" + uuid.uuid4().hex[:12]  # PR_SET_NAME (15): the jail's /proc is read-only
+    return tag, f"__import__('ctypes').CDLL(None).prctl(15, {tag.encode()!r})\n" + textwrap.dedent(src)
 
 
 def _alive_named(tag: str) -> list[int]:
@@ -174,7 +181,7 @@ def test_child_that_escapes_the_process_group_is_killed(mode):
 def test_uid_kill_helper_runs_only_when_a_process_of_the_uid_is_left(monkeypatch):
     interpreter = sandbox._setup()[0]
     monkeypatch.setattr(sandbox, "_setup", lambda: (interpreter, None))  # the uid level, where the helper matters
-    assert sandbox._uid_alive(os.getuid()) and not sandbox._uid_alive(sandbox.UID_RANGE[1] + 1)
+    assert sandbox._processes_of(os.getuid()) and not sandbox._processes_of(sandbox.UID_RANGE[1] + 1)
     helpers = []
     real_run = sandbox.subprocess.run
     monkeypatch.setattr(sandbox.subprocess, "run", lambda argv, **kw: helpers.append(argv) or real_run(argv, **kw))
@@ -360,6 +367,223 @@ def test_memory_cap_covers_the_whole_run():
     r = run_program(src, timeout=6, memory_mb=512)
     assert r.ok and int(r.stdout) < 4, r
     _assert_all_dead(tag)
+
+
+PID1 = """
+import os, sys, time
+import sandbox
+interpreter = sandbox._setup()[0]
+if sys.argv[1] != "native":
+    sandbox._setup = lambda: (interpreter, None)
+if sys.argv[1] == "process":
+    sandbox.IS_ROOT = False  # no uid of its own: the group kill and reaping only
+for src in ["print(1)", "import os, time\\nfor _ in range(3):\\n    if os.fork() == 0:\\n        time.sleep(60)",
+            "import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    time.sleep(60)", "while True:\\n    pass"]:
+    sandbox.run_program(src, timeout=1)
+time.sleep(0.3)
+zombies = 0
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        zombies += open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        pass
+print(os.getpid(), zombies)
+"""
+
+
+@needs_root
+@pytest.mark.skipif(not shutil.which("unshare"), reason="util-linux's unshare is not installed")
+@pytest.mark.parametrize("level", ["native", "uid", "process"])
+def test_no_zombies_when_the_trainer_is_pid_1(level):
+    """In a container started without --init the trainer is PID 1 and inherits every orphan: the jail's init
+    (bubblewrap's monitor exits without waiting for it) and a program's children. Each run must reap its own,
+    a normal exit, children left running, a setsid() escape and a timeout alike, or the pid table fills up."""
+    if level == "uid" and not JAIL:
+        pytest.skip("the native level is already the fallback")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", PID1, level], cwd=root,
+                       capture_output=True, text=True, timeout=120)
+    assert r.stdout.split() == ["1", "0"], (r.stdout, r.stderr[-2000:])  # PID 1, no zombie
+
+
+@needs_jail
+@needs_filter
+def test_a_program_cannot_stop_or_write_into_bubblewrap():
+    """bubblewrap's init (pid 1 in the jail) and its monitor outside run under the program's uid and report the
+    program's exit: stopped, they never do, and a finished run is reported as a timeout."""
+    t = time.time()
+    r = run_program(f"""
+import ctypes, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+print(libc.syscall({NR['ptrace']}, 16, 1, 0, 0), ctypes.get_errno())  # PTRACE_ATTACH to pid 1
+os.kill(1, signal.SIGSTOP)  # dropped by the kernel: a namespace's init gets only the signals it handles
+try:
+    open("/proc/1/mem", "r+b")
+except OSError as e:
+    print(e.errno)
+r, w = os.pipe()
+if os.fork() == 0:  # stops the group the program started in once the program has left it (it would stop itself)
+    if os.read(r, 1) == b"1":
+        os.killpg(0, signal.SIGSTOP)
+    os._exit(0)
+try:
+    os.setpgid(0, 0)
+    os.write(w, b"1")
+except PermissionError:  # it leads a session, its own group with it
+    os.write(w, b"0")
+time.sleep(0.3)
+""", timeout=3)
+    assert r == RunResult(f"-1 {errno.ENOSYS}\n{errno.EROFS}\n", None) and time.time() - t < 3
+
+
+@needs_root
+def test_a_program_cannot_stop_the_kill_helper(monkeypatch):
+    """In the uid fallback a process left behind stops every new process of its uid; the helper that kills what
+    is left must run under that uid to reach it, yet be one it can neither stop nor trace, or the cleanup hangs
+    (the run raised after the helper's 30 s timeout)."""
+    interpreter = sandbox._setup()[0]
+    monkeypatch.setattr(sandbox, "_setup", lambda: (interpreter, None))
+    tag, src = _marked("""
+        import os, signal
+        r, w = os.pipe()
+        if os.fork() == 0:
+            os.setsid()
+            done = set(os.listdir("/proc"))  # itself and its parent among them
+            os.write(w, b"x")
+            while True:  # a new process may start as root and take the uid later: look again each time
+                for pid in set(os.listdir("/proc")) - done:
+                    try:
+                        if os.stat(f"/proc/{pid}").st_uid == os.getuid():
+                            done.add(pid)
+                            os.kill(int(pid), signal.SIGSTOP)
+                    except (OSError, ValueError):
+                        pass
+        print(os.read(r, 1).decode())
+    """)
+    t = time.time()
+    r = run_program(src, timeout=5)
+    assert r == RunResult("x\n", None) and time.time() - t < 5
+    _assert_all_dead(tag)
+
+
+def test_open_files_are_capped(mode):
+    r = run_program("""
+import os, resource
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+held = 0
+try:
+    while True:
+        os.dup(0)
+        held += 1
+except OSError:
+    print(hard, held)
+""", timeout=10)
+    hard, held = map(int, r.stdout.split())
+    assert hard <= sandbox.MAX_FILES and held < sandbox.MAX_FILES, r
+
+
+@needs_filter
+def test_keyrings_are_out_of_reach(mode):
+    """Under container runtimes and systemd the trainer has a session keyring; a run inherits it and, possessing
+    it whatever its uid, could read the trainer's keys and leave one behind for a later run."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.syscall(NR["keyctl"], 1, None) > 0  # KEYCTL_JOIN_SESSION_KEYRING: a fresh one for this process
+    key = libc.syscall(NR["add_key"], b"user", b"trainer-token", b"hunter2", 7, -3)  # -3: the session keyring
+    assert key > 0
+    r = run_program(f"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+buf = ctypes.create_string_buffer(16)
+print(libc.syscall({NR['keyctl']}, 11, {key}, buf, 16), ctypes.get_errno(), buf.value)  # KEYCTL_READ
+print(libc.syscall({NR['add_key']}, b"user", b"left-by-run", b"x", 1, -3), ctypes.get_errno())
+""", timeout=5)
+    assert r.stdout == f"-1 {errno.ENOSYS} b''\n-1 {errno.ENOSYS}\n", r
+    buf = ctypes.create_string_buffer(16)
+    assert libc.syscall(NR["keyctl"], 11, key, buf, 16) == 7 and buf.value == b"hunter2"
+    assert libc.syscall(NR["keyctl"], 10, -3, b"user", b"left-by-run", 0) == -1  # KEYCTL_SEARCH: nothing left
+
+
+@needs_filter
+def test_runs_cannot_signal_each_other_through_file_locks(mode):
+    """The read-only /usr is the same file for every run and for the trainer: a lock one of them holds on it is
+    seen by the others, a channel between runs meant to be apart."""
+    path = os.path.realpath(sandbox._setup()[0])
+    with open(path, "rb") as f:
+        fcntl.flock(f, fcntl.LOCK_SH)
+        fcntl.lockf(f, fcntl.LOCK_SH)  # a POSIX read lock
+        r = run_program(f"""
+import errno, fcntl, struct
+f = open({path!r}, "rb")
+write_lock = struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 0, 0, 0)  # struct flock: would a write lock conflict?
+for lock in (lambda: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB), lambda: fcntl.fcntl(f, fcntl.F_GETLK, write_lock),
+             lambda: fcntl.fcntl(f, fcntl.F_OFD_GETLK, write_lock)):
+    try:
+        print(lock() not in (None, write_lock) and "held elsewhere")
+    except OSError as e:
+        print(errno.errorcode[e.errno])
+""", timeout=5)
+    assert r.stdout == "ENOSYS\nENOSYS\nENOSYS\n", r
+
+
+@needs_filter
+def test_calls_a_test_program_never_needs_return_enosys(mode):
+    names = ["add_key", "request_key", "keyctl", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd",
+             "kcmp", "flock", "inotify_init1", "fanotify_init", "io_uring_setup", "userfaultfd", "perf_event_open",
+             "bpf"] + (["inotify_init"] if os.uname().machine == "x86_64" else [])  # aarch64 has only inotify_init1
+    calls = {name: NR[name] for name in names}
+    cmds = [fcntl.F_GETLK, fcntl.F_SETLK, fcntl.F_SETLKW, fcntl.F_OFD_GETLK, fcntl.F_OFD_SETLK, fcntl.F_OFD_SETLKW,
+            fcntl.F_NOTIFY]
+    r = run_program(f"""
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+for name, nr in {calls!r}.items():
+    ctypes.set_errno(0)
+    libc.syscall(nr, -1, -1, -1, -1, -1)
+    print(name, errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno()))
+for cmd in {cmds!r}:
+    ctypes.set_errno(0)
+    libc.fcntl(0, cmd, 0)
+    print("fcntl", cmd, errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno()))
+""", timeout=5)
+    lines = r.stdout.splitlines()
+    assert len(lines) == len(calls) + len(cmds) and all(ln.endswith(" ENOSYS") for ln in lines), r
+
+
+I386_GETPID = """
+import ctypes, mmap
+code = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+code.write(bytes([0xB8, 20, 0, 0, 0, 0xCD, 0x80, 0xC3]))  # mov eax, 20 (getpid in the i386 table); int 0x80; ret
+print(ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(code)))())
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86_64's i386 ABI")
+@needs_filter
+def test_a_call_through_the_i386_abi_kills_the_program(mode):
+    """int 0x80 takes the i386 numbers (keyctl is 288 there): a filter that checked numbers alone would let every
+    denied call through it."""
+    if subprocess.run([sys.executable, "-c", I386_GETPID], capture_output=True).returncode != 0:
+        pytest.skip("this kernel has no i386 ABI")
+    assert run_program(I386_GETPID, timeout=5) == RunResult("", "error: killed by signal SIGSYS")
+
+
+@needs_root
+def test_a_run_whose_cgroups_cannot_be_made_is_refused(mode, monkeypatch, tmp_path):
+    """Where cgroups are the run's memory, process and CPU caps, a run without them would go ahead uncapped."""
+    gone = {c: str(tmp_path / "gone") for c in ("memory", "pids", "cpu")}
+    monkeypatch.setattr(sandbox, "_cgroup_homes", lambda: gone)
+    r = run_program("print('ran')", timeout=5)
+    assert r.stdout == "" and r.error.startswith("error: not run: its cgroups (memory, process, CPU caps)"), r
+
+
+def test_a_missing_or_broken_syscall_filter_is_never_silent(monkeypatch):
+    assert seccomp.program("riscv64") == b"" and sandbox.SECCOMP_FILTER == seccomp.program(os.uname().machine)
+    assert ("NO seccomp filter" in sandbox.describe()) is not bool(sandbox.SECCOMP_FILTER)
+    monkeypatch.setattr(sandbox, "SECCOMP_FILTER", b"")
+    assert "NO seccomp filter (no syscall table for" in sandbox.describe()
+    monkeypatch.setattr(sandbox, "SECCOMP_FILTER", bytes(8))  # a filter the kernel refuses: the run fails
+    assert run_program("print('ran')", timeout=5) == RunResult("", "error: seccomp filter not loaded: Invalid argument")
 
 
 def test_sigterm_kills_the_runs_and_leaves_nothing(tmp_path):

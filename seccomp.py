@@ -1,0 +1,55 @@
+"""A seccomp filter for the sandbox's program runs, assembled here as classic BPF (no library): the system calls a
+test program never needs return ENOSYS, as on a kernel built without them, and the rest run as usual.
+
+What is denied and why (sandbox.py installs the filter before the program's first instruction, at every level):
+- keyrings (add_key, request_key, keyctl): a run inherits the session keyring of whoever started the trainer
+  (container runtimes and systemd services give it one) and possesses it whatever its uid, so it could read or
+  destroy the trainer's keys and leave a key for a later run. A fresh session keyring per run would still leave
+  the per-uid keyrings and keys readable by id across runs; with the calls denied no key is reachable at all.
+- other processes' memory (ptrace, process_vm_readv/writev, pidfd_getfd, kcmp): in the jail the pid namespace's
+  init (bubblewrap) runs under the program's own uid, and a program that stopped it made a finished run a timeout.
+- locks and access notifications (flock; fcntl's lock and F_NOTIFY commands; inotify, fanotify): the read-only
+  /usr is the same inode in every run, so a lock on it, or a watch for who opens it, is a channel between runs.
+- io_uring, userfaultfd, perf_event_open, bpf: kernel surface a test program does not use.
+
+ENOSYS rather than EPERM: code that probes for these calls expects ENOSYS where they are missing and falls back;
+no real call returns it here, so the tests can tell the filter from the kernel's own refusals.
+"""
+import errno
+import struct
+import sys
+
+# (x86_64, aarch64) numbers; None where the architecture lacks the call (aarch64 has only inotify_init1)
+DENIED = {
+    "add_key": (248, 217), "request_key": (249, 218), "keyctl": (250, 219),
+    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
+    "pidfd_getfd": (438, 438), "kcmp": (312, 272),
+    "flock": (73, 32), "inotify_init": (253, None), "inotify_init1": (294, 26), "fanotify_init": (300, 262),
+    "io_uring_setup": (425, 425), "userfaultfd": (323, 282), "perf_event_open": (298, 241), "bpf": (321, 280),
+}
+FCNTL = (72, 25)
+# F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_NOTIFY (the 64-bit kernels have no *LK64)
+FCNTL_DENIED = (5, 6, 7, 36, 37, 38, 1026)
+ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # os.uname().machine -> (column, AUDIT_ARCH_*)
+X32_BIT = 0x40000000  # x86_64's x32 ABI numbers its calls from here: another table, so it is refused whole
+
+# classic BPF opcodes (linux/bpf_common.h) and seccomp return values (linux/seccomp.h)
+LD_ABS, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06
+ALLOW, ERRNO, KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+
+
+def program(machine: str) -> bytes:
+    """The filter for `machine` (os.uname().machine) that keeps App. D.6.1's runs stateless and apart, as an array
+    of struct sock_filter; b"" where there is no table for it. A call made through another ABI (x86_64's int 0x80
+    or x32, whose numbers differ and would slip past the table) kills the process."""
+    if machine not in ARCHES:
+        return b""
+    col, audit_arch = ARCHES[machine]
+    cmd = 24 if sys.byteorder == "little" else 28  # struct seccomp_data: low 32 bits of args[1], fcntl's cmd
+    code = [(LD_ABS, 0, 0, 4), (JEQ, 0, "kill", audit_arch), (LD_ABS, 0, 0, 0), (JGE, "kill", 0, X32_BIT)]
+    code += [(JEQ, "deny", 0, nrs[col]) for nrs in DENIED.values() if nrs[col] is not None]
+    code += [(JEQ, 0, "allow", FCNTL[col]), (LD_ABS, 0, 0, cmd)] + [(JEQ, "deny", 0, c) for c in FCNTL_DENIED]
+    at = {"allow": len(code), "deny": len(code) + 1, "kill": len(code) + 2}
+    code += [(RET, 0, 0, ALLOW), (RET, 0, 0, ERRNO | errno.ENOSYS), (RET, 0, 0, KILL_PROCESS)]
+    return b"".join(struct.pack("=HBBI", op, *(at[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf)), k)
+                    for i, (op, jt, jf, k) in enumerate(code))
