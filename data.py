@@ -109,8 +109,8 @@ PRESETS = {
     # a checkpoint of two 1.7B students is 38.5 GiB (fp32 weights + AdamW), so every 10 steps, 15 in all, each
     # replacing the last; a crash loses at most 10 steps.
     "paper": dict(steps=150, batch=128, mini_batch=64, micro_batch=8, lr=1e-6, max_new_tokens=4096,
-                  math_max_new_tokens=0, max_prompt_tokens=8192, teacher_max_prompt_tokens=12288, save_every=10, eval_seeds=[1000],
-                  seeds=[0, 1, 2, 3, 4]),
+                  math_max_new_tokens=0, max_prompt_tokens=8192, teacher_max_prompt_tokens=12288, save_every=10,
+                  eval_seeds=[1000], seeds=[0, 1, 2, 3, 4]),
     # A first run on one GPU (Qwen3-1.7B students, a Qwen3-8B or 14B teacher, one H200): the paper's recipe at 1/32
     # of its tokens per step and a third of its steps. Per step at most 16 episodes x 2 roles x 4 turns x 1,024
     # tokens = 131,072 sampled (the paper's 128 x 2 x 4 x 4,096 is 4.2M) and teacher contexts of 3,072 instead of
@@ -126,11 +126,11 @@ PRESETS = {
                 eval_seeds=[1000], seeds=[0]),
     # A first run of real models on a CPU: every phase once or twice at short lengths, in minutes per step. The
     # response limits come from measured responses of a small instruct model (SmolLM2-135M, evaluation decoding,
-    # limit 1,024, 8 + 8 problems, two turns; README, "Real small models on a CPU"): every Coder program was
-    # complete within 256 tokens, every Tester case written at all within 290, 15 of 16 Tool-User programs within
-    # 256 (one 261), 10 of 16 Reasoner answers within 160 (most other responses looped to the limit). A 1.5B coder
-    # model that writes its analysis before its program was seen running past 256 inside the code block. So 512
-    # for code and 256 for math, where a longer limit mostly buys longer loops.
+    # limit 1,024, 8 + 8 problems, two turns; README, "Real small models on a CPU"): each Coder program written was
+    # complete within 256 tokens, each Tester case within 290, 13 of 14 Tool-User programs within 256 (one 261),
+    # 10 of 16 Reasoner answers within 160 (most other responses looped to the limit). A 1.5B coder model that
+    # writes its analysis before its program was seen running past 256 inside the code block. So 512 for code and
+    # 256 for math, where a longer limit mostly buys longer loops.
     "cpu": dict(steps=2, batch=2, mini_batch=2, micro_batch=2, lr=1e-6, max_new_tokens=512, math_max_new_tokens=256,
                 max_prompt_tokens=2048, teacher_max_prompt_tokens=3072, save_every=1, eval_seeds=[1000], seeds=[0]),
 }
