@@ -138,10 +138,14 @@ PRESETS = {
 
 def apply_preset(args):
     """Fill every flag of `args` (an argparse namespace with a `preset` attribute) that was left unset (None)
-    from PRESETS[args.preset] (the paper preset: App. D.5, D.6.1, D.6.3)."""
+    from PRESETS[args.preset] (the paper preset: App. D.5, D.6.1, D.6.3). A preset's two response limits go
+    together: --max-new-tokens given alone is the limit of every domain, as in the paper."""
+    alone = getattr(args, "max_new_tokens", None) is not None and getattr(args, "math_max_new_tokens", 0) is None
     for k, v in PRESETS[args.preset].items():
         if getattr(args, k, v) is None:
             setattr(args, k, v)
+    if alone:
+        args.math_max_new_tokens = 0
 
 
 def preset_line(args):

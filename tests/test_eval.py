@@ -106,7 +106,7 @@ def test_cli_reports_each_run_and_appends_its_episodes(tmp_path, problems, capsy
              "--episodes", str(episodes)])
     out, err = capsys.readouterr()
     assert out.startswith("preset: paper (math_max_new_tokens=0 in effect;") and "threads: " in out
-    assert "turn 1/4: sampling: 0/4 responses" in err and " tok/s [" in err  # progress inside a run
+    assert "turn 1/4: reading 4 prompts: 0/4 responses" in err and " tok/s [" in err  # progress inside a run
     assert "eval seed 1, exchanged seats: 2 episodes in" in out
     records = [json.loads(ln) for ln in episodes.read_text().splitlines()]
     assert [(r["seed"], r["seats"]) for r in records] == [(0, "own")] * 2 + [(0, "exchanged")] * 2 + \

@@ -260,7 +260,7 @@ def test_smollm2_one_mas_opd_step_then_an_evaluation_rollout(smol, tmp_path, cap
     # either read by a named parsing rule or counted as unparsed
     assert "preset: cpu (mini_batch=2, micro_batch=2, lr=1e-06, max_prompt_tokens=2048" in capsys.readouterr().out
     rules = {"python_block", "after_code_label", "any_block", "fenced", "unfenced", "hash_line", "boxed",
-             "last_number", "unparsed"}
+             "last_number", "truncated", "unparsed"}
     assert set(m["format"]) == set(m["roles"]) and all(
         set(shares) <= rules and abs(sum(shares.values()) - 100) < 1e-6 for shares in m["format"].values())
 

@@ -78,7 +78,7 @@ def test_interrupted_and_resumed_run_equals_uninterrupted(tmp_path, problems, ca
     train.main(["--problems", problems, "--out", full, "--steps", "3", "--save-episodes"] + FAST)
     err = capsys.readouterr().err
     assert "step 2: update (done: rollout" in err  # the phase line inside a step, and the rollout's own line:
-    assert "turn 1/2: sampling: 0/" in err and " tok/s [" in err
+    assert "turn 1/2: reading " in err and " tok/s [" in err
     train.main(["--problems", problems, "--out", part, "--steps", "1", "--save-episodes"] + FAST)
     for name in ("metrics.jsonl", "episodes.jsonl"):
         with open(os.path.join(part, name), "a") as f:  # a line written just before a crash
@@ -164,6 +164,12 @@ def test_presets_fill_only_the_flags_not_given():
     assert not hasattr(cpu, "seeds")  # eval.py's key stays out of train.py's namespace
     assert preset_line(cpu).startswith("preset: cpu (batch=2, mini_batch=2, micro_batch=2, lr=1e-06, "
                                        "max_new_tokens=512, math_max_new_tokens=256")  # steps=7 was given
+    alone = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "cpu", "--max-new-tokens",
+                            "48"])
+    assert (alone.max_new_tokens, alone.math_max_new_tokens) == (48, 0)  # one limit for both, not 48 and 256
+    both = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "cpu", "--max-new-tokens",
+                           "48", "--math-max-new-tokens", "32"])
+    assert (both.max_new_tokens, both.math_max_new_tokens) == (48, 32)
     with pytest.raises(SystemExit):
         train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "huge"])
     gpu = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "gpu", "--save-every", "3"])
