@@ -30,7 +30,7 @@ from transformers import AutoConfig
 from data import load_problems
 from models import TINY, gguf_config, local_files_only, tiny_model
 from sampler import CACHE_BUCKET
-from rollout import ROLES
+from prompts import ROLES
 
 GiB = 2**30
 

@@ -42,8 +42,8 @@ from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, wei
 from memory import GiB, check_fits, checkpoint_bytes, config_of
 from models import (DTYPES, cpu_threads, device, first_line, forget_gguf, load_model, precision, same_tokenizer_specs,
                     to_dtype)
-from rollout import (ROLES, Response, append_episodes, check_prompt_limit, format_counts, format_shares,
-                     rollout_config, run_episodes)
+from prompts import ROLES, check_prompt_limit
+from rollout import Response, append_episodes, format_counts, format_shares, rollout_config, run_episodes
 from sampler import release_decoder, sequence_logprobs
 from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
