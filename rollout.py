@@ -138,28 +138,6 @@ def final_answer(episode, cfg):
     return first if first is not None else second
 
 
-def format_counts(episodes):
-    """Per role, how its responses were parsed under the rules of §10.5 (above): {role: {"responses": n, rule:
-    count, ..., "truncated": count, "unparsed": count}}, rule as named by extract_program / extract_test_case /
-    extract_answer. A response with no readable artefact is "truncated" when the response limit cut it (e.g.
-    inside its opened code block: a length problem) and "unparsed" when it ended by itself (a format problem)."""
-    out = {}
-    for e in episodes:
-        for turn in e.turns:
-            for role, rule in turn.artefacts.get("parsed_by", {}).items():
-                c = out.setdefault(role, {"responses": 0, "truncated": 0, "unparsed": 0})
-                c["responses"] += 1
-                rule = rule or ("truncated" if turn.responses[role].truncated else "unparsed")
-                c[rule] = c.get(rule, 0) + 1
-    return out
-
-
-def format_shares(counts):
-    """format_counts' counts (or their sums over ranks) as % of each role's responses: {role: {rule: %}}."""
-    return {role: {k: 100 * v / c["responses"] for k, v in sorted(c.items()) if k != "responses"}
-            for role, c in sorted(counts.items()) if c["responses"]}
-
-
 def stop_ids_of(tokenizer):
     """Token ids that end a turn: <|im_end|> (Qwen3's end of turn) and the tokenizer's eos."""
     ids = {tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id}

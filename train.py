@@ -22,10 +22,8 @@ import json
 import math
 import os
 import random
-import resource
 import shutil
 import sys
-import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -38,12 +36,13 @@ from attribution import attribute_episodes, verdicts_before
 from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
                   load_problems, nearest_folder, preset_line, write_atomic)
 from eval import EVAL_DECODING, evaluate, load_policies, markdown, run_line
-from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
+from loss import eq13_weights, ras_advantage, weighted_loss
 from memory import GiB, check_fits, checkpoint_bytes, config_of
+from metrics import add_counts, peak_memory_mb, rollout_counts, rollout_metrics, stopwatch
 from models import (DTYPES, cpu_threads, device, first_line, forget_gguf, load_model, precision, same_tokenizer_specs,
                     to_dtype)
 from prompts import ROLES, check_prompt_limit
-from rollout import Response, append_episodes, format_counts, format_shares, rollout_config, run_episodes
+from rollout import Response, append_episodes, rollout_config, run_episodes
 from sampler import release_decoder, sequence_logprobs
 from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
@@ -130,18 +129,6 @@ class Scored:
     lp_target: torch.Tensor = None    # l^(i)_k, the teacher under r_i (Eq. 7)
     lp_contrast: torch.Tensor = None  # l^(j)_k, the teacher under r_j, j = kappa(i)
     adv: torch.Tensor = None          # A^RAS_k (Eq. 10), detached
-
-
-def stopwatch():
-    """-> lap(): seconds since the previous lap (or the start), to the millisecond: the per-phase times of
-    Algorithm 1 that metrics.jsonl reports (cf. App. D.6.4, Table 4)."""
-    last = [time.perf_counter()]
-
-    def lap():
-        now = time.perf_counter()
-        seconds, last[0] = now - last[0], now
-        return round(seconds, 3)
-    return lap
 
 
 def autocast(args):
@@ -319,57 +306,6 @@ def update(items, n_episodes, policies, optims, args):
         return out
     return {**out, "logprob_gap": max(g[0] for g in gaps),
             "logprob_gap_mean": sum(g[1] for g in gaps) / max(1, sum(g[2] for g in gaps))}
-
-
-def rollout_counts(episodes, attributions, items, overlong):
-    """What this rank's rollout and teacher did, as sums, so that ranks add up (add_counts): episodes, turns,
-    conflicts, stops, verdict outcomes (App. F.6), tokens, and per role the token sums of A^OPD (Eq. 8), A^role
-    (Eq. 9) and the sampled reverse-KL estimate log pi_theta - log pi_T that Eq. 5 minimises."""
-    atts = [a for e in episodes for a in attributions[id(e)]]
-    roles = {}
-    for role in sorted({it.role for it in items}):
-        mine = [it for it in items if it.role == role]
-        lp_s, lp_t, lp_c = (torch.cat([getattr(it, k) for it in mine])
-                            for k in ("lp_student", "lp_target", "lp_contrast"))
-        roles[role] = {"a_opd": opd_advantage(lp_t, lp_s).sum().item(),
-                       "a_role": role_advantage(lp_t, lp_c).sum().item(),
-                       "reverse_kl": (lp_s - lp_t).sum().item(), "responses": len(mine), "tokens": len(lp_s)}
-    return {"tokens": {"rollout": sum(len(it.response.tokens) for it in items),
-                       "teacher": sum(len(it.ctx_target) + len(it.ctx_contrast) + 2 * len(it.response.tokens)
-                                      for it in items)},
-            "roles": roles, "episodes": len(episodes), "turns": sum(len(e.turns) for e in episodes),
-            "conflicts": sum(not t.agree for e in episodes for t in e.turns), "attributed": len(atts),
-            "stopped": {k: sum(e.stopped == k for e in episodes) for k in {e.stopped for e in episodes}},
-            "outcomes": {k: sum(a.outcome == k for a in atts) for k in {a.outcome for a in atts}},
-            "format": format_counts(episodes), "teacher_overlong": overlong}
-
-
-def add_counts(parts):
-    """Nested dicts of numbers summed key by key (a key missing from one counts as 0)."""
-    out = {}
-    for part in parts:
-        for k, v in part.items():
-            out[k] = add_counts([out.get(k, {}), v]) if isinstance(v, dict) else out.get(k, 0) + v
-    return out
-
-
-def rollout_metrics(c):
-    """The step's metrics from the counts of all ranks: per-role means per token, turns per episode, conflict rate."""
-    means = ("a_opd", "a_role", "reverse_kl")
-    return {"tokens": c["tokens"],
-            "roles": {r: {**{k: s[k] / max(1, s["tokens"]) for k in means}, "responses": s["responses"],
-                          "tokens": s["tokens"]} for r, s in sorted(c.get("roles", {}).items())},
-            "turns_per_episode": c["turns"] / max(1, c["episodes"]),
-            "conflict_rate": c["conflicts"] / max(1, c["attributed"]),
-            "stopped": dict(sorted(c.get("stopped", {}).items())),
-            "outcomes": dict(sorted(c.get("outcomes", {}).items())),
-            "format": format_shares(c.get("format", {})), "teacher_overlong": c["teacher_overlong"]}
-
-
-def peak_memory_mb(device):
-    if device.startswith("cuda"):
-        return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 # ---------------------------------------------------------------------------------------------- checkpoints
