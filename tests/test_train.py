@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+import checkpoint
 import memory
 import models
 import train
@@ -182,7 +183,7 @@ def test_a_run_without_disk_space_for_its_next_checkpoint_is_refused_before_any_
     monkeypatch.setattr(train, "load_model", lambda *a, **k: (_ for _ in ()).throw(Loaded()))
     size = memory.checkpoint_bytes(tiny_model("qwen3").config, 4)  # the problems' four roles: four policies
     free = [0]
-    monkeypatch.setattr(train.shutil, "disk_usage", lambda path: types.SimpleNamespace(free=free[0]))
+    monkeypatch.setattr(checkpoint.shutil, "disk_usage", lambda path: types.SimpleNamespace(free=free[0]))
     out = tmp_path / "run"
     run = FAST + ["--problems", problems, "--out", str(out), "--save-every", "2"]
     free[0] = 2 * size - 1  # the second save writes checkpoint.tmp beside the first checkpoint: two must fit
@@ -217,7 +218,7 @@ def test_save_refuses_non_finite_weights(tmp_path):
     opt = torch.optim.AdamW(model.parameters())
     args = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--teacher", "tiny-qwen3"])
     with pytest.raises(RuntimeError, match="non-finite"):
-        train.save_checkpoint(str(tmp_path), 0, {"coder": model}, [opt], make_tokenizer(),
+        checkpoint.save_checkpoint(str(tmp_path), 0, {"coder": model}, [opt], make_tokenizer(),
                               [torch.Generator().get_state()], 0, args)
     assert not os.path.exists(tmp_path / "checkpoint")
 
