@@ -36,7 +36,7 @@ from checkpoint import check_disk, distinct, read_state, save_checkpoint, start_
 from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
                   load_problems, preset_line, write_atomic)
 from eval import EVAL_DECODING, evaluate, load_policies, markdown, run_line
-from loss import eq13_weights, ras_advantage, weighted_loss
+from loss import eq13_weights, mas_opd_loss, ras_advantage
 from memory import check_fits
 from metrics import add_counts, peak_memory_mb, rollout_counts, rollout_metrics, stopwatch
 from models import DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs, to_dtype
@@ -277,8 +277,8 @@ def update(items, n_episodes, policies, optims, args):
                 logps = author_logprobs(chunk, policies)
             if "gaps" not in out:  # on-policy here: the trainer's log-probs must match the sampler's
                 out["gaps"] = torch.cat([(lp.detach().cpu() - it.lp_student).abs() for lp, it in zip(logps, chunk)])
-            loss = weighted_loss(logps, [it.adv.to(lp.device) for it, lp in zip(chunk, logps)],
-                                 weights[lo:lo + args.micro_batch])
+            loss = mas_opd_loss(logps, [it.adv.to(lp.device) for it, lp in zip(chunk, logps)],
+                                weights[lo:lo + args.micro_batch])
             loss.backward()
             loss_sum += loss.item()
         distributed.sum_grads(unique)
