@@ -1,12 +1,15 @@
 """The per-step figures of Algorithm 1 that metrics.jsonl and the console report: how each role's responses were
 parsed (format failures apart from wrong work), what a step's rollout and teacher did as sums that ranks add up,
 the means a step reports from those sums (A^OPD, A^role, the reverse-KL estimate per role, Eq. 5, 8, 9), and the
-cost of a step (per-phase seconds, peak memory).
+cost of a step (per-phase seconds, peak memory); the step's one console line.
 """
 import resource
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import torch
+from tqdm import tqdm
 
 from loss import opd_advantage, role_advantage
 
@@ -34,16 +37,28 @@ def format_shares(counts):
             for role, c in sorted(counts.items()) if c["responses"]}
 
 
-def stopwatch():
-    """-> lap(): seconds since the previous lap (or the start), to the millisecond: the per-phase times of
-    Algorithm 1 that metrics.jsonl reports (cf. App. D.6.4, Table 4)."""
-    last = [time.perf_counter()]
+@dataclass
+class PhaseClock:
+    """The seconds of each phase of one step of Algorithm 1, to the millisecond, as metrics.jsonl reports them (cf.
+    App. D.6.4, Table 4), and with show=True a progress line naming the phase that runs and the seconds of those
+    done. `with clock.phase("rollout"): ...` times one phase; close() clears the line."""
+    step: int
+    show: bool = False
+    seconds: dict = field(default_factory=dict)  # phase -> seconds, as each ends
 
-    def lap():
-        now = time.perf_counter()
-        seconds, last[0] = now - last[0], now
-        return round(seconds, 3)
-    return lap
+    def __post_init__(self):
+        self.line = tqdm(total=0, bar_format="{desc}", leave=False, disable=not self.show)
+
+    @contextmanager
+    def phase(self, name):
+        done = ", ".join(f"{k} {v:.1f} s" for k, v in self.seconds.items())
+        self.line.set_description_str(f"step {self.step}: {name} (done: {done})")
+        start = time.perf_counter()
+        yield
+        self.seconds[name] = round(time.perf_counter() - start, 3)
+
+    def close(self):
+        self.line.close()
 
 
 def rollout_counts(episodes, attributions, items, overlong):
@@ -89,6 +104,20 @@ def rollout_metrics(c):
             "stopped": dict(sorted(c.get("stopped", {}).items())),
             "outcomes": dict(sorted(c.get("outcomes", {}).items())),
             "format": format_shares(c.get("format", {})), "teacher_overlong": c["teacher_overlong"]}
+
+
+def step_line(m):
+    """A step's one console line, from its metrics.jsonl record m: the loss of Eq. 13 (the mean over the step's
+    optimizer updates), per scored token the reverse-KL estimate log pi_theta - log pi_T (Eq. 5) and A^role (Eq. 9)
+    over all roles, the conflict rate, the step's seconds, and the skipped steps so far when there are any."""
+    roles = m["roles"].values()
+    tokens = max(1, sum(s["tokens"] for s in roles))
+    per_token = lambda k: sum(s[k] * s["tokens"] for s in roles) / tokens
+    loss = f"{sum(m['loss']) / len(m['loss']):.4f}" if m["loss"] else "-"
+    skipped = f" | skipped {m['skipped_total']}" if m.get("skipped_total") else ""
+    return (f"step {m['step']} | loss {loss} | reverse KL {per_token('reverse_kl'):.4f} | A^role "
+            f"{per_token('a_role'):+.4f} | conflict {m['conflict_rate']:.2f} | {sum(m['seconds'].values()):.1f} s"
+            + skipped)
 
 
 def peak_memory_mb(device):

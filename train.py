@@ -38,7 +38,7 @@ from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, che
 from eval import EVAL_DECODING, evaluate, load_policies, markdown, run_line
 from loss import eq13_weights, mas_opd_loss, ras_advantage
 from memory import check_fits
-from metrics import add_counts, peak_memory_mb, rollout_counts, rollout_metrics, stopwatch
+from metrics import PhaseClock, add_counts, peak_memory_mb, rollout_counts, rollout_metrics, step_line
 from models import DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs, to_dtype
 from prompts import ROLES, check_prompt_limit
 from rollout import Response, append_episodes, rollout_config, run_episodes
@@ -165,44 +165,39 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollou
     rollout_models: what Phase 1 samples with (rollout_copies; default: the policies themselves). record: called
     as record(step, episodes) as soon as the rollout ends. progress: a line that names the phase running and the
     seconds of those done. Returns the step's metrics; the caller decides what to save."""
-    lap, cfg = stopwatch(), rollout_config(args, progress=progress)
-    seconds = {}  # per phase, as each ends
-    line = tqdm(total=0, bar_format="{desc}", leave=False, disable=not progress)
-    phase = lambda name: line.set_description_str(f"step {step}: {name} (done: " + ", ".join(
-        f"{k} {v:.1f} s" for k, v in seconds.items()) + ")")
-    phase("rollout")
+    cfg, clock = rollout_config(args, progress=progress), PhaseClock(step, progress)
     ids = list(range(distributed.rank(), args.batch, distributed.world_size()))  # this rank's share of the batch
     batch = batch_for_step(problems, step, args.batch, args.seed)
-    if rollout_models is None:
-        rollout_models = policies
-    refresh(rollout_models, policies)
-    # Phase 1: joint rollout, students only. Under bf16 on the rollout copies (no autocast needed); the sampler's
-    # log-probs are then those of bf16 weights while Eq. 13 differentiates the fp32 masters under autocast: the
-    # gap between the two is reported as logprob_gap / logprob_gap_mean (0 would be exactly on-policy, Eq. 8).
-    with autocast(args) if rollout_models is policies else nullcontext():
-        episodes = run_episodes([batch[i] for i in ids], rollout_models, tok, cfg, gen)
-    release_decoder()  # the sampler's KV cache, before the teacher and the update need the memory
-    seconds["rollout"] = lap()
-    if record:
-        record(step, episodes)
-    phase("attribution")
-    # Phase 2a: a^t of every completed turn, all before any scoring (the last turn's verdict goes unused)
-    attributions = attribute_episodes(episodes, timeout=cfg.code_timeout, workers=args.workers)
-    seconds["attribution"] = lap()
-    phase("teacher")
-    items, overlong = teacher_inputs(episodes, ids, attributions, tok, args)     # u~ under r_i and kappa(r_i)
-    with autocast(args):
-        score_both_passes(items, teacher, args)                                  # Phase 2b: Eq. 7, twice
-    for it in items:                                                             # Eq. 10, sampler log-probs
-        it.adv = ras_advantage(it.lp_target, it.lp_contrast, it.lp_student, args.lam)
-    seconds["teacher"] = lap()
+    with clock.phase("rollout"):          # Phase 1: the students' joint rollout
+        episodes = joint_rollout([batch[i] for i in ids], policies, rollout_models or policies, tok, cfg, gen, args)
+        if record:
+            record(step, episodes)
+    with clock.phase("attribution"):      # Phase 2a: a^t of every turn before any scoring (the last goes unused)
+        attributions = attribute_episodes(episodes, timeout=cfg.code_timeout, workers=args.workers)
+    with clock.phase("teacher"):
+        items, overlong = teacher_inputs(episodes, ids, attributions, tok, args)  # u~ under r_i and kappa(r_i)
+        with autocast(args):
+            score_both_passes(items, teacher, args)                               # Phase 2b: Eq. 7, twice
+        for it in items:                                                          # Eq. 10, sampler log-probs
+            it.adv = ras_advantage(it.lp_target, it.lp_contrast, it.lp_student, args.lam)
     counts = add_counts(distributed.gather(rollout_counts(episodes, attributions, items, overlong)))  # all ranks
     metrics = {"step": step, **rollout_metrics(counts)}
-    phase("update")
-    metrics.update(update(items, args.batch, policies, optims, args))  # Phase 3: Eq. 13, synchronously
-    seconds["update"] = lap()
-    line.close()
-    return {**metrics, "seconds": seconds, "peak_memory_mb": round(peak_memory_mb(args.device), 1)}
+    with clock.phase("update"):           # Phase 3: Eq. 13, all policies synchronously
+        metrics.update(update(items, args.batch, policies, optims, args))
+    clock.close()
+    return {**metrics, "seconds": clock.seconds, "peak_memory_mb": round(peak_memory_mb(args.device), 1)}
+
+
+def joint_rollout(problems, policies, rollout_models, tok, cfg, gen, args):
+    """Phase 1 of Algorithm 1 (App. C): the rollout models refreshed from the policies (on-policy), then the
+    students' episodes (rollout.run_episodes). Under bf16 the rollout copies sample without autocast; their
+    log-probs are then those of bf16 weights while Eq. 13 differentiates the fp32 masters under autocast: the gap
+    between the two is reported as logprob_gap / logprob_gap_mean (0 would be exactly on-policy, Eq. 8)."""
+    refresh(rollout_models, policies)
+    with autocast(args) if rollout_models is policies else nullcontext():
+        episodes = run_episodes(problems, rollout_models, tok, cfg, gen)
+    release_decoder()  # the sampler's KV cache, before the teacher and the update need the memory
+    return episodes
 
 
 def teacher_inputs(episodes, ids, attributions, tok, args):
@@ -408,8 +403,7 @@ def main(argv=None, teacher=None):
         else None
     if held_out and rank == 0:  # evaluated as Phase 1 samples: on the bf16 copies under --precision bf16
         results = {"before": evaluate_policies(held_out, rollout_models, tok, args)} if start == 0 else {}
-    bar = tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps, disable=rank != 0)
-    for step in bar:
+    for step in tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps, disable=rank != 0):
         metrics = train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models, record,
                              progress=rank == 0)
         skipped += metrics["skipped"]
@@ -417,9 +411,7 @@ def main(argv=None, teacher=None):
         if rank == 0:
             with open(metrics_path, "a") as f:
                 f.write(json_text(metrics) + "\n")
-        bar.set_postfix(loss=f"{sum(metrics['loss']):.4f}", turns=f"{metrics['turns_per_episode']:.2f}",
-                        conflict=f"{metrics['conflict_rate']:.2f}", skipped=skipped,
-                        **{f"a_role[{r}]": f"{s['a_role']:+.3f}" for r, s in metrics["roles"].items()})
+            tqdm.write(step_line(metrics))  # stays on screen above the bar
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
             samplers = distributed.gather(gen.get_state())  # every rank's stream, so that a resume continues each
             if rank == 0:

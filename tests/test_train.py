@@ -45,7 +45,8 @@ def test_three_steps_write_metrics_and_a_loadable_checkpoint(tmp_path, problems,
     train.main(["--problems", problems, "--out", out, "--steps", "3"] + FAST)
     # the start-up line's bounds hold for every step, and its checkpoint size is what was written (within the
     # tokenizer and config files, step counters and RNG states it leaves out)
-    sampled, scored, size = _start_line(capsys.readouterr().out)
+    printed = capsys.readouterr().out
+    sampled, scored, size = _start_line(printed)
     assert sampled == 2 * 2 * 2 * 6  # batch x roles x max_turns x max_new_tokens
     written = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(os.path.join(out, "checkpoint"))
                   for f in fs)
@@ -62,6 +63,17 @@ def test_three_steps_write_metrics_and_a_loadable_checkpoint(tmp_path, problems,
         assert sum(m["outcomes"].values()) == round(m["turns_per_episode"] * 2)
         assert set(m["format"]) == set(m["roles"])  # per role, % of responses parsed by each rule or unparsed
         assert all(abs(sum(shares.values()) - 100) < 1e-9 and "unparsed" in shares for shares in m["format"].values())
+    # one persistent console line per step, with the step's loss, per-token reverse KL and A^role over all roles
+    lines = re.findall(r"^step (\d+) \| loss (\S+) \| reverse KL (\S+) \| A\^role (\S+) \| conflict (\S+) \| \S+ s$",
+                       printed, re.M)
+    assert [int(x[0]) for x in lines] == [0, 1, 2]
+    for m, (_, loss, kl, a_role, conflict) in zip(ms, lines):
+        per_token = lambda k: sum(s[k] * s["tokens"] for s in m["roles"].values()) / sum(
+            s["tokens"] for s in m["roles"].values())
+        assert float(loss) == pytest.approx(sum(m["loss"]) / 2, abs=1e-4)
+        assert float(kl) == pytest.approx(per_token("reverse_kl"), abs=1e-4)
+        assert float(a_role) == pytest.approx(per_token("a_role"), abs=1e-4)
+        assert float(conflict) == pytest.approx(m["conflict_rate"], abs=0.005)
     # the sampler's log-probs are the trainer's (on-policy, before any update)
     assert ms[0]["logprob_gap_mean"] <= ms[0]["logprob_gap"] < 1e-4
     ckpt = os.path.join(out, "checkpoint")
