@@ -14,11 +14,8 @@ from models import encode_text, longest_token_chars
 from sandbox import ERROR
 
 # ----------------------------------------------------------------------------------------------------------
-# The two parallel workflows (§2.1, App. D.6.1, App. F.1-F.2)
+# The role templates of the two parallel workflows (§2.1, App. D.6.1, App. F.1-F.2)
 #
-# Each turn both agents answer the same state independently (neither sees the other's same-turn output); the
-# environment compares their artefacts; agreement ends the episode, otherwise both see the mismatch history and
-# are asked, in the same terms, to locate the fault and revise or keep their own artefact; at most T turns.
 # A student prompt is one user message (our choice, §10.2) built from separately tokenized segments so that the
 # teacher can swap the generic opening line for a role condition (Eq. 6) and put verdicts after the history
 # entry of the turn they judge (Eq. 12) while every other token stays identical.

@@ -24,6 +24,13 @@ from prompts import (NO_CODE_BLOCK, ROLE_NAMES, ROLES, Segment, build_context, c
 from sampler import Generation, generate
 from sandbox import is_error, outputs_match, run_case, run_once, stop_on_sigterm
 
+# ----------------------------------------------------------------------------------------------------------
+# The two parallel workflows (§2.1, App. D.6.1)
+#
+# Each turn both agents answer the same state independently (neither sees the other's same-turn output); the
+# environment compares their artefacts; agreement ends the episode, otherwise both see the mismatch history and
+# are asked, in the same terms, to locate the fault and revise or keep their own artefact; at most T turns.
+
 
 @dataclass
 class RolloutConfig:
@@ -62,7 +69,6 @@ def response_limit(cfg, domain):
     return cfg.math_max_new_tokens if domain == "math" and cfg.math_max_new_tokens else cfg.max_new_tokens
 
 
-
 @dataclass
 class Response:
     role: str
@@ -91,8 +97,6 @@ class Episode:
     turns: list
     final: str | None = None     # the submitted program (code) or answer (math)
     stopped: str = ""            # "agreed", "max_turns" or "prompt_too_long"
-
-
 
 
 def code_env(problem, texts, cfg):
@@ -258,7 +262,7 @@ def _finish(e, stopped, cfg, on_done):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 3. Command line: run episodes and print their transcripts (every step of the protocol, tiny models)
+# Command line: run episodes and print their transcripts (every step of the protocol, tiny models)
 
 
 def episode_record(e):

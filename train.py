@@ -4,6 +4,8 @@ Per step: Phase 1 the students roll out jointly (rollout.py); Phase 2 the verifi
 turn (attribution.py), then the frozen teacher scores every response twice, under the target and the contrast
 role condition (teacher.py); advantages A^RAS (Eq. 10); Phase 3 the loss of Eq. 13 (loss.py) updates each
 role's policy from its own responses, all policies synchronously. Verdicts and teacher scores are then dropped.
+The prompts and parsing rules are prompts.py's, a step's figures and console line metrics.py's, checkpoints and
+resume checkpoint.py's.
 
     python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3 \
         --batch 2 --max-new-tokens 32      # tiny random models: every phase of the protocol, seconds
