@@ -28,8 +28,9 @@ from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, che
                   load_problems, preset_line, write_atomic)
 from memory import check_eval_fits, config_of
 from models import DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs
-from rollout import (ROLES, append_episodes, check_prompt_limit, format_counts, format_shares, response_limit,
-                     rollout_config, run_episodes, stop_ids_of)
+from metrics import format_counts, format_shares
+from prompts import ROLES, check_prompt_limit
+from rollout import append_episodes, response_limit, rollout_config, run_episodes, stop_ids_of
 from sampler import Generation, release_decoder
 from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts

@@ -30,7 +30,7 @@ def ras_advantage(lp_teacher_target, lp_teacher_contrast, lp_student, lam):
 def eq13_weights(roles, episode_ids, n_episodes=None):
     """The weight of each response in Eq. 13, so that the loss is sum_i w_i * mean_k(...).
 
-    Averaging order (§3.4): mean over a response's tokens (done by the caller), then over the turns a role
+    Averaging order (§3.4): mean over a response's tokens (mas_opd_loss), then over the turns a role
     played in its episode, then over the roles of that episode, then over the episodes of the batch. So
     w_i = 1 / (E * N_e * |T_{e,role}|): a role's four turns share what one turn would get alone.
     roles, episode_ids: one entry per response. n_episodes: E, when these responses are only part of the batch
@@ -49,24 +49,19 @@ def eq13_weights(roles, episode_ids, n_episodes=None):
     return [1.0 / (n_episodes * n_roles[e] * turns[(e, r)]) for e, r in zip(episode_ids, roles)]
 
 
-def weighted_loss(logps, advs, weights):
-    """-sum_i w_i * mean_k sg(A_ik) * log pi(y_ik): Eq. 13 for given weights (a slice of a batch may be summed
-    piecewise for gradient accumulation, as long as the weights come from the whole batch)."""
-    terms = [w * (a.detach() * lp).mean() for lp, a, w in zip(logps, advs, weights)]
-    return -torch.stack(terms).sum()
+def mas_opd_loss(logps, advs, weights):
+    """Eq. 13, the scalar loss of joint rollouts: -sum_i w_i * mean_k sg(A^RAS_ik) * log pi_theta_i(y_ik | x, y_<k).
 
-
-def mas_opd_loss(logps, advs, roles, episode_ids):
-    """Eq. 13, the scalar loss of one batch of joint rollouts.
-
-    logps[i]: (L_i,) differentiable log pi_theta(y_k | x, y_<k) of response i under its author's policy;
-    advs[i]: (L_i,) its advantages A^RAS (detached here in any case); roles[i], episode_ids[i]: its author's
-    role and its episode. Each term carries gradient only into the policy that produced logps[i], so each
-    role's parameters learn from that role's responses alone.
+    logps[i]: (L_i,) differentiable log pi_theta_i(y_k | x, y_<k) of response i under its author's policy;
+    advs[i]: (L_i,) its advantages A^RAS (detached here in any case); weights[i]: its w_i from eq13_weights over
+    the whole batch. Each term carries gradient only into the policy that produced logps[i], so each role's
+    parameters learn from that role's responses alone. Responses may be passed a slice at a time with their slice
+    of the weights (gradient accumulation): the slices' losses sum to the batch's.
     """
-    if not (len(logps) == len(advs) == len(roles) == len(episode_ids)) or not logps:
-        raise ValueError("mas_opd_loss: need the same, non-zero number of logps, advs, roles and episode_ids")
+    if not (len(logps) == len(advs) == len(weights)) or not logps:
+        raise ValueError("mas_opd_loss: need the same, non-zero number of logps, advs and weights")
     for i, (lp, a) in enumerate(zip(logps, advs)):
         if lp.shape != a.shape or lp.ndim != 1 or lp.numel() == 0:
             raise ValueError(f"mas_opd_loss: response {i} has logps {tuple(lp.shape)} vs advs {tuple(a.shape)}")
-    return weighted_loss(logps, advs, eq13_weights(roles, episode_ids))
+    terms = [w * (a.detach() * lp).mean() for lp, a, w in zip(logps, advs, weights)]
+    return -torch.stack(terms).sum()

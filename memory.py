@@ -30,7 +30,7 @@ from transformers import AutoConfig
 from data import load_problems
 from models import TINY, gguf_config, local_files_only, tiny_model
 from sampler import CACHE_BUCKET
-from rollout import ROLES
+from prompts import ROLES
 
 GiB = 2**30
 
@@ -80,7 +80,7 @@ def param_count(cfg):
 
 
 def checkpoint_bytes(cfg, n_policies):
-    """Bytes on disk of one train.save_checkpoint, from the students' config alone: per distinct policy its fp32
+    """Bytes on disk of one checkpoint.save_checkpoint, from the students' config alone: per distinct policy its fp32
     master weights (save_pretrained, a tied embedding once) and AdamW's two fp32 moments (state.pt), 12P. Left out:
     tokenizer and config files, AdamW's step counters, RNG states (KiB; 2% of a 115k-parameter test model's
     checkpoint, tests/test_train.py)."""

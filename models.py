@@ -379,7 +379,7 @@ def longest_token_chars(tok):
 
 def check_chat_template(tok, name):
     """Our prompts are one user message rendered with add_generation_prompt=True, enable_thinking=False and cut
-    at the message (rollout.build_context); refuse a tokenizer for which that cannot work."""
+    at the message (prompts.build_context); refuse a tokenizer for which that cannot work."""
     if not getattr(tok, "chat_template", None):
         raise ValueError(f"model {name!r}: the tokenizer has no chat template (our prompts need one)")
     sentinel = "\x00"  # the same cut mark build_context uses

@@ -3,11 +3,11 @@ App. D.6.1 (code: Coder + Tester; math: Reasoner + Tool-User), sampled with samp
 
     python rollout.py                  # tiny random models on examples/problems.jsonl: every step of the protocol
 
-Top to bottom: the prompts (App. F.1-F.2) and how a student context is built from them; parsing of responses;
-the environment of each workflow (Table 3); the turn loop `run_episodes`; a command line that prints transcripts.
+Top to bottom: the rollout's configuration and records; the environment of each workflow (Table 3), which reads
+the responses with the parsing rules of prompts.py; the turn loop `run_episodes`; a command line that prints
+transcripts. The prompts themselves (App. F.1-F.2) and how a student context is built are prompts.py's.
 """
 import argparse
-import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,91 +18,18 @@ from tqdm import tqdm
 
 from attribution import answers_equivalent, attribute_turn
 from data import COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems
-from models import encode_text, load_model, longest_token_chars
+from models import load_model
+from prompts import (NO_CODE_BLOCK, ROLE_NAMES, ROLES, Segment, build_context, check_prompt_limit, extract_answer,
+                     extract_program, extract_test_case, fit_context, printed_answer)
 from sampler import Generation, generate
-from sandbox import ERROR, is_error, outputs_match, run_case, run_once, stop_on_sigterm
+from sandbox import is_error, outputs_match, run_case, run_once, stop_on_sigterm
 
 # ----------------------------------------------------------------------------------------------------------
-# The two parallel workflows (§2.1, App. D.6.1, App. F.1-F.2)
+# The two parallel workflows (§2.1, App. D.6.1)
 #
 # Each turn both agents answer the same state independently (neither sees the other's same-turn output); the
 # environment compares their artefacts; agreement ends the episode, otherwise both see the mismatch history and
 # are asked, in the same terms, to locate the fault and revise or keep their own artefact; at most T turns.
-# A student prompt is one user message (our choice, §10.2) built from separately tokenized segments so that the
-# teacher can swap the generic opening line for a role condition (Eq. 6) and put verdicts after the history
-# entry of the turn they judge (Eq. 12) while every other token stays identical.
-
-ROLES = {"code": ("coder", "tester"), "math": ("reasoner", "tool_user")}
-ROLE_NAMES = {"coder": "Coder", "tester": "Tester", "reasoner": "Reasoner", "tool_user": "Tool-User"}
-
-# The generic one-line persona each template opens with (App. F.1): turn 0, then later turns.
-OPENING = {
-    "coder": ("You are a helpful assistant that writes Python programs.",
-              "You are a helpful assistant that corrects and refines Python programs."),
-    "tester": ("You are a helpful assistant that writes unit tests for Python programs.",
-               "You are a helpful assistant that corrects and refines unit tests for Python programs."),
-    "reasoner": ("You are a helpful assistant that solves math problems by reasoning.",
-                 "You are a helpful assistant that corrects and refines math solutions by reasoning."),
-    "tool_user": ("You are a helpful assistant that solves math problems by writing Python programs.",
-                  "You are a helpful assistant that corrects and refines Python programs that compute answers."),
-}
-
-IO_RULES = {
-    "stdio": "Read all input with input() and write results with print(); never hard-code input values. "
-             "First decide how many inputs there are and of which types, then implement the solution.",
-    "function": "Define the function `{entry_point}` exactly as the problem describes it. The program must not "
-                "read input or print; it is called with arguments and its return value is checked.",
-}
-TEST_RULES = {
-    "stdio": "The test input must follow the problem's input format exactly, and the expected output must be "
-             "exactly what a correct program prints for it.",
-    "function": "The test input is the arguments of `{entry_point}` written as one Python list literal, one element "
-                "per parameter in order, and the expected output is the correct return value written as a Python "
-                "literal.",
-}
-# Answer formats (App. F.1-F.2), reworded where small instruct models took App. F's wording literally (§10.1):
-# the answer line is described in words, never as a "<answer>" placeholder that reads like markup; the test rule
-# gives no concrete example value that a Tester could copy for an unrelated function; and each format ends with
-# the exact layout of a response, schematic ("..." stands for the model's own text) so there is nothing to copy.
-# The layouts are our addition: App. F shows none.
-LAYOUT = {
-    "coder": "Code:\n```python\n...\n```",
-    "tester": "...\nTest Input:\n```\n...\n```\nTest Output:\n```\n...\n```",
-    "reasoner": "Reasoning Steps:\n...\n#### ...",
-    "tool_user": "Code:\n```python\n...\nprint(...)\n```",
-}
-_SHOWN = ' Layout ("..." stands for your own text):\n'
-FMT_CODE = ('Answer format: a line "Code:" and then the complete program in one ```python fenced block.' + _SHOWN
-            + LAYOUT["coder"])
-FMT_TEST = ('Answer format: after your reasoning, a line "Test Input:" and then a ``` fenced block holding the '
-            'input, then a line "Test Output:" and then a ``` fenced block holding the expected output.' + _SHOWN
-            + LAYOUT["tester"])
-FMT_MATH = ('Answer format: a line "Reasoning Steps:" and your derivation, then a last line that starts with #### '
-            'followed by the final number or expression and nothing else.' + _SHOWN + LAYOUT["reasoner"])
-FMT_TOOL = ('Answer format: a line "Code:" and then one ```python fenced block; the program must print only the '
-            'final answer.' + _SHOWN + LAYOUT["tool_user"])
-
-GUIDANCE = {  # what the role does at turn 0
-    "coder": "Think through the problem step by step, then write a program that solves it. {io}",
-    "tester": "Think through the problem step by step, then write one test case for it. {test}",
-    "reasoner": "Solve the problem step by step in words, without writing code.",
-    "tool_user": "Write a short Python program that computes the answer to the problem.",
-}
-REVISE = {  # later turns: each role is asked in the same terms to locate the fault, then revise or keep (App. F.1)
-    "coder": "Your program's output and the declared expected output disagreed. If your program crashed, fix the "
-             "bug. Otherwise decide where the inconsistency comes from: if your program is wrong, refine it; if the "
-             "test case is wrong, keep your program and briefly explain why it meets the specification.",
-    "tester": "The program's output and your declared expected output disagreed. Decide where the inconsistency "
-              "comes from: if your test case is wrong, fix it; if the program is wrong, keep your test case and "
-              "briefly explain why its expected output follows from the specification.",
-    "reasoner": "The answer of your derivation and the result printed by the program disagreed. Decide where the "
-                "disagreement comes from: if your derivation is at fault, fix the faulty step and give the "
-                "corrected answer; if it is sound, keep your answer and briefly explain why.",
-    "tool_user": "The result printed by your program and the answer of the derivation disagreed. If your program "
-                 "crashed, fix the bug. Otherwise decide where the disagreement comes from: if your program is at "
-                 "fault, fix it; if it is sound, keep it and briefly explain why.",
-}
-ANSWER_FMT = {"coder": FMT_CODE, "tester": FMT_TEST, "reasoner": FMT_MATH, "tool_user": FMT_TOOL}
 
 
 @dataclass
@@ -143,13 +70,6 @@ def response_limit(cfg, domain):
 
 
 @dataclass
-class Segment:
-    kind: str        # "head" | "opening" | "task" | "history" | "instruction" | "tail"
-    ids: list[int]
-    turn: int = -1   # for "history": the earlier turn this entry records
-
-
-@dataclass
 class Response:
     role: str
     context: list[Segment]  # the student's input x_i^t, exactly as the student saw it
@@ -177,195 +97,6 @@ class Episode:
     turns: list
     final: str | None = None     # the submitted program (code) or answer (math)
     stopped: str = ""            # "agreed", "max_turns" or "prompt_too_long"
-
-
-NO_PROGRAM = "(no program found in the response)"
-NO_TEST = "(no test case found in the response)"
-NO_ANSWER = '(no "####" answer found in the response)'
-NO_CODE_BLOCK = ERROR + "no ```python code block found in the response"  # the outcome when there is no program
-NOT_RUN = "(not run: there was no test case)"
-PLACEHOLDERS = (NO_PROGRAM, NO_TEST, NO_ANSWER, NO_CODE_BLOCK, NOT_RUN)  # never parsed as an artefact
-
-
-def _fence(text, lang=""):
-    """`text` as a fenced block whose fence is longer than any run of backticks inside it, so that what a program
-    prints cannot close the block and write unfenced text (e.g. a fake verification result) into a prompt."""
-    ticks = "`" * max(3, 1 + max(map(len, re.findall("`+", text)), default=0))
-    return f"{ticks}{lang}\n" + text.rstrip("\n") + f"\n{ticks}"
-
-
-def history_entry(role, t, artefacts):
-    """The mismatch-history entry of earlier turn t as `role` sees it: its own artefact in full and what the
-    environment observed of its partner (App. F.1: the Coder sees its programs, the test inputs, expected and
-    actual outputs; the Tester its test cases and the differing program output). Every past turn is shown."""
-    program, answer = artefacts.get("program") or NO_PROGRAM, artefacts.get("derivation_answer") or NO_ANSWER
-    if role in ("coder", "tester"):
-        test_in, test_out = artefacts["test_input"], artefacts["test_output"]
-        shown = {"test input": _fence(NO_TEST if test_in is None else test_in),
-                 "expected output": _fence(NO_TEST if test_out is None else test_out),
-                 "program output": _fence(artefacts["program_output"] or NOT_RUN)}
-        if role == "coder":
-            lines = ["Your program:", _fence(program, "python"), "Test input:", shown["test input"], "Expected output:",
-                     shown["expected output"], "Your program's output:", shown["program output"]]
-        else:
-            lines = ["Your test input:", shown["test input"], "Your expected output:", shown["expected output"],
-                     "The program's output:", shown["program output"]]
-    elif role == "reasoner":  # App. F.2: prior derivation and answer, the teammate's program and its output
-        lines = ["Your derivation:", artefacts["derivation"].strip(), f"Your answer: {answer}", "The program:",
-                 _fence(program, "python"), f"It printed: {artefacts['program_answer']}"]
-    else:
-        lines = ["Your program:", _fence(program, "python"), f"It printed: {artefacts['program_answer']}",
-                 f"The derivation's answer: {answer}"]
-    return f"Turn {t + 1}:\n" + "\n".join(lines) + "\n\n"
-
-
-def build_context(tokenizer, problem, role, turns):
-    """x_i^t as segments: chat head | opening line | guidance + problem | one entry per earlier turn | revise
-    instruction + answer format | chat tail with Qwen3's empty think block (no-thinking mode, App. D.5)."""
-    t = len(turns)
-    fill = {"entry_point": problem.get("entry_point", ""), "io": "", "test": ""}
-    if problem["domain"] == "code":
-        fill["io"] = IO_RULES[problem["format"]].format(**fill)
-        fill["test"] = TEST_RULES[problem["format"]].format(**fill)
-    sentinel = "\x00"
-    chat = tokenizer.apply_chat_template([{"role": "user", "content": sentinel}], tokenize=False,
-                                         add_generation_prompt=True, enable_thinking=False)
-    head, tail = chat.split(sentinel)
-    task = "\n\n" + GUIDANCE[role].format(**fill) + "\n\nProblem:\n" + problem["question"].strip() + "\n\n"
-    pieces = [("head", head, -1), ("opening", OPENING[role][min(t, 1)], -1), ("task", task, -1)]
-    if t:
-        pieces.append(("history", "History of the earlier turns:\n\n", -1))
-        pieces += [("history", history_entry(role, i, turn.artefacts), i) for i, turn in enumerate(turns)]
-        pieces.append(("instruction", REVISE[role] + "\n\n" + ANSWER_FMT[role], -1))
-    else:
-        pieces.append(("instruction", ANSWER_FMT[role], -1))
-    pieces.append(("tail", tail, -1))
-    # only the chat template's own pieces may hold control tokens; problem and history text is read as text
-    return [Segment(k, tokenizer(s, add_special_tokens=False)["input_ids"] if k in ("head", "tail")
-                    else encode_text(tokenizer, s), i) for k, s, i in pieces]
-
-
-def fit_context(segments, limit):
-    """Enforce the student prompt limit by dropping the oldest history entries (the latest mismatch matters most);
-    returns None when even the history-free prompt is too long (the episode then stops)."""
-    segs = list(segments)
-    while sum(len(s.ids) for s in segs) > limit:
-        entries = [j for j, s in enumerate(segs) if s.kind == "history" and s.turn >= 0]
-        if not entries:
-            return None
-        del segs[entries[0]]
-    return segs
-
-
-def check_prompt_limit(problems, tokenizer, limit):
-    """Refuse, naming the problem, any question that alone exceeds the student prompt limit of App. D.6.3 (its
-    episode would stop as prompt_too_long at once). Run when the problems are loaded: a question longer than limit
-    tokens of the longest spelling cannot fit and is refused by its length, so a 50 MB line costs no tokenizing."""
-    most_chars = limit * longest_token_chars(tokenizer)
-    for p in problems:
-        if len(p["question"]) > most_chars or len(encode_text(tokenizer, p["question"])) > limit:
-            raise ProblemError(f"problem {p['id']!r}: the question alone is over the student prompt limit of "
-                               f"{limit} tokens")
-
-
-# Parsing rules (§10.5, our choices), tolerant of what small instruct models write; each parsed artefact also
-# names the rule that read it, so that metrics can tell format failures from wrong work (format_counts).
-# A program is the last ```python block, so a revised program written after an old one wins and an
-# example-output block after the program is not taken for it; without a python-tagged block, the first fenced
-# block after the last "Code:" (the answer format's label); without that either, the last fenced block of any
-# tag. A "Code:" label repeated as the block's first line is not code. An unclosed fence (truncated response)
-# yields no program. A test case is read after the last "Test Input:" and the following "Test Output:": fenced
-# blocks when there are any, else the text after each label (unfenced). Only one test case is read per turn.
-# The Reasoner's answer: the last "####" line with markup stripped, else the last \boxed{...}, else the last
-# number outside code blocks, in ASCII digits ("٣" is no number, as for sandbox.NUMBER). The placeholders this
-# project writes into histories (NO_PROGRAM ...) and the prompts' schematic layouts are removed before any rule
-# runs, so a student that copies one from its history or its prompt has written no artefact.
-_FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.S)
-_LABEL_LINE = re.compile(r"\A(\s*Code:[ \t]*\n)+")
-_MARKUP = re.compile(r"</?[A-Za-z][\w-]*>|\*\*|__|`")
-_LAST_NUMBER = re.compile(r"-?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?(?:/[0-9]+)?")
-
-
-def _without_placeholders(text):
-    for p in PLACEHOLDERS + tuple(LAYOUT.values()):
-        text = text.replace(p, "")
-    return text
-
-
-def extract_program(text):
-    """(program, rule) of a Coder or Tool-User response, written after "Code:" in a fenced block as the answer
-    format of App. F.1 asks (rules above, §10.5); (None, None) when there is none."""
-    text = _without_placeholders(text)
-    blocks = list(_FENCE.finditer(text))
-    python = [b for b in blocks if b.group(1).lower() in ("python", "py", "python3")]
-    after_label = [b for b in blocks if b.start() > text.rfind("Code:") >= 0]
-    chosen, rule = next(((b[-1] if r != "after_code_label" else b[0], r) for b, r in
-                         ((python, "python_block"), (after_label, "after_code_label"), (blocks, "any_block")) if b),
-                        (None, None))
-    program = chosen and _LABEL_LINE.sub("", chosen.group(2))
-    return (program, rule) if program and program.strip() else (None, None)
-
-
-def _after_label(text, start, end):
-    """The first fenced block in text[start:end] ("fenced"), else the unfenced text there up to the first blank
-    line ("unfenced"), as (value, rule) or (None, None)."""
-    block = _FENCE.search(text, start, end)
-    if block:
-        return block.group(2), "fenced"
-    value = text[start:end].strip().split("\n\n")[0].strip()
-    return (value + "\n", "unfenced") if value and "```" not in value else (None, None)
-
-
-def extract_test_case(text):
-    """((input, expected_output), rule) of a Tester response, or (None, None). rule: "fenced" when both are
-    fenced blocks, else "unfenced"."""
-    text = _without_placeholders(text)
-    i = text.rfind("Test Input:")
-    j = text.find("Test Output:", i + 1) if i >= 0 else -1
-    if j < 0:
-        return None, None
-    (inp, r_in), (out, r_out) = _after_label(text, i + len("Test Input:"), j), \
-        _after_label(text, j + len("Test Output:"), len(text))
-    if inp is None or out is None:
-        return None, None
-    return (inp, out), "fenced" if r_in == r_out == "fenced" else "unfenced"
-
-
-def _last_boxed(text):
-    """The content of the last \\boxed{...}, braces balanced, or None."""
-    i = text.rfind("\\boxed{")
-    if i < 0:
-        return None
-    depth, k = 0, i + len("\\boxed")
-    for k in range(k, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[k], 0)
-        if depth == 0:
-            return text[i + len("\\boxed{"):k].strip() or None
-    return None
-
-
-def extract_answer(text):
-    """(answer, rule) of a Reasoner response: the rest of the line after the last '####' (App. D.6.1) with markup
-    such as <answer> tags or ** stripped ("hash_line"), else the last \\boxed{} ("boxed"), else the last number
-    outside code blocks ("last_number"); (None, None) when none applies."""
-    text = _without_placeholders(text)
-    i = text.rfind("####")
-    if i >= 0:
-        line = _MARKUP.sub("", text[i + 4:].strip().split("\n")[0]).strip()
-        if re.search(r"\w", line):  # a copied "#### ..." of the layout is no answer
-            return line, "hash_line"
-    if boxed := _last_boxed(text):
-        return boxed, "boxed"
-    numbers = _LAST_NUMBER.findall(_FENCE.sub("", text))  # a number inside a program is no answer
-    return (numbers[-1], "last_number") if numbers else (None, None)
-
-
-def printed_answer(result):
-    """The Tool-User's answer: the last non-empty line its program printed, or its error string."""
-    if not result.ok:
-        return result.error
-    lines = [ln.strip() for ln in result.stdout.splitlines() if ln.strip()]
-    return lines[-1] if lines else ERROR + "the program printed nothing"
 
 
 def code_env(problem, texts, cfg):
@@ -409,28 +140,6 @@ def final_answer(episode, cfg):
         raise ValueError(f"RolloutConfig.math_final must be 'reasoner' or 'tool_user', got {cfg.math_final!r}")
     first, second = (deriv, prog) if cfg.math_final == "reasoner" else (prog, deriv)
     return first if first is not None else second
-
-
-def format_counts(episodes):
-    """Per role, how its responses were parsed under the rules of §10.5 (above): {role: {"responses": n, rule:
-    count, ..., "truncated": count, "unparsed": count}}, rule as named by extract_program / extract_test_case /
-    extract_answer. A response with no readable artefact is "truncated" when the response limit cut it (e.g.
-    inside its opened code block: a length problem) and "unparsed" when it ended by itself (a format problem)."""
-    out = {}
-    for e in episodes:
-        for turn in e.turns:
-            for role, rule in turn.artefacts.get("parsed_by", {}).items():
-                c = out.setdefault(role, {"responses": 0, "truncated": 0, "unparsed": 0})
-                c["responses"] += 1
-                rule = rule or ("truncated" if turn.responses[role].truncated else "unparsed")
-                c[rule] = c.get(rule, 0) + 1
-    return out
-
-
-def format_shares(counts):
-    """format_counts' counts (or their sums over ranks) as % of each role's responses: {role: {rule: %}}."""
-    return {role: {k: 100 * v / c["responses"] for k, v in sorted(c.items()) if k != "responses"}
-            for role, c in sorted(counts.items()) if c["responses"]}
 
 
 def stop_ids_of(tokenizer):
@@ -553,7 +262,7 @@ def _finish(e, stopped, cfg, on_done):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 3. Command line: run episodes and print their transcripts (every step of the protocol, tiny models)
+# Command line: run episodes and print their transcripts (every step of the protocol, tiny models)
 
 
 def episode_record(e):

@@ -58,7 +58,7 @@ KAPPA = {"coder": "tester", "tester": "coder", "reasoner": "tool_user", "tool_us
 def teacher_contexts(tokenizer, segments, roles, verdicts=None, limit=12288):
     """u~ (Eq. 6, 12) as token ids, one context per role condition in `roles`, or None when they cannot fit.
 
-    segments: the student's stored context x_i^t (rollout.Segment list). roles: whose condition r replaces the
+    segments: the student's stored context x_i^t (prompts.Segment list). roles: whose condition r replaces the
     generic opening line, e.g. (role, KAPPA[role]) for the target and the contrast pass of Eq. 9. verdicts:
     c^{<t}, the descriptions of turns 0..t-1 (attribution.verdicts_before), or None for PAC off; the verdict on
     turn t' goes right after the history entry of turn t', i.e. just before the turn it guides (App. F.4). The

@@ -4,6 +4,8 @@ Per step: Phase 1 the students roll out jointly (rollout.py); Phase 2 the verifi
 turn (attribution.py), then the frozen teacher scores every response twice, under the target and the contrast
 role condition (teacher.py); advantages A^RAS (Eq. 10); Phase 3 the loss of Eq. 13 (loss.py) updates each
 role's policy from its own responses, all policies synchronously. Verdicts and teacher scores are then dropped.
+The prompts and parsing rules are prompts.py's, a step's figures and console line metrics.py's, checkpoints and
+resume checkpoint.py's.
 
     python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3 \
         --batch 2 --max-new-tokens 32      # tiny random models: every phase of the protocol, seconds
@@ -22,10 +24,7 @@ import json
 import math
 import os
 import random
-import resource
-import shutil
 import sys
-import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -35,15 +34,16 @@ from transformers.utils import logging as hf_logging
 
 import distributed
 from attribution import attribute_episodes, verdicts_before
+from checkpoint import check_disk, distinct, read_state, save_checkpoint, start_log
 from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
-                  load_problems, nearest_folder, preset_line, write_atomic)
+                  load_problems, preset_line, write_atomic)
 from eval import EVAL_DECODING, evaluate, load_policies, markdown, run_line
-from loss import eq13_weights, opd_advantage, ras_advantage, role_advantage, weighted_loss
-from memory import GiB, check_fits, checkpoint_bytes, config_of
-from models import (DTYPES, cpu_threads, device, first_line, forget_gguf, load_model, precision, same_tokenizer_specs,
-                    to_dtype)
-from rollout import (ROLES, Response, append_episodes, check_prompt_limit, format_counts, format_shares,
-                     rollout_config, run_episodes)
+from loss import eq13_weights, mas_opd_loss, ras_advantage
+from memory import check_fits
+from metrics import PhaseClock, add_counts, peak_memory_mb, rollout_counts, rollout_metrics, step_line
+from models import DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs, to_dtype
+from prompts import ROLES, check_prompt_limit
+from rollout import Response, append_episodes, rollout_config, run_episodes
 from sampler import release_decoder, sequence_logprobs
 from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
@@ -132,18 +132,6 @@ class Scored:
     adv: torch.Tensor = None          # A^RAS_k (Eq. 10), detached
 
 
-def stopwatch():
-    """-> lap(): seconds since the previous lap (or the start), to the millisecond: the per-phase times of
-    Algorithm 1 that metrics.jsonl reports (cf. App. D.6.4, Table 4)."""
-    last = [time.perf_counter()]
-
-    def lap():
-        now = time.perf_counter()
-        seconds, last[0] = now - last[0], now
-        return round(seconds, 3)
-    return lap
-
-
 def autocast(args):
     """bf16 compute over the fp32 master weights, or nothing (precision is left open by the paper, §10.10)."""
     if args.precision != "bf16":
@@ -179,44 +167,39 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollou
     rollout_models: what Phase 1 samples with (rollout_copies; default: the policies themselves). record: called
     as record(step, episodes) as soon as the rollout ends. progress: a line that names the phase running and the
     seconds of those done. Returns the step's metrics; the caller decides what to save."""
-    lap, cfg = stopwatch(), rollout_config(args, progress=progress)
-    seconds = {}  # per phase, as each ends
-    line = tqdm(total=0, bar_format="{desc}", leave=False, disable=not progress)
-    phase = lambda name: line.set_description_str(f"step {step}: {name} (done: " + ", ".join(
-        f"{k} {v:.1f} s" for k, v in seconds.items()) + ")")
-    phase("rollout")
+    cfg, clock = rollout_config(args, progress=progress), PhaseClock(step, progress)
     ids = list(range(distributed.rank(), args.batch, distributed.world_size()))  # this rank's share of the batch
     batch = batch_for_step(problems, step, args.batch, args.seed)
-    if rollout_models is None:
-        rollout_models = policies
-    refresh(rollout_models, policies)
-    # Phase 1: joint rollout, students only. Under bf16 on the rollout copies (no autocast needed); the sampler's
-    # log-probs are then those of bf16 weights while Eq. 13 differentiates the fp32 masters under autocast: the
-    # gap between the two is reported as logprob_gap / logprob_gap_mean (0 would be exactly on-policy, Eq. 8).
-    with autocast(args) if rollout_models is policies else nullcontext():
-        episodes = run_episodes([batch[i] for i in ids], rollout_models, tok, cfg, gen)
-    release_decoder()  # the sampler's KV cache, before the teacher and the update need the memory
-    seconds["rollout"] = lap()
-    if record:
-        record(step, episodes)
-    phase("attribution")
-    # Phase 2a: a^t of every completed turn, all before any scoring (the last turn's verdict goes unused)
-    attributions = attribute_episodes(episodes, timeout=cfg.code_timeout, workers=args.workers)
-    seconds["attribution"] = lap()
-    phase("teacher")
-    items, overlong = teacher_inputs(episodes, ids, attributions, tok, args)     # u~ under r_i and kappa(r_i)
-    with autocast(args):
-        score_both_passes(items, teacher, args)                                  # Phase 2b: Eq. 7, twice
-    for it in items:                                                             # Eq. 10, sampler log-probs
-        it.adv = ras_advantage(it.lp_target, it.lp_contrast, it.lp_student, args.lam)
-    seconds["teacher"] = lap()
+    with clock.phase("rollout"):          # Phase 1: the students' joint rollout
+        episodes = joint_rollout([batch[i] for i in ids], policies, rollout_models or policies, tok, cfg, gen, args)
+        if record:
+            record(step, episodes)
+    with clock.phase("attribution"):      # Phase 2a: a^t of every turn before any scoring (the last goes unused)
+        attributions = attribute_episodes(episodes, timeout=cfg.code_timeout, workers=args.workers)
+    with clock.phase("teacher"):
+        items, overlong = teacher_inputs(episodes, ids, attributions, tok, args)  # u~ under r_i and kappa(r_i)
+        with autocast(args):
+            score_both_passes(items, teacher, args)                               # Phase 2b: Eq. 7, twice
+        for it in items:                                                          # Eq. 10, sampler log-probs
+            it.adv = ras_advantage(it.lp_target, it.lp_contrast, it.lp_student, args.lam)
     counts = add_counts(distributed.gather(rollout_counts(episodes, attributions, items, overlong)))  # all ranks
     metrics = {"step": step, **rollout_metrics(counts)}
-    phase("update")
-    metrics.update(update(items, args.batch, policies, optims, args))  # Phase 3: Eq. 13, synchronously
-    seconds["update"] = lap()
-    line.close()
-    return {**metrics, "seconds": seconds, "peak_memory_mb": round(peak_memory_mb(args.device), 1)}
+    with clock.phase("update"):           # Phase 3: Eq. 13, all policies synchronously
+        metrics.update(update(items, args.batch, policies, optims, args))
+    clock.close()
+    return {**metrics, "seconds": clock.seconds, "peak_memory_mb": round(peak_memory_mb(args.device), 1)}
+
+
+def joint_rollout(problems, policies, rollout_models, tok, cfg, gen, args):
+    """Phase 1 of Algorithm 1 (App. C): the rollout models refreshed from the policies (on-policy), then the
+    students' episodes (rollout.run_episodes). Under bf16 the rollout copies sample without autocast; their
+    log-probs are then those of bf16 weights while Eq. 13 differentiates the fp32 masters under autocast: the gap
+    between the two is reported as logprob_gap / logprob_gap_mean (0 would be exactly on-policy, Eq. 8)."""
+    refresh(rollout_models, policies)
+    with autocast(args) if rollout_models is policies else nullcontext():
+        episodes = run_episodes(problems, rollout_models, tok, cfg, gen)
+    release_decoder()  # the sampler's KV cache, before the teacher and the update need the memory
+    return episodes
 
 
 def teacher_inputs(episodes, ids, attributions, tok, args):
@@ -291,8 +274,8 @@ def update(items, n_episodes, policies, optims, args):
                 logps = author_logprobs(chunk, policies)
             if "gaps" not in out:  # on-policy here: the trainer's log-probs must match the sampler's
                 out["gaps"] = torch.cat([(lp.detach().cpu() - it.lp_student).abs() for lp, it in zip(logps, chunk)])
-            loss = weighted_loss(logps, [it.adv.to(lp.device) for it, lp in zip(chunk, logps)],
-                                 weights[lo:lo + args.micro_batch])
+            loss = mas_opd_loss(logps, [it.adv.to(lp.device) for it, lp in zip(chunk, logps)],
+                                weights[lo:lo + args.micro_batch])
             loss.backward()
             loss_sum += loss.item()
         distributed.sum_grads(unique)
@@ -319,151 +302,6 @@ def update(items, n_episodes, policies, optims, args):
         return out
     return {**out, "logprob_gap": max(g[0] for g in gaps),
             "logprob_gap_mean": sum(g[1] for g in gaps) / max(1, sum(g[2] for g in gaps))}
-
-
-def rollout_counts(episodes, attributions, items, overlong):
-    """What this rank's rollout and teacher did, as sums, so that ranks add up (add_counts): episodes, turns,
-    conflicts, stops, verdict outcomes (App. F.6), tokens, and per role the token sums of A^OPD (Eq. 8), A^role
-    (Eq. 9) and the sampled reverse-KL estimate log pi_theta - log pi_T that Eq. 5 minimises."""
-    atts = [a for e in episodes for a in attributions[id(e)]]
-    roles = {}
-    for role in sorted({it.role for it in items}):
-        mine = [it for it in items if it.role == role]
-        lp_s, lp_t, lp_c = (torch.cat([getattr(it, k) for it in mine])
-                            for k in ("lp_student", "lp_target", "lp_contrast"))
-        roles[role] = {"a_opd": opd_advantage(lp_t, lp_s).sum().item(),
-                       "a_role": role_advantage(lp_t, lp_c).sum().item(),
-                       "reverse_kl": (lp_s - lp_t).sum().item(), "responses": len(mine), "tokens": len(lp_s)}
-    return {"tokens": {"rollout": sum(len(it.response.tokens) for it in items),
-                       "teacher": sum(len(it.ctx_target) + len(it.ctx_contrast) + 2 * len(it.response.tokens)
-                                      for it in items)},
-            "roles": roles, "episodes": len(episodes), "turns": sum(len(e.turns) for e in episodes),
-            "conflicts": sum(not t.agree for e in episodes for t in e.turns), "attributed": len(atts),
-            "stopped": {k: sum(e.stopped == k for e in episodes) for k in {e.stopped for e in episodes}},
-            "outcomes": {k: sum(a.outcome == k for a in atts) for k in {a.outcome for a in atts}},
-            "format": format_counts(episodes), "teacher_overlong": overlong}
-
-
-def add_counts(parts):
-    """Nested dicts of numbers summed key by key (a key missing from one counts as 0)."""
-    out = {}
-    for part in parts:
-        for k, v in part.items():
-            out[k] = add_counts([out.get(k, {}), v]) if isinstance(v, dict) else out.get(k, 0) + v
-    return out
-
-
-def rollout_metrics(c):
-    """The step's metrics from the counts of all ranks: per-role means per token, turns per episode, conflict rate."""
-    means = ("a_opd", "a_role", "reverse_kl")
-    return {"tokens": c["tokens"],
-            "roles": {r: {**{k: s[k] / max(1, s["tokens"]) for k in means}, "responses": s["responses"],
-                          "tokens": s["tokens"]} for r, s in sorted(c.get("roles", {}).items())},
-            "turns_per_episode": c["turns"] / max(1, c["episodes"]),
-            "conflict_rate": c["conflicts"] / max(1, c["attributed"]),
-            "stopped": dict(sorted(c.get("stopped", {}).items())),
-            "outcomes": dict(sorted(c.get("outcomes", {}).items())),
-            "format": format_shares(c.get("format", {})), "teacher_overlong": c["teacher_overlong"]}
-
-
-def peak_memory_mb(device):
-    if device.startswith("cuda"):
-        return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
-
-# ---------------------------------------------------------------------------------------------- checkpoints
-
-def distinct(policies):
-    """The distinct models among role -> model (one when a shared policy sits in every seat)."""
-    return list({id(p): p for p in policies.values()}.values())
-
-
-def policy_names(policies):
-    """Directory name per distinct policy: its role, or 'shared' when one model sits in every seat."""
-    names = {}
-    for role, model in policies.items():
-        names.setdefault(id(model), "shared" if len(distinct(policies)) == 1 else role)
-    return names
-
-
-def save_checkpoint(out, step, policies, optims, tok, samplers, skipped, args):
-    """Write OUT/checkpoint atomically: build checkpoint.tmp, then swap it in. Refuses non-finite weights.
-    samplers: the sampler generator state of every rank (one in a single process)."""
-    unique = distinct(policies)
-    if not all(torch.isfinite(p).all() for model in unique for p in model.parameters()):
-        raise RuntimeError(f"step {step}: non-finite weights; refusing to write a checkpoint")
-    final, tmp, old = (os.path.join(out, n) for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
-    shutil.rmtree(tmp, ignore_errors=True)
-    names = policy_names(policies)
-    for model in unique:
-        model.save_pretrained(os.path.join(tmp, names[id(model)]))
-        tok.save_pretrained(os.path.join(tmp, names[id(model)]))
-    torch.save({"step": step, "optims": [o.state_dict() for o in optims], "skipped": skipped, "args": vars(args),
-                "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "sampler": samplers}},
-               os.path.join(tmp, "state.pt"))
-    if os.path.isdir(final):
-        os.replace(final, old)
-    os.replace(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def check_disk(args, n_policies):
-    """The start-up line: what one step of Algorithm 1 (App. C) samples and scores at most (every episode runs
-    --max-turns turns, every response --max-new-tokens tokens, every teacher context its limit; Eq. 7 scores each
-    response twice) and what each checkpoint writes (memory.checkpoint_bytes, from the config, no weights).
-    Raises ValueError (one line) when --out has not the free disk space the next save_checkpoint needs at its
-    peak: checkpoint.tmp is complete before the last checkpoint goes, so a run that saves twice needs two
-    checkpoints' space, or one where a checkpoint is already there."""
-    responses = args.batch * 2 * args.max_turns  # two roles per episode
-    limit = max(args.max_new_tokens, args.math_max_new_tokens)  # the longer of the two domains' limits
-    sampled = responses * limit
-    scored = 2 * responses * (args.teacher_max_prompt_tokens + limit)
-    size = checkpoint_bytes(config_of(args.student), n_policies)
-    there = any(os.path.isdir(os.path.join(args.out, n)) for n in ("checkpoint", "checkpoint.old"))
-    copies = 1 if there or args.steps <= args.save_every else 2
-    folder = nearest_folder(args.out)
-    free = shutil.disk_usage(folder).free
-    if free < copies * size:
-        raise ValueError(f"--out {args.out}: {free / GiB:.1f} GiB free on disk at {folder}, but the checkpoints "
-                         f"need {copies * size / GiB:.1f} GiB ({copies} x {size / GiB:.1f} GiB: a new one is written "
-                         f"before the last is removed); choose --out on a disk with room, or free space there")
-    return (f"per step: up to {sampled:,} tokens sampled ({args.batch} episodes x 2 roles x {args.max_turns} turns x "
-            f"{limit}), up to {scored:,} scored by the teacher (each response twice, contexts of at most "
-            f"{args.teacher_max_prompt_tokens:,}); checkpoint: {size:,} bytes ({size / GiB:.1f} GiB, {n_policies} "
-            f"polic{'y' if n_policies == 1 else 'ies'}: fp32 weights + AdamW moments) every {args.save_every} "
-            f"steps and at the end, {free / GiB:.1f} GiB free at {folder}")
-
-
-def start_log(path, start):
-    """Begin a JSONL log of steps at step `start` (0 for a fresh run, which empties it): keep the lines of earlier
-    steps and drop those of later ones (written after the checkpoint, before a crash)."""
-    kept = []
-    if start and os.path.exists(path):
-        with open(path) as f:
-            kept = [ln for ln in f if _step_of(ln) < start]
-    with open(path, "w") as f:
-        f.writelines(kept)
-
-
-def _step_of(line):
-    """The step of a metrics.jsonl line; a line a crash cut short counts as after every checkpoint (dropped)."""
-    try:
-        return json.loads(line)["step"]
-    except (ValueError, KeyError, TypeError):
-        return math.inf
-
-
-def read_state(path):
-    """The state.pt of save_checkpoint; a damaged file is a one-line ValueError naming it."""
-    try:
-        state = torch.load(path, weights_only=False)
-    except Exception as e:  # truncated: RuntimeError (no zip directory) or EOFError; corrupt: whatever unpickling hits
-        raise ValueError(f"{path}: cannot load checkpoint ({first_line(e)})") from None
-    missing = {"step", "optims", "skipped", "rng"} - (set(state) if isinstance(state, dict) else set())
-    if missing or not {"torch", "python", "sampler"} <= set(state["rng"]):
-        raise ValueError(f"{path}: not a checkpoint of train.py (missing {sorted(missing) or 'rng states'})")
-    return state
 
 
 def build(args, teacher=None):
@@ -567,8 +405,7 @@ def main(argv=None, teacher=None):
         else None
     if held_out and rank == 0:  # evaluated as Phase 1 samples: on the bf16 copies under --precision bf16
         results = {"before": evaluate_policies(held_out, rollout_models, tok, args)} if start == 0 else {}
-    bar = tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps, disable=rank != 0)
-    for step in bar:
+    for step in tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps, disable=rank != 0):
         metrics = train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models, record,
                              progress=rank == 0)
         skipped += metrics["skipped"]
@@ -576,9 +413,7 @@ def main(argv=None, teacher=None):
         if rank == 0:
             with open(metrics_path, "a") as f:
                 f.write(json_text(metrics) + "\n")
-        bar.set_postfix(loss=f"{sum(metrics['loss']):.4f}", turns=f"{metrics['turns_per_episode']:.2f}",
-                        conflict=f"{metrics['conflict_rate']:.2f}", skipped=skipped,
-                        **{f"a_role[{r}]": f"{s['a_role']:+.3f}" for r, s in metrics["roles"].items()})
+            tqdm.write(step_line(metrics))  # stays on screen above the bar
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
             samplers = distributed.gather(gen.get_state())  # every rank's stream, so that a resume continues each
             if rank == 0:

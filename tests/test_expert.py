@@ -8,7 +8,7 @@ import torch
 
 from attribution import HEADER
 from models import make_tokenizer
-from rollout import ROLES, build_context
+from prompts import ROLES, build_context
 from teacher import KAPPA, score, teacher_contexts
 from toy import expert
 from toy.expert import HandTeacher

@@ -1,5 +1,6 @@
-"""The architecture as the README states it: the method imports neither the toy world nor the tools, imports run in
-one direction (no cycles), only at the top of a file, and the sampler can be copied without the rest."""
+"""The architecture as the README states it: the method imports neither the toy world nor the tools, the supports
+import no method file (metrics.py reads loss.py's advantages), imports run in one direction (no cycles), only at
+the top of a file, and the sampler can be copied without the rest."""
 import ast
 import os
 import subprocess
@@ -7,7 +8,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METHOD = ["rollout", "attribution", "teacher", "loss", "train", "eval"]
-SUPPORTS = ["sampler", "models", "data", "sandbox", "distributed", "memory"]
+SUPPORTS = ["prompts", "metrics", "checkpoint", "sampler", "models", "data", "sandbox", "distributed", "memory"]
+ALLOWED_METHOD_IMPORTS = {"metrics": {"loss"}}  # the step's A^OPD and A^role means, with loss.py's own functions
 
 
 def project_modules():
@@ -44,6 +46,14 @@ def test_method_and_supports_import_neither_toy_nor_tools_and_only_at_the_top():
         assert not nested, f"{name}.py imports {nested} inside a function"
         assert not {m for m in top if m.split(".")[0] in ("toy", "tools")}, f"{name}.py imports {top}"
     assert all(not imports(modules[n], modules)[1] for n in modules), "a function-level import of a project module"
+
+
+def test_supports_import_no_method_file():
+    modules = project_modules()
+    for name in SUPPORTS:
+        method = {m for m in imports(modules[name], modules)[0] if m in METHOD}
+        method -= ALLOWED_METHOD_IMPORTS.get(name, set())
+        assert not method, f"{name}.py, a support, imports the method file(s) {sorted(method)}"
 
 
 def test_project_imports_form_no_cycle():

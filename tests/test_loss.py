@@ -1,8 +1,9 @@
-"""Eq. 8-10 and Eq. 13 against hand-computed cases, the averaging order, and per-role gradient routing."""
+"""Eq. 8-10 and Eq. 13 against hand-computed cases, the averaging order, and per-role gradient routing: with
+mas_opd_loss and eq13_weights, the two functions train.update computes the loss with."""
 import pytest
 import torch
 
-from loss import eq13_weights, mas_opd_loss, opd_advantage, ras_advantage, role_advantage, weighted_loss
+from loss import eq13_weights, mas_opd_loss, opd_advantage, ras_advantage, role_advantage
 
 T = torch.tensor
 
@@ -40,13 +41,14 @@ def test_eq13_weights_four_turns_do_not_outweigh_one():
 def test_loss_by_hand_and_long_response_does_not_outweigh_short():
     # one episode, one role, two turns: a 100-token response with adv*logp = 1 per token and a 2-token one with 3
     long_lp, short_lp = torch.ones(100, requires_grad=True), torch.ones(2, requires_grad=True)
-    loss = mas_opd_loss([long_lp, short_lp], [torch.ones(100), 3 * torch.ones(2)], ["coder", "coder"], [0, 0])
+    w = eq13_weights(["coder", "coder"], [0, 0])
+    loss = mas_opd_loss([long_lp, short_lp], [torch.ones(100), 3 * torch.ones(2)], w)
     assert loss.item() == pytest.approx(-(1 + 3) / 2)  # token counts do not enter: -(mean1 + mean2) / 2
     # two episodes x two roles, values chosen by hand
     lps = [T([-1.0, -3.0]), T([-2.0]), T([-4.0]), T([-1.0, -1.0, -1.0])]
     advs = [T([1.0, 1.0]), T([2.0]), T([0.5]), T([-1.0, 0.0, 1.0])]
     # means of adv*logp: -2, -4, -2, 0; episode 0 = (-2 + -4) / 2 = -3; episode 1 = (-2 + 0) / 2 = -1
-    loss = mas_opd_loss(lps, advs, ["coder", "tester", "coder", "tester"], [0, 0, 1, 1])
+    loss = mas_opd_loss(lps, advs, eq13_weights(["coder", "tester", "coder", "tester"], [0, 0, 1, 1]))
     assert loss.item() == pytest.approx(-(-3 + -1) / 2)
 
 
@@ -59,11 +61,11 @@ def test_gradient_of_one_role_never_reaches_the_other_policy():
     logps, advs = lp_coder + lp_tester, [torch.ones(2), -torch.ones(1), 2 * torch.ones(1)]
     roles, eps = ["coder", "coder", "tester"], [0, 0, 0]
     w = eq13_weights(roles, eps)
-    weighted_loss(logps[:2], advs[:2], w[:2]).backward(retain_graph=True)  # role A's part of the loss
+    mas_opd_loss(logps[:2], advs[:2], w[:2]).backward(retain_graph=True)  # role A's part of the loss
     assert tester.weight.grad is None and coder.weight.grad is not None
     only_coder = coder.weight.grad.clone()
     coder.zero_grad()
-    mas_opd_loss(logps, advs, roles, eps).backward()  # the full loss: coder's gradient is unchanged by tester terms
+    mas_opd_loss(logps, advs, w).backward()  # the full loss: coder's gradient is unchanged by tester terms
     torch.testing.assert_close(coder.weight.grad, only_coder)
     assert tester.weight.grad is not None
 
@@ -74,24 +76,24 @@ def test_gradient_accumulation_equals_one_pass():
     logps = [p[:2], p[2:5], p[5:]]
     advs = [torch.randn(2), torch.randn(3), torch.randn(1)]
     roles, eps = ["coder", "tester", "coder"], [0, 0, 1]
-    mas_opd_loss(logps, advs, roles, eps).backward()
+    w = eq13_weights(roles, eps)
+    mas_opd_loss(logps, advs, w).backward()
     full = p.grad.clone()
     p.grad = None
-    w = eq13_weights(roles, eps)
     for lo in range(3):  # one response per micro-batch, weights from the whole batch
         logps = [p[:2], p[2:5], p[5:]]
-        weighted_loss(logps[lo:lo + 1], advs[lo:lo + 1], w[lo:lo + 1]).backward()
+        mas_opd_loss(logps[lo:lo + 1], advs[lo:lo + 1], w[lo:lo + 1]).backward()
     torch.testing.assert_close(p.grad, full)
 
 
 def test_hostile_inputs():
     with pytest.raises(ValueError):
-        mas_opd_loss([], [], [], [])
+        mas_opd_loss([], [], [])
     with pytest.raises(ValueError, match="response 0"):
-        mas_opd_loss([torch.ones(3)], [torch.ones(2)], ["coder"], [0])
+        mas_opd_loss([torch.ones(3)], [torch.ones(2)], [1.0])
     with pytest.raises(ValueError, match="response 0"):
-        mas_opd_loss([torch.ones(0)], [torch.ones(0)], ["coder"], [0])
+        mas_opd_loss([torch.ones(0)], [torch.ones(0)], [1.0])
     with pytest.raises(ValueError):
-        mas_opd_loss([torch.ones(2)], [torch.ones(2)], ["coder", "tester"], [0])
+        mas_opd_loss([torch.ones(2)], [torch.ones(2)], [0.5, 0.5])
     with pytest.raises(ValueError):
         eq13_weights(["coder"], [0, 1])

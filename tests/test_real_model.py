@@ -22,6 +22,7 @@ import data
 import eval as evaluation
 import memory
 import models
+import prompts
 import rollout
 import train
 from models import make_tokenizer, tiny_model
@@ -171,7 +172,7 @@ def test_smollm2_tokenizer_stop_ids_and_chat_template(smol):
     chat = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True,
                                    enable_thinking=False)
     assert chat.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n") and "<think>" not in chat
-    segments = rollout.build_context(tok, PROBLEMS[0], "reasoner", [])
+    segments = prompts.build_context(tok, PROBLEMS[0], "reasoner", [])
     text = tok.decode([i for s in segments for i in s.ids])
     assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_end|>\n<|im_start|>assistant\n")
 

@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from attribution import Attribution, verdicts_before
-from rollout import OPENING, RolloutConfig, run_episodes
+from prompts import OPENING
+from rollout import RolloutConfig, run_episodes
 from sampler import sequence_logprobs
 from teacher import KAPPA, ROLE_CONDITIONS, score, teacher_contexts
 from tests.test_workflows import BAD, SUM, TEST_WRONG

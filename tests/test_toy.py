@@ -13,7 +13,8 @@ import train
 from attribution import HEADER, attribute_turn
 from data import check_problem, load_problems
 from models import load_model, make_tokenizer, tiny_model
-from rollout import RolloutConfig, build_context, code_env, math_env
+from prompts import build_context
+from rollout import RolloutConfig, code_env, math_env
 from sampler import sequence_logprobs
 from teacher import ROLE_CONDITIONS
 from toy import ablation

@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+import checkpoint
 import memory
 import models
 import train
@@ -44,7 +45,8 @@ def test_three_steps_write_metrics_and_a_loadable_checkpoint(tmp_path, problems,
     train.main(["--problems", problems, "--out", out, "--steps", "3"] + FAST)
     # the start-up line's bounds hold for every step, and its checkpoint size is what was written (within the
     # tokenizer and config files, step counters and RNG states it leaves out)
-    sampled, scored, size = _start_line(capsys.readouterr().out)
+    printed = capsys.readouterr().out
+    sampled, scored, size = _start_line(printed)
     assert sampled == 2 * 2 * 2 * 6  # batch x roles x max_turns x max_new_tokens
     written = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(os.path.join(out, "checkpoint"))
                   for f in fs)
@@ -61,6 +63,17 @@ def test_three_steps_write_metrics_and_a_loadable_checkpoint(tmp_path, problems,
         assert sum(m["outcomes"].values()) == round(m["turns_per_episode"] * 2)
         assert set(m["format"]) == set(m["roles"])  # per role, % of responses parsed by each rule or unparsed
         assert all(abs(sum(shares.values()) - 100) < 1e-9 and "unparsed" in shares for shares in m["format"].values())
+    # one persistent console line per step, with the step's loss, per-token reverse KL and A^role over all roles
+    lines = re.findall(r"^step (\d+) \| loss (\S+) \| reverse KL (\S+) \| A\^role (\S+) \| conflict (\S+) \| \S+ s$",
+                       printed, re.M)
+    assert [int(x[0]) for x in lines] == [0, 1, 2]
+    for m, (_, loss, kl, a_role, conflict) in zip(ms, lines):
+        per_token = lambda k: sum(s[k] * s["tokens"] for s in m["roles"].values()) / sum(
+            s["tokens"] for s in m["roles"].values())
+        assert float(loss) == pytest.approx(sum(m["loss"]) / 2, abs=1e-4)
+        assert float(kl) == pytest.approx(per_token("reverse_kl"), abs=1e-4)
+        assert float(a_role) == pytest.approx(per_token("a_role"), abs=1e-4)
+        assert float(conflict) == pytest.approx(m["conflict_rate"], abs=0.005)
     # the sampler's log-probs are the trainer's (on-policy, before any update)
     assert ms[0]["logprob_gap_mean"] <= ms[0]["logprob_gap"] < 1e-4
     ckpt = os.path.join(out, "checkpoint")
@@ -188,7 +201,7 @@ def test_a_run_without_disk_space_for_its_next_checkpoint_is_refused_before_any_
     monkeypatch.setattr(train, "load_model", lambda *a, **k: (_ for _ in ()).throw(Loaded()))
     size = memory.checkpoint_bytes(tiny_model("qwen3").config, 4)  # the problems' four roles: four policies
     free = [0]
-    monkeypatch.setattr(train.shutil, "disk_usage", lambda path: types.SimpleNamespace(free=free[0]))
+    monkeypatch.setattr(checkpoint.shutil, "disk_usage", lambda path: types.SimpleNamespace(free=free[0]))
     out = tmp_path / "run"
     run = FAST + ["--problems", problems, "--out", str(out), "--save-every", "2"]
     free[0] = 2 * size - 1  # the second save writes checkpoint.tmp beside the first checkpoint: two must fit
@@ -223,7 +236,7 @@ def test_save_refuses_non_finite_weights(tmp_path):
     opt = torch.optim.AdamW(model.parameters())
     args = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--teacher", "tiny-qwen3"])
     with pytest.raises(RuntimeError, match="non-finite"):
-        train.save_checkpoint(str(tmp_path), 0, {"coder": model}, [opt], make_tokenizer(),
+        checkpoint.save_checkpoint(str(tmp_path), 0, {"coder": model}, [opt], make_tokenizer(),
                               [torch.Generator().get_state()], 0, args)
     assert not os.path.exists(tmp_path / "checkpoint")
 

@@ -14,7 +14,8 @@ import train
 from attribution import HEADER
 from loss import ras_advantage
 from models import make_tokenizer, tiny_model
-from rollout import Response, Segment
+from prompts import Segment
+from rollout import Response
 from teacher import KAPPA, ROLE_CONDITIONS
 from tests.test_workflows import SUM
 

@@ -8,10 +8,11 @@ import torch
 import rollout
 from attribution import attribute_code, attribute_turn, verdicts_before
 from data import ProblemError, check_problem
+from metrics import format_counts, format_shares
 from models import SPECIAL_TOKENS
-from rollout import (LAYOUT, NO_ANSWER, PLACEHOLDERS, ROLES, RolloutConfig, build_context, check_prompt_limit,
-                     extract_answer, extract_program, extract_test_case, fit_context, format_counts, format_shares,
-                     run_episodes)
+from prompts import (LAYOUT, NO_ANSWER, PLACEHOLDERS, ROLES, build_context, check_prompt_limit, extract_answer,
+                     extract_program, extract_test_case, fit_context)
+from rollout import RolloutConfig, run_episodes
 from sampler import Generation
 from teacher import teacher_contexts
 

@@ -48,7 +48,8 @@ import sampler
 import train
 from data import load_problems
 from models import first_line, make_tokenizer
-from rollout import Response, Segment
+from prompts import Segment
+from rollout import Response
 from sampler import generate, release_decoder, sequence_logprobs
 from teacher import score
 

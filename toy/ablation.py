@@ -25,7 +25,7 @@ import train
 from data import SEED, load_problems, write_atomic
 from eval import load_policies, markdown
 from models import load_model
-from rollout import ROLES
+from prompts import ROLES
 from toy.expert import HandTeacher
 from toy.world import build_toy, train_args
 

@@ -42,7 +42,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from rollout import ANSWER_FMT
+from prompts import ANSWER_FMT
 from teacher import KAPPA, ROLE_CONDITIONS
 from toy.world import FIRST, NOUN, calc, question_spec, value_of
 

@@ -36,8 +36,9 @@ from tqdm import tqdm
 
 from attribution import answers_equivalent, attribute_math, describe_code
 from models import SPECIAL_TOKENS, hf_tokenizer, make_tokenizer, tiny_model
-from rollout import (NO_CODE_BLOCK, ROLES, build_context, extract_answer, extract_program, extract_test_case,
-                     printed_answer, stop_ids_of)
+from prompts import (NO_CODE_BLOCK, ROLES, build_context, extract_answer, extract_program, extract_test_case,
+                     printed_answer)
+from rollout import stop_ids_of
 from sampler import sequence_logprobs
 from sandbox import ERROR, RunResult, is_error, outputs_match
 from teacher import KAPPA
@@ -241,7 +242,7 @@ def verdict(problem, artefacts, checks):
 
 
 @dataclass
-class SimTurn:  # what rollout.build_context reads of a turn (artefacts), plus the simulator's own records
+class SimTurn:  # what prompts.build_context reads of a turn (artefacts), plus the simulator's own records
     artefacts: dict
     responses: dict   # role -> response text
     own: dict         # role -> the text of its own artefact in that response
@@ -267,7 +268,7 @@ def simulate(problem, b, rng, max_turns=4):
 
 def sft_examples(tok, problems, n, seed, first_turns=0.3):
     """n (student context ids, response ids) pairs: the responses of simulated role-blind episodes, in the
-    context the student saw (rollout.build_context: no verdict, no role condition, no reference value). Only a
+    context the student saw (prompts.build_context: no verdict, no role condition, no reference value). Only a
     share `first_turns` of the first turns is kept: later turns teach what is slow to learn (copying a value out
     of the history), the first turn what is quick (copying the question)."""
     rng, out, end = random.Random(seed), [], [stop_ids_of(tok)[0]]

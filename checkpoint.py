@@ -1,0 +1,108 @@
+"""What lets a run of Algorithm 1 stop and continue exactly: the checkpoint (every distinct policy, the optimizers,
+the step, the skipped count, every random stream), written atomically and read back with one-line refusals; the
+disk check and start-up line before the first save; the JSONL logs cut back to a resumed step.
+"""
+import json
+import math
+import os
+import random
+import shutil
+
+import torch
+
+from data import nearest_folder
+from memory import GiB, checkpoint_bytes, config_of
+from models import first_line
+
+
+
+def distinct(policies):
+    """The distinct models among role -> model (one when a shared policy sits in every seat)."""
+    return list({id(p): p for p in policies.values()}.values())
+
+
+def policy_names(policies):
+    """Directory name per distinct policy: its role, or 'shared' when one model sits in every seat."""
+    names = {}
+    for role, model in policies.items():
+        names.setdefault(id(model), "shared" if len(distinct(policies)) == 1 else role)
+    return names
+
+
+def save_checkpoint(out, step, policies, optims, tok, samplers, skipped, args):
+    """Write OUT/checkpoint atomically: build checkpoint.tmp, then swap it in. Refuses non-finite weights.
+    samplers: the sampler generator state of every rank (one in a single process)."""
+    unique = distinct(policies)
+    if not all(torch.isfinite(p).all() for model in unique for p in model.parameters()):
+        raise RuntimeError(f"step {step}: non-finite weights; refusing to write a checkpoint")
+    final, tmp, old = (os.path.join(out, n) for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
+    shutil.rmtree(tmp, ignore_errors=True)
+    names = policy_names(policies)
+    for model in unique:
+        model.save_pretrained(os.path.join(tmp, names[id(model)]))
+        tok.save_pretrained(os.path.join(tmp, names[id(model)]))
+    torch.save({"step": step, "optims": [o.state_dict() for o in optims], "skipped": skipped, "args": vars(args),
+                "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "sampler": samplers}},
+               os.path.join(tmp, "state.pt"))
+    if os.path.isdir(final):
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def check_disk(args, n_policies):
+    """The start-up line: what one step of Algorithm 1 (App. C) samples and scores at most (every episode runs
+    --max-turns turns, every response --max-new-tokens tokens, every teacher context its limit; Eq. 7 scores each
+    response twice) and what each checkpoint writes (memory.checkpoint_bytes, from the config, no weights).
+    Raises ValueError (one line) when --out has not the free disk space the next save_checkpoint needs at its
+    peak: checkpoint.tmp is complete before the last checkpoint goes, so a run that saves twice needs two
+    checkpoints' space, or one where a checkpoint is already there."""
+    responses = args.batch * 2 * args.max_turns  # two roles per episode
+    limit = max(args.max_new_tokens, args.math_max_new_tokens)  # the longer of the two domains' limits
+    sampled = responses * limit
+    scored = 2 * responses * (args.teacher_max_prompt_tokens + limit)
+    size = checkpoint_bytes(config_of(args.student), n_policies)
+    there = any(os.path.isdir(os.path.join(args.out, n)) for n in ("checkpoint", "checkpoint.old"))
+    copies = 1 if there or args.steps <= args.save_every else 2
+    folder = nearest_folder(args.out)
+    free = shutil.disk_usage(folder).free
+    if free < copies * size:
+        raise ValueError(f"--out {args.out}: {free / GiB:.1f} GiB free on disk at {folder}, but the checkpoints "
+                         f"need {copies * size / GiB:.1f} GiB ({copies} x {size / GiB:.1f} GiB: a new one is written "
+                         f"before the last is removed); choose --out on a disk with room, or free space there")
+    return (f"per step: up to {sampled:,} tokens sampled ({args.batch} episodes x 2 roles x {args.max_turns} turns x "
+            f"{limit}), up to {scored:,} scored by the teacher (each response twice, contexts of at most "
+            f"{args.teacher_max_prompt_tokens:,}); checkpoint: {size:,} bytes ({size / GiB:.1f} GiB, {n_policies} "
+            f"polic{'y' if n_policies == 1 else 'ies'}: fp32 weights + AdamW moments) every {args.save_every} "
+            f"steps and at the end, {free / GiB:.1f} GiB free at {folder}")
+
+
+def start_log(path, start):
+    """Begin a JSONL log of steps at step `start` (0 for a fresh run, which empties it): keep the lines of earlier
+    steps and drop those of later ones (written after the checkpoint, before a crash)."""
+    kept = []
+    if start and os.path.exists(path):
+        with open(path) as f:
+            kept = [ln for ln in f if _step_of(ln) < start]
+    with open(path, "w") as f:
+        f.writelines(kept)
+
+
+def _step_of(line):
+    """The step of a metrics.jsonl line; a line a crash cut short counts as after every checkpoint (dropped)."""
+    try:
+        return json.loads(line)["step"]
+    except (ValueError, KeyError, TypeError):
+        return math.inf
+
+
+def read_state(path):
+    """The state.pt of save_checkpoint; a damaged file is a one-line ValueError naming it."""
+    try:
+        state = torch.load(path, weights_only=False)
+    except Exception as e:  # truncated: RuntimeError (no zip directory) or EOFError; corrupt: whatever unpickling hits
+        raise ValueError(f"{path}: cannot load checkpoint ({first_line(e)})") from None
+    missing = {"step", "optims", "skipped", "rng"} - (set(state) if isinstance(state, dict) else set())
+    if missing or not {"torch", "python", "sampler"} <= set(state["rng"]):
+        raise ValueError(f"{path}: not a checkpoint of train.py (missing {sorted(missing) or 'rng states'})")
+    return state

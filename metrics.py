@@ -1,0 +1,126 @@
+"""The per-step figures of Algorithm 1 that metrics.jsonl and the console report: how each role's responses were
+parsed (format failures apart from wrong work), what a step's rollout and teacher did as sums that ranks add up,
+the means a step reports from those sums (A^OPD, A^role, the reverse-KL estimate per role, Eq. 5, 8, 9), and the
+cost of a step (per-phase seconds, peak memory); the step's one console line.
+"""
+import resource
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from tqdm import tqdm
+
+from loss import opd_advantage, role_advantage
+
+
+
+def format_counts(episodes):
+    """Per role, how its responses were parsed under the rules of §10.5 (prompts.py): {role: {"responses": n, rule:
+    count, ..., "truncated": count, "unparsed": count}}, rule as named by extract_program / extract_test_case /
+    extract_answer. A response with no readable artefact is "truncated" when the response limit cut it (e.g.
+    inside its opened code block: a length problem) and "unparsed" when it ended by itself (a format problem)."""
+    out = {}
+    for e in episodes:
+        for turn in e.turns:
+            for role, rule in turn.artefacts.get("parsed_by", {}).items():
+                c = out.setdefault(role, {"responses": 0, "truncated": 0, "unparsed": 0})
+                c["responses"] += 1
+                rule = rule or ("truncated" if turn.responses[role].truncated else "unparsed")
+                c[rule] = c.get(rule, 0) + 1
+    return out
+
+
+def format_shares(counts):
+    """format_counts' counts (or their sums over ranks) as % of each role's responses: {role: {rule: %}}."""
+    return {role: {k: 100 * v / c["responses"] for k, v in sorted(c.items()) if k != "responses"}
+            for role, c in sorted(counts.items()) if c["responses"]}
+
+
+@dataclass
+class PhaseClock:
+    """The seconds of each phase of one step of Algorithm 1, to the millisecond, as metrics.jsonl reports them (cf.
+    App. D.6.4, Table 4), and with show=True a progress line naming the phase that runs and the seconds of those
+    done. `with clock.phase("rollout"): ...` times one phase; close() clears the line."""
+    step: int
+    show: bool = False
+    seconds: dict = field(default_factory=dict)  # phase -> seconds, as each ends
+
+    def __post_init__(self):
+        self.line = tqdm(total=0, bar_format="{desc}", leave=False, disable=not self.show)
+
+    @contextmanager
+    def phase(self, name):
+        done = ", ".join(f"{k} {v:.1f} s" for k, v in self.seconds.items())
+        self.line.set_description_str(f"step {self.step}: {name} (done: {done})")
+        start = time.perf_counter()
+        yield
+        self.seconds[name] = round(time.perf_counter() - start, 3)
+
+    def close(self):
+        self.line.close()
+
+
+def rollout_counts(episodes, attributions, items, overlong):
+    """What this rank's rollout and teacher did, as sums, so that ranks add up (add_counts): episodes, turns,
+    conflicts, stops, verdict outcomes (App. F.6), tokens, and per role the token sums of A^OPD (Eq. 8), A^role
+    (Eq. 9) and the sampled reverse-KL estimate log pi_theta - log pi_T that Eq. 5 minimises."""
+    atts = [a for e in episodes for a in attributions[id(e)]]
+    roles = {}
+    for role in sorted({it.role for it in items}):
+        mine = [it for it in items if it.role == role]
+        lp_s, lp_t, lp_c = (torch.cat([getattr(it, k) for it in mine])
+                            for k in ("lp_student", "lp_target", "lp_contrast"))
+        roles[role] = {"a_opd": opd_advantage(lp_t, lp_s).sum().item(),
+                       "a_role": role_advantage(lp_t, lp_c).sum().item(),
+                       "reverse_kl": (lp_s - lp_t).sum().item(), "responses": len(mine), "tokens": len(lp_s)}
+    return {"tokens": {"rollout": sum(len(it.response.tokens) for it in items),
+                       "teacher": sum(len(it.ctx_target) + len(it.ctx_contrast) + 2 * len(it.response.tokens)
+                                      for it in items)},
+            "roles": roles, "episodes": len(episodes), "turns": sum(len(e.turns) for e in episodes),
+            "conflicts": sum(not t.agree for e in episodes for t in e.turns), "attributed": len(atts),
+            "stopped": {k: sum(e.stopped == k for e in episodes) for k in {e.stopped for e in episodes}},
+            "outcomes": {k: sum(a.outcome == k for a in atts) for k in {a.outcome for a in atts}},
+            "format": format_counts(episodes), "teacher_overlong": overlong}
+
+
+def add_counts(parts):
+    """Nested dicts of numbers summed key by key (a key missing from one counts as 0)."""
+    out = {}
+    for part in parts:
+        for k, v in part.items():
+            out[k] = add_counts([out.get(k, {}), v]) if isinstance(v, dict) else out.get(k, 0) + v
+    return out
+
+
+def rollout_metrics(c):
+    """The step's metrics from the counts of all ranks: per-role means per token, turns per episode, conflict rate."""
+    means = ("a_opd", "a_role", "reverse_kl")
+    return {"tokens": c["tokens"],
+            "roles": {r: {**{k: s[k] / max(1, s["tokens"]) for k in means}, "responses": s["responses"],
+                          "tokens": s["tokens"]} for r, s in sorted(c.get("roles", {}).items())},
+            "turns_per_episode": c["turns"] / max(1, c["episodes"]),
+            "conflict_rate": c["conflicts"] / max(1, c["attributed"]),
+            "stopped": dict(sorted(c.get("stopped", {}).items())),
+            "outcomes": dict(sorted(c.get("outcomes", {}).items())),
+            "format": format_shares(c.get("format", {})), "teacher_overlong": c["teacher_overlong"]}
+
+
+def step_line(m):
+    """A step's one console line, from its metrics.jsonl record m: the loss of Eq. 13 (the mean over the step's
+    optimizer updates), per scored token the reverse-KL estimate log pi_theta - log pi_T (Eq. 5) and A^role (Eq. 9)
+    over all roles, the conflict rate, the step's seconds, and the skipped steps so far when there are any."""
+    roles = m["roles"].values()
+    tokens = max(1, sum(s["tokens"] for s in roles))
+    per_token = lambda k: sum(s[k] * s["tokens"] for s in roles) / tokens
+    loss = f"{sum(m['loss']) / len(m['loss']):.4f}" if m["loss"] else "-"
+    skipped = f" | skipped {m['skipped_total']}" if m.get("skipped_total") else ""
+    return (f"step {m['step']} | loss {loss} | reverse KL {per_token('reverse_kl'):.4f} | A^role "
+            f"{per_token('a_role'):+.4f} | conflict {m['conflict_rate']:.2f} | {sum(m['seconds'].values()):.1f} s"
+            + skipped)
+
+
+def peak_memory_mb(device):
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
