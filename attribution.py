@@ -193,7 +193,7 @@ def attribute_code(problem: dict, program: str | None, test_case: tuple[str, str
     if test_case is not None:
         declared_input, declared_output = test_case
         # Oracle for the declared output, best first. Without a reference solution (the paper leaves
-        # this open, notes §10.6): (a) a golden test on the same input; (b) the Coder's program when it
+        # this open, DECISIONS.md D6): (a) a golden test on the same input; (b) the Coder's program when it
         # passes every golden test, i.e. is itself a verified solution (its output on the declared
         # input is already at hand); (c) nothing: undecided (None), and metrics skip it.
         if problem.get("solution"):

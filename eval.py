@@ -43,7 +43,7 @@ WRONG_CHECK = {"coder": "program_correct", "tester": "test_correct", "reasoner":
 
 
 def _squash_spaces(value):
-    """Artefacts compared for 'revised': whitespace-insensitive text (§10.12 leaves text vs semantic open)."""
+    """Artefacts compared for 'revised': whitespace-insensitive text, not meaning (DECISIONS.md D10)."""
     return None if value is None else " ".join(value.split())
 
 
@@ -104,9 +104,10 @@ def team_metrics(episodes, atts):
 
 
 def format_metrics(episodes, roles=None):
-    """Per role (of `roles`, default all), the % of its responses read by each parsing rule (§10.5) and the % whose
-    artefact could not be read at all: parse_truncated_ROLE when the response limit cut it (a length problem),
-    parse_unparsed_ROLE when it ended without one (a format problem); neither is wrong work (App. D.5 scoring)."""
+    """Per role (of `roles`, default all), the % of its responses read by each parsing rule (DECISIONS.md D5) and
+    the % whose artefact could not be read at all: parse_truncated_ROLE when the response limit cut it (a length
+    problem), parse_unparsed_ROLE when it ended without one (a format problem); neither is wrong work (App. D.5
+    scoring)."""
     return {f"parse_{rule}_{role}": v for role, shares in format_shares(format_counts(episodes)).items()
             if roles is None or role in roles for rule, v in shares.items()}
 

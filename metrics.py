@@ -16,10 +16,11 @@ from loss import opd_advantage, role_advantage
 
 
 def format_counts(episodes):
-    """Per role, how its responses were parsed under the rules of §10.5 (prompts.py): {role: {"responses": n, rule:
-    count, ..., "truncated": count, "unparsed": count}}, rule as named by extract_program / extract_test_case /
-    extract_answer. A response with no readable artefact is "truncated" when the response limit cut it (e.g.
-    inside its opened code block: a length problem) and "unparsed" when it ended by itself (a format problem)."""
+    """Per role, how its responses were parsed under the rules of DECISIONS.md D5 (prompts.py): {role: {"responses":
+    n, rule: count, ..., "truncated": count, "unparsed": count}}, rule as named by extract_program /
+    extract_test_case / extract_answer. A response with no readable artefact is "truncated" when the response limit
+    cut it (e.g. inside its opened code block: a length problem) and "unparsed" when it ended by itself (a format
+    problem)."""
     out = {}
     for e in episodes:
         for turn in e.turns:

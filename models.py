@@ -338,9 +338,9 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}  # --precision -> the w
 
 
 def precision(choice, device):
-    """--precision as train.py and eval.py take it (the paper leaves precision open) -> "fp32" | "bf16": the choice,
-    else bf16 on a GPU (decoding reads half the bytes per token) and fp32 on the CPU (no bf16 speed-up there; exact
-    against the tests' references)."""
+    """--precision as train.py and eval.py take it (the paper leaves precision open, DECISIONS.md D9) -> "fp32" |
+    "bf16": the choice, else bf16 on a GPU (decoding reads half the bytes per token) and fp32 on the CPU (no bf16
+    speed-up there; exact against the tests' references)."""
     return choice or ("bf16" if device.startswith("cuda") else "fp32")
 
 

@@ -1,7 +1,7 @@
 """The students' prompts and how their responses are read: the role templates of App. F.1-F.2, a student context
 x_i^t built from separately tokenized segments (so that the teacher can swap the opening line for a role condition,
 Eq. 6, and put verdicts after the turn they judge, Eq. 12), the prompt limit of App. D.6.3, and the parsing rules
-that read each role's artefact from its response (§10.5, our choices).
+that read each role's artefact from its response (our choices, DECISIONS.md D5).
 
 Top to bottom: the templates; the placeholders written into histories; context building and the prompt limit; the
 parsing rules.
@@ -16,9 +16,9 @@ from sandbox import ERROR
 # ----------------------------------------------------------------------------------------------------------
 # The role templates of the two parallel workflows (§2.1, App. D.6.1, App. F.1-F.2)
 #
-# A student prompt is one user message (our choice, §10.2) built from separately tokenized segments so that the
-# teacher can swap the generic opening line for a role condition (Eq. 6) and put verdicts after the history
-# entry of the turn they judge (Eq. 12) while every other token stays identical.
+# A student prompt is one user message (our choice, DECISIONS.md D1) built from separately tokenized segments so
+# that the teacher can swap the generic opening line for a role condition (Eq. 6) and put verdicts after the
+# history entry of the turn they judge (Eq. 12) while every other token stays identical.
 
 ROLES = {"code": ("coder", "tester"), "math": ("reasoner", "tool_user")}
 ROLE_NAMES = {"coder": "Coder", "tester": "Tester", "reasoner": "Reasoner", "tool_user": "Tool-User"}
@@ -48,11 +48,11 @@ TEST_RULES = {
                 "per parameter in order, and the expected output is the correct return value written as a Python "
                 "literal.",
 }
-# Answer formats (App. F.1-F.2), reworded where small instruct models took App. F's wording literally (§10.1):
-# the answer line is described in words, never as a "<answer>" placeholder that reads like markup; the test rule
-# gives no concrete example value that a Tester could copy for an unrelated function; and each format ends with
-# the exact layout of a response, schematic ("..." stands for the model's own text) so there is nothing to copy.
-# The layouts are our addition: App. F shows none.
+# Answer formats (App. F.1-F.2), reworded where small instruct models took App. F's wording literally
+# (DECISIONS.md D1): the answer line is described in words, never as a "<answer>" placeholder that reads like
+# markup; the test rule gives no concrete example value that a Tester could copy for an unrelated function; and
+# each format ends with the exact layout of a response, schematic ("..." stands for the model's own text) so there
+# is nothing to copy. The layouts are our addition: App. F shows none.
 LAYOUT = {
     "coder": "Code:\n```python\n...\n```",
     "tester": "...\nTest Input:\n```\n...\n```\nTest Output:\n```\n...\n```",
@@ -121,7 +121,8 @@ def _fence(text, lang=""):
 def history_entry(role, t, artefacts):
     """The mismatch-history entry of earlier turn t as `role` sees it: its own artefact in full and what the
     environment observed of its partner (App. F.1: the Coder sees its programs, the test inputs, expected and
-    actual outputs; the Tester its test cases and the differing program output). Every past turn is shown."""
+    actual outputs; the Tester its test cases and the differing program output). Every past turn is shown
+    (DECISIONS.md D2)."""
     program, answer = artefacts.get("program") or NO_PROGRAM, artefacts.get("derivation_answer") or NO_ANSWER
     if role in ("coder", "tester"):
         test_in, test_out = artefacts["test_input"], artefacts["test_output"]
@@ -171,7 +172,7 @@ def build_context(tokenizer, problem, role, turns):
 
 def fit_context(segments, limit):
     """Enforce the student prompt limit by dropping the oldest history entries (the latest mismatch matters most);
-    returns None when even the history-free prompt is too long (the episode then stops)."""
+    returns None when even the history-free prompt is too long (the episode then stops). DECISIONS.md D2."""
     segs = list(segments)
     while sum(len(s.ids) for s in segs) > limit:
         entries = [j for j, s in enumerate(segs) if s.kind == "history" and s.turn >= 0]
@@ -192,8 +193,9 @@ def check_prompt_limit(problems, tokenizer, limit):
                                f"{limit} tokens")
 
 
-# Parsing rules (§10.5, our choices), tolerant of what small instruct models write; each parsed artefact also
-# names the rule that read it, so that metrics can tell format failures from wrong work (format_counts).
+# Parsing rules (our choices, DECISIONS.md D5), tolerant of what small instruct models write; each parsed
+# artefact also names the rule that read it, so that metrics can tell format failures from wrong work
+# (format_counts).
 # A program is the last ```python block, so a revised program written after an old one wins and an
 # example-output block after the program is not taken for it; without a python-tagged block, the first fenced
 # block after the last "Code:" (the answer format's label); without that either, the last fenced block of any
@@ -218,7 +220,7 @@ def _without_placeholders(text):
 
 def extract_program(text):
     """(program, rule) of a Coder or Tool-User response, written after "Code:" in a fenced block as the answer
-    format of App. F.1 asks (rules above, §10.5); (None, None) when there is none."""
+    format of App. F.1 asks (rules above, DECISIONS.md D5); (None, None) when there is none."""
     text = _without_placeholders(text)
     blocks = list(_FENCE.finditer(text))
     python = [b for b in blocks if b.group(1).lower() in ("python", "py", "python3")]

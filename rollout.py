@@ -46,9 +46,9 @@ class RolloutConfig:
     top_k: int = 0
     code_timeout: float = 30.0      # sandbox wall clock (App. D.6.1)
     math_timeout: float = 20.0
-    # Which answer a math episode submits when the roles never agree: the paper is silent (§10.8). Default: the
-    # Reasoner's, since it exists whenever the format is followed while a crashing program prints nothing; each
-    # choice falls back to the other answer when its own is missing.
+    # Which answer a math episode submits when the roles never agree: the paper is silent (DECISIONS.md D7).
+    # Default: the Reasoner's, since it exists whenever the format is followed while a crashing program prints
+    # nothing; each choice falls back to the other answer when its own is missing.
     math_final: str = "reasoner"
     workers: int = 4                # episodes whose programs run at once
     rollout_chunk: int = 0          # prompts per generate call (0 = all of a turn at once); bounds the KV cache

@@ -561,13 +561,13 @@ def run_cases(problem: dict, program: str, inputs: list[str], *, timeout: float 
         return list(pool.map(one, range(len(inputs))))
 
 
-# Output comparison (the paper leaves it open). Choices: case-sensitive; whitespace between tokens, trailing
-# spaces and leading/trailing blank lines are ignored. Numbers are ASCII digits only (int() and float() would
-# also read "٣" or "３" as 3). An expected integer is matched only by an integer of equal value ("007" for "7"):
-# a relative tolerance would let 1000001 pass for 1000000, and a printed float(...) off by 1000 for 10**12.
-# Other numbers match within TOL, absolute or relative; inf and nan match only themselves. Function results:
-# an expected int matches an int or float equal to it (Python's ==, as in the benchmarks' asserts: 6.0 for 6,
-# not 6.0000000001); True is not 1.
+# Output comparison (the paper leaves it open, DECISIONS.md D4). Choices: case-sensitive; whitespace between tokens,
+# trailing spaces and leading/trailing blank lines are ignored. Numbers are ASCII digits only (int() and float()
+# would also read "٣" or "３" as 3). An expected integer is matched only by an integer of equal value ("007" for "7"):
+# a relative tolerance would let 1000001 pass for 1000000, and a printed float(...) off by 1000 for 10**12. Other
+# numbers match within TOL, absolute or relative; inf and nan match only themselves. Function results: an expected
+# int matches an int or float equal to it (Python's ==, as in the benchmarks' asserts: 6.0 for 6, not 6.0000000001);
+# True is not 1.
 # Cost: this runs in the trainer, outside any timeout, on output the program chose; so each step is linear in
 # the output, and the output is capped. Longer than MAX_STDOUT (more than a run returns, which also bounds the
 # line count): a mismatch (~0.6 s, ~35 MiB at most below it). A function result over LITERAL_CHARS is compared

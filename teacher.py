@@ -2,7 +2,8 @@
 
   - ROLE_CONDITIONS and KAPPA: the role-condition passages r_i (App. F.3) and the contrast map (Eq. 23).
   - teacher_contexts: u~ = u (+) r (+) c^{<t} (Eq. 6, 12) built from the student's stored context segments, once
-    per role condition asked for (the target role's and kappa's), cut to the teacher's limit identically.
+    per role condition asked for (the target role's and kappa's), cut to the teacher's limit identically
+    (DECISIONS.md D3).
   - score: force-decode stored response tokens (never re-tokenized, never generated) with sampler's
     sequence_logprobs and return their log-probs l_k (Eq. 7), batched by padded tokens.
 """
@@ -67,7 +68,7 @@ def teacher_contexts(tokenizer, segments, roles, verdicts=None, limit=12288):
     Teacher prompt limit (App. D.6.3: 12,288 vs the students' 8,192): when the longest of the contexts exceeds
     `limit`, the oldest history entries are dropped from all of them together with their verdicts (as the
     students' own limit does), so the contexts still differ only in the role condition (App. D.6.3). If even
-    that cannot fit, None: the caller leaves that response out of the loss and counts it.
+    that cannot fit, None: the caller leaves that response out of the loss and counts it (DECISIONS.md D3).
     """
     history_turns = [s.turn for s in segments if s.kind == "history" and s.turn >= 0]
     if verdicts is not None and any(t >= len(verdicts) for t in history_turns):

@@ -133,7 +133,7 @@ class Scored:
 
 
 def autocast(args):
-    """bf16 compute over the fp32 master weights, or nothing (precision is left open by the paper, §10.10)."""
+    """bf16 compute over the fp32 master weights, or nothing (precision is left open by the paper, DECISIONS.md D9)."""
     if args.precision != "bf16":
         return nullcontext()
     return torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16)
@@ -251,7 +251,8 @@ def author_logprobs(items, policies):
 def update(items, n_episodes, policies, optims, args):
     """Phase 3: the loss of Eq. 13 over mini-batches of `args.mini_batch` episodes (one optimizer step each, all
     policies together), accumulated over micro-batches of `args.micro_batch` responses. A non-finite advantage
-    skips the step; a non-finite loss or gradient skips that update. Returns the update's metrics.
+    skips the step; a non-finite loss or gradient skips that update. Returns the update's metrics. Batch semantics
+    (episodes; the second mini-batch slightly off-policy, without an importance ratio): DECISIONS.md D8.
     Under torchrun `items` are this rank's share; every decision below is taken on all ranks' figures together, and
     the gradients are summed over ranks before the step, so each rank takes the update of the whole batch."""
     out = {"loss": [], "updates": 0, "skipped": int(distributed.total(len(items)) == 0)}
@@ -346,7 +347,7 @@ def build(args, teacher=None):
         model.to(device)
         if args.grad_checkpointing:
             model.activation_checkpointing_enable()
-    # AdamW, i.e. Adam with decoupled weight decay 0.01 (the paper says Adam with wd; §10.10 leaves the form open)
+    # AdamW, i.e. Adam with decoupled weight decay 0.01 (the paper says Adam with wd, not which form: DECISIONS.md D9)
     optims = [torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay) for model in unique]
     rank, world = distributed.rank(), distributed.world_size()
     gen = torch.Generator(device=device).manual_seed(args.seed + rank)  # each rank samples its own episodes

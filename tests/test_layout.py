@@ -1,8 +1,10 @@
 """The architecture as the README states it: the method imports neither the toy world nor the tools, the supports
 import no method file (metrics.py reads loss.py's advantages), imports run in one direction (no cycles), only at
-the top of a file, and the sampler can be copied without the rest."""
+the top of a file, and the sampler can be copied without the rest; the decisions the paper leaves open are numbered
+in DECISIONS.md and cited by those numbers."""
 import ast
 import os
+import re
 import subprocess
 import sys
 
@@ -79,3 +81,18 @@ def test_sampler_needs_only_torch():
             "assert not bad, bad; assert callable(sampler.generate) and callable(sampler.sequence_logprobs)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_every_open_decision_is_cited_by_its_number_and_every_citation_exists():
+    numbers = re.findall(r"^## D(\d+)\. ", open(os.path.join(ROOT, "DECISIONS.md")).read(), re.M)
+    assert numbers == [str(i) for i in range(1, len(numbers) + 1)], f"DECISIONS.md numbers {numbers}"
+    tests = [os.path.join(ROOT, "tests", n) for n in os.listdir(os.path.join(ROOT, "tests")) if n.endswith(".py")]
+    in_code, in_readme = set(), set()
+    for path in list(project_modules().values()) + tests + [os.path.join(ROOT, "README.md")]:
+        text = open(path).read()
+        assert not re.search(r"§10\.\d", text), f"{path} cites an outside numbering, not a DECISIONS.md number"
+        (in_readme if path.endswith(".md") else in_code).update(re.findall(r"DECISIONS\.md`? D(\d+)", text))
+    unknown = sorted((in_code | in_readme) - set(numbers))
+    assert not unknown, f"cited but not in DECISIONS.md: {['D' + n for n in unknown]}"
+    uncited = [n for n in numbers if n not in in_code]
+    assert not uncited, f"decisions cited nowhere in the code: {['D' + n for n in uncited]}"
