@@ -148,6 +148,14 @@ def apply_preset(args):
         args.math_max_new_tokens = 0
 
 
+def preset_help(key, text=""):
+    """The help of a flag that --preset fills: "(preset) TEXT [paper: V, gpu: V, cpu: V]", the values read from
+    PRESETS, so that --help shows what each preset sets without a second copy of them."""
+    show = lambda v: " ".join(map(str, v)) if isinstance(v, list) else str(v)
+    values = ", ".join(f"{name}: {show(p[key])}" for name, p in PRESETS.items())
+    return f"(preset) {text} [{values}]" if text else f"(preset) [{values}]"
+
+
 def preset_line(args):
     """The start-up line of a command with --preset: the preset and the values of it in effect."""
     kept = [f"{k}={v}" for k, v in PRESETS[args.preset].items() if getattr(args, k, None) == v]

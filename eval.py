@@ -25,9 +25,9 @@ import torch
 
 from attribution import answers_equivalent, attribute_episodes
 from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
-                  load_problems, preset_line, write_atomic)
+                  load_problems, preset_help, preset_line, write_atomic)
 from memory import check_eval_fits, config_of
-from models import DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs
+from models import DEVICE, DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs
 from metrics import format_counts, format_shares
 from prompts import ROLES, check_prompt_limit
 from rollout import append_episodes, response_limit, rollout_config, run_episodes, stop_ids_of
@@ -259,31 +259,35 @@ def report_run(path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Evaluate a team or a single agent; the paper's analysis metrics.")
-    who = ap.add_mutually_exclusive_group(required=True)
+    ap = argparse.ArgumentParser(description="Evaluate a team or a single agent; the paper's analysis metrics. "
+                                 "Defaults in brackets; a (preset) flag lists each preset's value.")
+    group = ap.add_argument_group("data and models")
+    add, who = group.add_argument, group.add_mutually_exclusive_group(required=True)
     who.add_argument("--run", help="a train.py output directory")
     who.add_argument("--student", help="untrained: this model in every seat")
     who.add_argument("--single-agent", help="this model alone, one turn (e.g. the teacher)")
-    ap.add_argument("--problems", required=True, help="JSONL problem file (schema: data.py)")
-    ap.add_argument("--preset", choices=sorted(PRESETS), default="paper", help="defaults of --seeds and the "
-                    "response limits: the paper's (five seeds, 4096 tokens), a first GPU run's (one seed, 1024) or a "
-                    "first CPU run's (one seed, code 512, math 256; data.py, PRESETS)")
-    ap.add_argument("--seeds", type=SEED, nargs="+", help="(preset) one evaluation per seed")
-    ap.add_argument("--max-new-tokens", type=COUNT, help="(preset) response limit [4096]")
-    ap.add_argument("--math-max-new-tokens", type=bounded(int, 0), help="(preset) the math roles' response limit, "
-                    "0 = --max-new-tokens [0]")
-    ap.add_argument("--episodes", help="append every run's episodes here as JSONL as each run ends")
-    ap.add_argument("--threads", type=bounded(int, 0), default=0, help="torch CPU threads; 0 = the free cores")
-    ap.add_argument("--no-exchange", action="store_true", help="skip the seat-exchange evaluation")
-    ap.add_argument("--heatmap", help="write the App. G.2 role-advantage heat map (needs --teacher) here")
-    ap.add_argument("--teacher", default="tiny-qwen3", help="teacher for --heatmap (a model spec as for --student)")
-    ap.add_argument("--json", help="write all figures here")
-    ap.add_argument("--device", type=device, default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--compile", action="store_true", help="compile the sampler's decode step (as train.py)")
-    ap.add_argument("--precision", choices=tuple(DTYPES), default=None,
-                    help="the weights' dtype while decoding; default: bf16 on GPU, fp32 on CPU")
-    ap.add_argument("--rollout-chunk", type=bounded(int, 0), default=None, help="prompts per generate call, 0 = all "
-                    "(bounds the KV cache); default: the most that the memory plan fits on --device")
+    add("--problems", required=True, help="JSONL problem file (schema: data.py)")
+    add("--teacher", default="tiny-qwen3", help="teacher for --heatmap (a model spec as for --student) [%(default)s]")
+    add("--preset", choices=sorted(PRESETS), default="paper", help="defaults of the flags marked (preset): the "
+        "paper's, a first GPU run's or a first CPU run's (data.py, PRESETS); explicit flags win [%(default)s]")
+    add = ap.add_argument_group("sampling (evaluation decoding, App. D.5)").add_argument
+    add("--seeds", type=SEED, nargs="+", help=preset_help("seeds", "one evaluation per seed"))
+    add("--max-new-tokens", type=COUNT, help=preset_help("max_new_tokens", "response limit"))
+    add("--math-max-new-tokens", type=bounded(int, 0), help=preset_help("math_max_new_tokens", "the math roles' "
+        "response limit, 0 = --max-new-tokens (given alone, --max-new-tokens sets this to 0)"))
+    add = ap.add_argument_group("memory and speed").add_argument
+    add("--device", type=device, default=DEVICE, help="[%(default)s]")
+    add("--precision", choices=tuple(DTYPES), default=None,
+        help="the weights' dtype while decoding; default: bf16 on GPU, fp32 on CPU")
+    add("--rollout-chunk", type=bounded(int, 0), default=None, help="prompts per generate call, 0 = all (bounds the "
+        "KV cache); default: the most that the memory plan fits on --device")
+    add("--compile", action="store_true", help="compile the sampler's decode step (as train.py)")
+    add("--threads", type=bounded(int, 0), default=0, help="torch CPU threads; 0 = the free cores [%(default)s]")
+    add = ap.add_argument_group("output").add_argument
+    add("--json", help="write all figures here")
+    add("--episodes", help="append every run's episodes here as JSONL as each run ends")
+    add("--no-exchange", action="store_true", help="skip the seat-exchange evaluation")
+    add("--heatmap", help="write the App. G.2 role-advantage heat map (needs --teacher) here")
     args = ap.parse_args(argv)
     apply_preset(args)
     args.precision = precision(args.precision, args.device)

@@ -334,6 +334,9 @@ def device(text):
     return text
 
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # the default of every --device
+
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}  # --precision -> the weights' dtype where it applies
 
 

@@ -17,7 +17,7 @@ import torch
 from tqdm import tqdm
 
 from attribution import answers_equivalent, attribute_turn
-from data import COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems
+from data import COUNT, PRESETS, SEED, ProblemError, bounded, check_writable, json_text, load_problems
 from models import load_model
 from prompts import (NO_CODE_BLOCK, ROLE_NAMES, ROLES, Segment, build_context, check_prompt_limit, extract_answer,
                      extract_program, extract_test_case, fit_context, printed_answer)
@@ -34,13 +34,15 @@ from sandbox import is_error, outputs_match, run_case, run_once, stop_on_sigterm
 
 @dataclass
 class RolloutConfig:
+    # The limits' defaults are the paper preset's (data.PRESETS), the one place they are typed; the other fields'
+    # defaults are typed here alone and the command lines (train.py, eval.py, this file's) read them from here.
     max_turns: int = 4              # T (App. D.6.1)
-    max_new_tokens: int = 4096      # student response limit (App. D.6.3)
+    max_new_tokens: int = PRESETS["paper"]["max_new_tokens"]  # student response limit (App. D.6.3)
     # The math roles' limit, when it differs (0: max_new_tokens). The paper has one limit for both domains; on a
     # CPU the time of a rollout is its longest response, and small models' programs need more tokens than their
     # math answers (measured in the README, "Real small models on a CPU").
-    math_max_new_tokens: int = 0
-    max_prompt_tokens: int = 8192   # student prompt limit (App. D.6.3)
+    math_max_new_tokens: int = PRESETS["paper"]["math_max_new_tokens"]
+    max_prompt_tokens: int = PRESETS["paper"]["max_prompt_tokens"]  # student prompt limit (App. D.6.3)
     temperature: float = 1.0        # training sampling (App. D.6.1); eval uses 0.6 / 0.95 / 20
     top_p: float = 1.0
     top_k: int = 0
@@ -295,17 +297,20 @@ def print_transcript(e, attributions, width=400):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Run two-agent episodes with the student models and print them.")
-    ap.add_argument("--problems", default="examples/problems.jsonl", help="JSONL problem file (schema: data.py)")
+    ap = argparse.ArgumentParser(description="Run two-agent episodes with the student models and print them. "
+                                 "Defaults in brackets.")
+    d = RolloutConfig()  # the defaults below are RolloutConfig's, except this demo's short responses
+    ap.add_argument("--problems", default="examples/problems.jsonl", help="JSONL problem file (schema: data.py) "
+                    "[%(default)s]")
     ap.add_argument("--model", default="tiny-qwen3", help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id "
-                    "(in every seat)")
-    ap.add_argument("--max-turns", type=COUNT, default=4)
-    ap.add_argument("--max-new-tokens", type=COUNT, default=96)
-    ap.add_argument("--temperature", type=bounded(float, 0), default=1.0, help="0 = greedy")
-    ap.add_argument("--top-p", type=bounded(float, 0, 1, low_open=True), default=1.0)
-    ap.add_argument("--top-k", type=bounded(int, 0), default=0, help="0 = off")
-    ap.add_argument("--math-final", choices=("reasoner", "tool_user"), default="reasoner")
-    ap.add_argument("--seed", type=SEED, default=0)
+                    "(in every seat) [%(default)s]")
+    ap.add_argument("--max-turns", type=COUNT, default=d.max_turns, help="T [%(default)s]")
+    ap.add_argument("--max-new-tokens", type=COUNT, default=96, help="response limit [%(default)s]")
+    ap.add_argument("--temperature", type=bounded(float, 0), default=d.temperature, help="0 = greedy [%(default)s]")
+    ap.add_argument("--top-p", type=bounded(float, 0, 1, low_open=True), default=d.top_p, help="[%(default)s]")
+    ap.add_argument("--top-k", type=bounded(int, 0), default=d.top_k, help="0 = off [%(default)s]")
+    ap.add_argument("--math-final", choices=("reasoner", "tool_user"), default=d.math_final, help="[%(default)s]")
+    ap.add_argument("--seed", type=SEED, default=0, help="[%(default)s]")
     ap.add_argument("--out", help="also write the episodes as JSONL here")
     args = ap.parse_args(argv)
     print("config:", vars(args))

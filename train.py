@@ -36,14 +36,15 @@ import distributed
 from attribution import attribute_episodes, verdicts_before
 from checkpoint import check_disk, distinct, read_state, save_checkpoint, start_log
 from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
-                  load_problems, preset_line, write_atomic)
+                  load_problems, preset_help, preset_line, write_atomic)
 from eval import EVAL_DECODING, evaluate, load_policies, markdown, run_line
 from loss import eq13_weights, mas_opd_loss, ras_advantage
 from memory import check_fits
 from metrics import PhaseClock, add_counts, peak_memory_mb, rollout_counts, rollout_metrics, step_line
-from models import DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs, to_dtype
+from models import (DEVICE, DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs,
+                    to_dtype)
 from prompts import ROLES, check_prompt_limit
-from rollout import Response, append_episodes, rollout_config, run_episodes
+from rollout import Response, RolloutConfig, append_episodes, rollout_config, run_episodes
 from sampler import release_decoder, sequence_logprobs
 from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
@@ -51,53 +52,68 @@ from teacher import KAPPA, score, teacher_contexts
 
 def get_args(argv=None):
     """The run's configuration, one argparse namespace: the paper's values as defaults (App. D.6.1, D.6.3), the
-    scale-dependent flags from --preset where not given."""
-    ap = argparse.ArgumentParser(description="MAS-OPD training (Algorithm 1). Paper values in brackets.",
+    scale-dependent flags from --preset where not given. Each default is typed once: the rollout's in
+    RolloutConfig, the scale-dependent ones in data.PRESETS, the rest here; --help prints them in brackets."""
+    ap = argparse.ArgumentParser(description="MAS-OPD training (Algorithm 1). Defaults in brackets; a (preset) flag "
+                                 "lists each preset's value.",
                                  epilog="The laptop demo runs the toy world through this file: python -m toy")
-    add = ap.add_argument
+    r = RolloutConfig()  # the source of every default the rollout shares with this command line
+    add = ap.add_argument_group("data and models").add_argument
     add("--problems", required=True, help="JSONL problem file (schema: data.py)")
-    add("--student", required=True, help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id [Qwen3-1.7B]")
-    add("--teacher", help="same choices as --student; a tiny random teacher is drawn from seed+1 [Qwen3-14B]")
+    add("--student", required=True, help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id (paper: Qwen3-1.7B)")
+    add("--teacher", help="(required, unless a program calling train.main hands it the teacher, as python -m toy "
+        "does) same choices as --student, one tokenizer with it (paper: Qwen3-14B)")
     add("--eval-problems", default=None, help="held-out problems evaluated before and after training")
     add("--preset", choices=sorted(PRESETS), default="paper", help="defaults of the flags marked (preset): the "
         "paper's schedule and limits, a first run on one GPU, or a first CPU run of real models (data.py, PRESETS); "
-        "explicit flags win")
-    add("--eval-seeds", type=SEED, nargs="+", help="(preset) [1000: one evaluation per trained run]")
-    add("--out", default="runs/default", help="metrics.jsonl and checkpoint/ go here")
-    add("--resume", action="store_true", help="continue from OUT/checkpoint")
-    add("--steps", type=COUNT, help="(preset) [150]")
-    add("--batch", type=COUNT, help="(preset) problems (episodes) per step [128]")
-    add("--mini-batch", type=COUNT, help="(preset) episodes per optimizer update [64]")
-    add("--micro-batch", type=COUNT, help="(preset) responses per forward/backward (gradient accumulation)")
-    add("--lam", type=bounded(float, 0), default=0.1, help="lambda of Eq. 10; 0 = w/o RAS [0.1]")
+        "explicit flags win [%(default)s]")
+    add("--seed", type=SEED, default=0, help="[%(default)s]")
+    add = ap.add_argument_group("the paper's schedule (App. D.6.3)").add_argument
+    add("--steps", type=COUNT, help=preset_help("steps"))
+    add("--batch", type=COUNT, help=preset_help("batch", "problems (episodes) per step"))
+    add("--mini-batch", type=COUNT, help=preset_help("mini_batch", "episodes per optimizer update"))
+    add("--micro-batch", type=COUNT, help=preset_help("micro_batch", "responses per forward/backward (gradient "
+                                                                     "accumulation)"))
+    add("--lr", type=bounded(float, 0, low_open=True), help=preset_help("lr"))
+    add("--weight-decay", type=bounded(float, 0), default=0.01, help="[%(default)s]")
+    add("--grad-clip", type=bounded(float, 0, low_open=True), default=1.0, help="[%(default)s]")
+    add = ap.add_argument_group("MAS-OPD (Eq. 10, PAC, policies)").add_argument
+    add("--lam", type=bounded(float, 0), default=0.1, help="lambda of Eq. 10; 0 = w/o RAS [%(default)s]")
     add("--no-pac", action="store_true", help="teacher sees only the student-visible context (w/o PAC)")
     add("--shared-policy", action="store_true", help="one student in every seat")
-    add("--lr", type=bounded(float, 0, low_open=True), help="(preset) [1e-6]")
-    add("--weight-decay", type=bounded(float, 0), default=0.01, help="[0.01]")
-    add("--grad-clip", type=bounded(float, 0, low_open=True), default=1.0, help="[1.0]")
-    add("--max-turns", type=COUNT, default=4, help="[4]")
-    add("--max-new-tokens", type=COUNT, help="(preset) student response limit [4096]")
-    add("--math-max-new-tokens", type=bounded(int, 0), help="(preset) the math roles' limit, 0 = --max-new-tokens [0]")
-    add("--max-prompt-tokens", type=COUNT, help="(preset) student prompt limit [8192]")
-    add("--teacher-max-prompt-tokens", type=COUNT, help="(preset) teacher prompt limit [12288]")
-    add("--teacher-batch-tokens", type=COUNT, default=16384, help="padded tokens per teacher forward")
-    add("--temperature", type=bounded(float, 0), default=1.0, help="[1.0]")
-    add("--top-p", type=bounded(float, 0, 1, low_open=True), default=1.0, help="[1.0]")
-    add("--top-k", type=bounded(int, 0), default=0, help="0 = off [off]")
+    add = ap.add_argument_group("sampling (App. D.6.1, D.6.3)").add_argument
+    add("--max-turns", type=COUNT, default=r.max_turns, help="T [%(default)s]")
+    add("--max-new-tokens", type=COUNT, help=preset_help("max_new_tokens", "student response limit"))
+    add("--math-max-new-tokens", type=bounded(int, 0), help=preset_help("math_max_new_tokens", "the math roles' limit, "
+        "0 = --max-new-tokens (given alone, --max-new-tokens sets this to 0)"))
+    add("--max-prompt-tokens", type=COUNT, help=preset_help("max_prompt_tokens", "student prompt limit"))
+    add("--teacher-max-prompt-tokens", type=COUNT, help=preset_help("teacher_max_prompt_tokens",
+                                                                    "teacher prompt limit"))
+    add("--temperature", type=bounded(float, 0), default=r.temperature, help="[%(default)s]")
+    add("--top-p", type=bounded(float, 0, 1, low_open=True), default=r.top_p, help="[%(default)s]")
+    add("--top-k", type=bounded(int, 0), default=r.top_k, help="0 = off [%(default)s]")
+    add = ap.add_argument_group("memory and speed").add_argument
     add("--precision", choices=tuple(DTYPES), default=None, help="default: bf16 on GPU, fp32 on CPU")
     add("--grad-checkpointing", action="store_true")
-    add("--rollout-chunk", type=bounded(int, 0), default=0,
-        help="prompts per generate call, 0 = all (bounds the KV cache)")
+    add("--rollout-chunk", type=bounded(int, 0), default=r.rollout_chunk,
+        help="prompts per generate call, 0 = all (bounds the KV cache) [%(default)s]")
+    add("--teacher-batch-tokens", type=COUNT, default=16384, help="padded tokens per teacher forward [%(default)s]")
     add("--teacher-offload", action="store_true", help="keep the teacher on the CPU except while it scores")
     add("--compile", action="store_true", help="compile the sampler's decode step (fused kernels, for a GPU; the "
         "first rollout compiles for tens of seconds)")
-    add("--device", type=device, default="cuda" if torch.cuda.is_available() else "cpu")
-    add("--workers", type=COUNT, default=4, help="sandbox runs at once")
-    add("--save-every", type=COUNT, help="(preset) steps between checkpoints (and always at the end) [10]")
+    add("--device", type=device, default=DEVICE, help="[%(default)s]")
+    add("--workers", type=COUNT, default=r.workers, help="sandbox runs at once [%(default)s]")
+    add("--threads", type=bounded(int, 0), default=0, help="torch CPU threads; 0 = the cores other work leaves free "
+        "[%(default)s]")
+    add = ap.add_argument_group("output").add_argument
+    add("--out", default="runs/default", help="metrics.jsonl and checkpoint/ go here [%(default)s]")
+    add("--resume", action="store_true", help="continue from OUT/checkpoint")
+    add("--save-every", type=COUNT, help=preset_help("save_every", "steps between checkpoints (and always at the "
+                                                                   "end)"))
     add("--save-episodes", action="store_true", help="append each step's episodes to OUT/episodes.jsonl as the "
         "rollout ends (every response with its context, tokens, log-probs and the parsed artefacts)")
-    add("--threads", type=bounded(int, 0), default=0, help="torch CPU threads; 0 = the cores other work leaves free")
-    add("--seed", type=SEED, default=0)
+    add("--eval-seeds", type=SEED, nargs="+", help=preset_help("eval_seeds", "one evaluation of --eval-problems "
+                                                                            "per seed"))
     argv = sys.argv[1:] if argv is None else argv
     if not argv:  # a newcomer's first try: say where the demo is, not only which flags are missing
         ap.error("--problems and --student are required; the laptop demo (the toy world, nothing to download) is "

@@ -9,6 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import checkpoint
+import data
 import memory
 import models
 import train
@@ -190,6 +191,28 @@ def test_presets_fill_only_the_flags_not_given():
             gpu.teacher_max_prompt_tokens, gpu.save_every, gpu.grad_checkpointing, gpu.rollout_chunk) == (
                 50, 16, 8, 2, 1e-6, 1024, 2048, 3072, 3, False, 0)  # --save-every 3 given
     assert (paper.save_every, cpu.save_every) == (10, 1)  # the checkpoint interval is a preset value too
+
+
+def test_help_groups_the_flags_and_each_default_is_typed_once(capsys, monkeypatch):
+    base = ["--problems", "p.jsonl", "--student", "tiny-qwen3"]
+    # the defaults train.py shares with the rollout (and the paper preset's limits) reach it unchanged
+    assert train.rollout_config(train.get_args(base)) == train.RolloutConfig()
+    monkeypatch.setitem(data.PRESETS["paper"], "steps", 77)  # a preset value typed once: in effect and in --help
+    assert train.get_args(base).steps == 77
+    with pytest.raises(SystemExit) as e:
+        train.get_args(["--help"])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    titles = ["\ndata and models:", "\nthe paper's schedule", "\nMAS-OPD (", "\nsampling (", "\nmemory and speed:",
+              "\noutput:"]
+    assert [text.index(t) for t in titles] == sorted(text.index(t) for t in titles)
+    text = text[text.index(titles[0]):]  # the groups, past the usage line
+    steps = " ".join(text[text.index("--steps STEPS"):text.index("--batch BATCH")].split())
+    assert steps == "--steps STEPS (preset) [paper: 77, gpu: 50, cpu: 2]"
+    teacher = " ".join(text[text.index("--teacher TEACHER"):text.index("--eval-problems")].split())
+    assert "(required" in teacher
+    top_k = " ".join(text[text.index("--top-k TOP_K"):].split())
+    assert top_k.startswith(f"--top-k TOP_K 0 = off [{train.RolloutConfig().top_k}]")
 
 
 class Loaded(Exception):

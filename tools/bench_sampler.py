@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from models import tiny_model
+from models import DEVICE, tiny_model
 from sampler import generate
 
 
@@ -25,7 +25,7 @@ def main():
     ap.add_argument("--prompt", type=int, default=64, help="longest prompt; rows range from half of it to it")
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--device", default=DEVICE)
     args = ap.parse_args()
     print(vars(args), "threads", torch.get_num_threads())
 
