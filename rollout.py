@@ -226,13 +226,14 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
             step = cfg.rollout_chunk or len(prompts)
             gen = Generation([], [])
             for lo in range(0, len(prompts), step):  # in rounds of at most rollout_chunk prompts
+                chunk = prompts[lo:lo + step]
                 if isinstance(model, torch.nn.Module):
-                    live.reading(len(prompts[lo:lo + step]))
-                    part = generate(model, prompts[lo:lo + step], limit, temperature=cfg.temperature,
-                                    top_p=cfg.top_p, top_k=cfg.top_k, stop_ids=stops, generator=generator,
-                                    compiled=cfg.compile, on_check=live.check)
+                    live.reading(len(chunk))
+                    part = generate(model, chunk, limit, temperature=cfg.temperature, top_p=cfg.top_p,
+                                    top_k=cfg.top_k, stop_ids=stops, generator=generator, compiled=cfg.compile,
+                                    on_check=live.check)
                 else:  # a scripted agent or another sampler: prompts -> Generation
-                    part = model(prompts[lo:lo + step])
+                    part = model(chunk)
                 live.call_done(part)
                 gen.tokens += part.tokens
                 gen.logprobs += part.logprobs
