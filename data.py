@@ -126,7 +126,7 @@ PRESETS = {
                 eval_seeds=[1000], seeds=[0]),
     # A first run of real models on a CPU: every phase once or twice at short lengths, in minutes per step. The
     # response limits come from measured responses of a small instruct model (SmolLM2-135M, evaluation decoding,
-    # limit 1,024, 8 + 8 problems, two turns; README, "Real small models on a CPU"): each Coder program written was
+    # limit 1,024, 8 + 8 problems, two turns; docs/cpu.md): each Coder program written was
     # complete within 256 tokens, each Tester case within 290, 13 of 14 Tool-User programs within 256 (one 261),
     # 10 of 16 Reasoner answers within 160 (most other responses looped to the limit). A 1.5B coder model that
     # writes its analysis before its program was seen running past 256 inside the code block. So 512 for code and

@@ -40,7 +40,7 @@ class RolloutConfig:
     max_new_tokens: int = PRESETS["paper"]["max_new_tokens"]  # student response limit (App. D.6.3)
     # The math roles' limit, when it differs (0: max_new_tokens). The paper has one limit for both domains; on a
     # CPU the time of a rollout is its longest response, and small models' programs need more tokens than their
-    # math answers (measured in the README, "Real small models on a CPU").
+    # math answers (measured in docs/cpu.md).
     math_max_new_tokens: int = PRESETS["paper"]["math_max_new_tokens"]
     max_prompt_tokens: int = PRESETS["paper"]["max_prompt_tokens"]  # student prompt limit (App. D.6.3)
     temperature: float = 1.0        # training sampling (App. D.6.1); eval uses 0.6 / 0.95 / 20

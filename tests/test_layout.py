@@ -1,7 +1,7 @@
 """The architecture as the README states it: the method imports neither the toy world nor the tools, the supports
 import no method file (metrics.py reads loss.py's advantages), imports run in one direction (no cycles), only at
 the top of a file, and the sampler can be copied without the rest; the decisions the paper leaves open are numbered
-in DECISIONS.md and cited by those numbers."""
+in DECISIONS.md and cited by those numbers; every relative link of the README and of docs/ resolves."""
 import ast
 import os
 import re
@@ -83,12 +83,41 @@ def test_sampler_needs_only_torch():
     assert r.returncode == 0, r.stderr[-2000:]
 
 
+def markdown_pages():
+    """README.md and the pages under docs/ it links to."""
+    docs = os.path.join(ROOT, "docs")
+    return [os.path.join(ROOT, "README.md")] + sorted(
+        os.path.join(docs, n) for n in os.listdir(docs) if n.endswith(".md"))
+
+
+def heading_anchors(text):
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in re.findall(r"^#+ (.*)$", text, re.M)}
+
+
+def test_every_relative_link_in_readme_and_docs_resolves():
+    # docs/report.png included: the README opens with the demo's report, so the screenshot must be committed.
+    broken = []
+    for page in markdown_pages():
+        text = re.sub(r"^```.*?^```", "", open(page).read(), flags=re.M | re.S)  # links inside code are not links
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue  # a web address, not a file of the repository
+            path, _, anchor = target.partition("#")
+            path = os.path.normpath(os.path.join(os.path.dirname(page), path)) if path else page
+            if not os.path.isfile(path):
+                broken.append(f"{os.path.relpath(page, ROOT)}: {target} (no such file)")
+            elif anchor and path.endswith(".md") and anchor not in heading_anchors(open(path).read()):
+                broken.append(f"{os.path.relpath(page, ROOT)}: {target} (no such heading)")
+    assert not broken, "broken links:\n" + "\n".join(broken)
+
+
 def test_every_open_decision_is_cited_by_its_number_and_every_citation_exists():
     numbers = re.findall(r"^## D(\d+)\. ", open(os.path.join(ROOT, "DECISIONS.md")).read(), re.M)
     assert numbers == [str(i) for i in range(1, len(numbers) + 1)], f"DECISIONS.md numbers {numbers}"
     tests = [os.path.join(ROOT, "tests", n) for n in os.listdir(os.path.join(ROOT, "tests")) if n.endswith(".py")]
     in_code, in_readme = set(), set()
-    for path in list(project_modules().values()) + tests + [os.path.join(ROOT, "README.md")]:
+    for path in list(project_modules().values()) + tests + markdown_pages():
         text = open(path).read()
         assert not re.search(r"§10\.\d", text), f"{path} cites an outside numbering, not a DECISIONS.md number"
         (in_readme if path.endswith(".md") else in_code).update(re.findall(r"DECISIONS\.md`? D(\d+)", text))

@@ -1,4 +1,4 @@
-"""The laptop demo: the toy world's problems and models through the real train.py (README, "The toy world").
+"""The laptop demo: the toy world's problems and models through the real train.py (docs/toy.md).
 
     python -m toy                      # build the toy student once (cached), evaluate, train, evaluate, print
     python -m toy --steps 4            # any train.py flag is passed on and overrides the preset (world.PRESET)

@@ -1,6 +1,6 @@
 """The ablation of Table 2 (§4.3) in the toy world, plus the coordination analysis of Figs. 3-4.
 
-    python -m toy.ablation                                    # 3 variants x 3 training seeds (README: its time)
+    python -m toy.ablation                                    # 3 variants x 3 training seeds (docs/toy.md: its time)
     python -m toy.ablation --train-seeds 0 --eval-seeds 7 --steps 4   # a quick look
     python -m toy.ablation --reuse                            # evaluate the runs in OUT again, no training
     python -m toy.ablation --train-seeds 0 1 --train-only --threads 1 &   # on two cores: train in two processes,
