@@ -36,8 +36,6 @@ from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
 
 EVAL_DECODING = dict(temperature=0.6, top_p=0.95, top_k=20, max_turns=4)  # App. D.5
-ARTEFACT = {"coder": ("program",), "tester": ("test_input", "test_output"), "reasoner": ("derivation_answer",),
-            "tool_user": ("program",)}
 WRONG_CHECK = {"coder": "program_correct", "tester": "test_correct", "reasoner": "derivation_correct",
                "tool_user": "program_correct"}
 
@@ -56,13 +54,13 @@ def solved(episode, atts):
     return answers_equivalent(episode.final, episode.problem["answer"])
 
 
-def revision_stats(episodes, atts_of):
+def revision_stats(episodes, attributions):
     """Fig. 4a-b: at every disagreeing turn t with a turn t+1, a role succeeds iff it revised its artefact
-    exactly when its own check failed at t. Returns per role counts of success / revised-when-right /
-    kept-when-wrong (turns whose check is undecided, test_correct None, are skipped)."""
+    exactly when its own check failed at t. attributions: one list per episode (attribute_episodes). Returns per
+    role counts of success / revised-when-right / kept-when-wrong (turns whose check is undecided, test_correct
+    None, are skipped)."""
     stats = {}
-    for e in episodes:
-        atts = atts_of[id(e)]
+    for e, atts in zip(episodes, attributions):
         for t in range(len(e.turns) - 1):
             if e.turns[t].agree:
                 continue
@@ -70,8 +68,8 @@ def revision_stats(episodes, atts_of):
                 ok = atts[t].checks[WRONG_CHECK[role]]
                 if ok is None:
                     continue
-                before, after = e.turns[t].artefacts, e.turns[t + 1].artefacts
-                revised = any(_squash_spaces(before[k]) != _squash_spaces(after[k]) for k in ARTEFACT[role])
+                before, after = e.turns[t].artefacts.own(role), e.turns[t + 1].artefacts.own(role)
+                revised = any(_squash_spaces(b) != _squash_spaces(a) for b, a in zip(before, after))
                 s = stats.setdefault(role, {"n": 0, "success": 0, "revised_when_right": 0, "kept_when_wrong": 0})
                 s["n"] += 1
                 s["success"] += revised == (not ok)
@@ -81,21 +79,21 @@ def revision_stats(episodes, atts_of):
 
 
 def run_team(problems, policies, tok, seed, cfg):
-    """Episodes plus their attributions (the verifier's checks of every turn)."""
+    """Episodes plus their attributions (the verifier's checks of every turn, one list per episode)."""
     device = next((p.device for p in policies.values() if isinstance(p, torch.nn.Module)), "cpu")
     gen = torch.Generator(device=device).manual_seed(seed)
     episodes = run_episodes(problems, policies, tok, cfg, generator=gen)
     return episodes, attribute_episodes(episodes, timeout=cfg.code_timeout, workers=cfg.workers)
 
 
-def team_metrics(episodes, atts):
+def team_metrics(episodes, attributions):
     m = {}
     for domain in ("code", "math"):
-        mine = [e for e in episodes if e.problem["domain"] == domain]
+        mine = [(e, atts) for e, atts in zip(episodes, attributions) if e.problem["domain"] == domain]
         if mine:
-            m[f"acc_{domain}"] = 100 * sum(solved(e, atts[id(e)]) for e in mine) / len(mine)
-            m[f"turns_{domain}"] = sum(len(e.turns) for e in mine) / len(mine)  # no agreement: T turns
-    for role, s in revision_stats(episodes, atts).items():
+            m[f"acc_{domain}"] = 100 * sum(solved(e, atts) for e, atts in mine) / len(mine)
+            m[f"turns_{domain}"] = sum(len(e.turns) for e, _ in mine) / len(mine)  # no agreement: T turns
+    for role, s in revision_stats(episodes, attributions).items():
         if s["n"]:
             m[f"revise_iff_wrong_{role}"] = 100 * s["success"] / s["n"]
             m[f"revised_when_right_{role}"] = 100 * s["revised_when_right"] / s["n"]
@@ -121,13 +119,13 @@ def single_agent_metrics(problems, model, tok, seed, cfg, on_run=None):
     silent = lambda prompts: Generation([[stop] for _ in prompts], [[0.0] for _ in prompts])
     seats = {"coder": model, "tester": silent, "reasoner": model, "tool_user": silent}
     one = dataclasses.replace(cfg, max_turns=1, math_final="reasoner")
-    episodes, atts = run_team(problems, seats, tok, seed, one)
+    episodes, attributions = run_team(problems, seats, tok, seed, one)
     m = {}
     for domain in ("code", "math"):
-        mine = [e for e in episodes if e.problem["domain"] == domain]
-        if mine:
-            ok = [atts[id(e)][0].checks["program_correct" if domain == "code" else "derivation_correct"] for e in mine]
-            m[f"acc_{domain}"] = 100 * sum(map(bool, ok)) / len(mine)
+        ok = [atts[0].checks["program_correct" if domain == "code" else "derivation_correct"]
+              for e, atts in zip(episodes, attributions) if e.problem["domain"] == domain]
+        if ok:
+            m[f"acc_{domain}"] = 100 * sum(map(bool, ok)) / len(ok)
     m.update(format_metrics(episodes, roles=("coder", "reasoner")))  # the silent seats write nothing
     if on_run:
         on_run(seed, "single", episodes, m, time.perf_counter() - start)

@@ -24,7 +24,7 @@ def format_counts(episodes):
     out = {}
     for e in episodes:
         for turn in e.turns:
-            for role, rule in turn.artefacts.get("parsed_by", {}).items():
+            for role, rule in turn.artefacts.parsed_by.items():
                 c = out.setdefault(role, {"responses": 0, "truncated": 0, "unparsed": 0})
                 c["responses"] += 1
                 rule = rule or ("truncated" if turn.responses[role].truncated else "unparsed")
@@ -65,8 +65,9 @@ class PhaseClock:
 def rollout_counts(episodes, attributions, items, overlong):
     """What this rank's rollout and teacher did, as sums, so that ranks add up (add_counts): episodes, turns,
     conflicts, stops, verdict outcomes (App. F.6), tokens, and per role the token sums of A^OPD (Eq. 8), A^role
-    (Eq. 9) and the sampled reverse-KL estimate log pi_theta - log pi_T that Eq. 5 minimises."""
-    atts = [a for e in episodes for a in attributions[id(e)]]
+    (Eq. 9) and the sampled reverse-KL estimate log pi_theta - log pi_T that Eq. 5 minimises. attributions: one list
+    per episode (attribution.attribute_episodes)."""
+    atts = [a for per_episode in attributions for a in per_episode]
     roles = {}
     for role in sorted({it.role for it in items}):
         mine = [it for it in items if it.role == role]

@@ -221,12 +221,12 @@ def joint_rollout(problems, policies, rollout_models, tok, cfg, gen, args):
 def teacher_inputs(episodes, ids, attributions, tok, args):
     """One Scored per response with its two teacher contexts u~ = u (+) r (+) c^{<t} (Eq. 12): r = r_i and
     r = kappa(r_i), the same verdicts c^{<t} in both (none with --no-pac), cut to the teacher limit together.
-    ids: each episode's index in the step's batch. Returns (items, number of responses left out because even their
-    shortest teacher context is too long)."""
+    ids: each episode's index in the step's batch; attributions: one list per episode (attribute_episodes).
+    Returns (items, number of responses left out because even their shortest teacher context is too long)."""
     items, overlong = [], 0
-    for ei, e in zip(ids, episodes):
+    for ei, e, atts in zip(ids, episodes, attributions):
         for turn in e.turns:
-            verdicts = None if args.no_pac else verdicts_before(attributions[id(e)], turn.t)
+            verdicts = None if args.no_pac else verdicts_before(atts, turn.t)
             for role, resp in turn.responses.items():
                 ctx = teacher_contexts(tok, resp.context, (role, KAPPA[role]), verdicts, args.teacher_max_prompt_tokens)
                 if ctx is None:

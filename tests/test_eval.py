@@ -28,12 +28,12 @@ def test_revise_iff_wrong_counts_success_and_both_failure_modes(tok, scripted):
     s = ev.revision_stats(eps, atts)
     assert s["coder"] == {"n": 1, "success": 1, "revised_when_right": 0, "kept_when_wrong": 0}
     assert s["tester"] == {"n": 1, "success": 1, "revised_when_right": 0, "kept_when_wrong": 0}
-    assert ev.solved(eps[0], atts[id(eps[0])])
+    assert ev.solved(eps[0], atts[0])
     # program right, test wrong: the Coder defers (revises a right program), the Tester persists (keeps a wrong test)
     eps, atts = _team(tok, scripted, [GOOD, BAD], [TEST_WRONG])
     s = ev.revision_stats(eps, atts)
     assert s["coder"]["revised_when_right"] == 1 and s["tester"]["kept_when_wrong"] >= 1
-    assert not ev.solved(eps[0], atts[id(eps[0])])
+    assert not ev.solved(eps[0], atts[0])
     m = ev.team_metrics(eps, atts)
     assert m["acc_code"] == 0 and m["turns_code"] == 4
 

@@ -115,9 +115,8 @@ def test_the_teacher_context_of_turn_t_holds_the_verdicts_of_turns_before_t_only
     scored (turn t), a later turn's, or another episode's shows it."""
     real = train.attribute_episodes
     tag = lambda e, t: f"verdict on {e.problem['id']} turn {t}."
-    tagged = lambda episodes, **kw: {k: [dataclasses.replace(a, description=f"{HEADER}\n- {tag(e, t)}")
-                                         for t, a in enumerate(atts)]
-                                     for e, (k, atts) in zip(episodes, real(episodes, **kw).items())}
+    tagged = lambda episodes, **kw: [[dataclasses.replace(a, description=f"{HEADER}\n- {tag(e, t)}")
+                                      for t, a in enumerate(atts)] for e, atts in zip(episodes, real(episodes, **kw))]
     monkeypatch.setattr(train, "attribute_episodes", tagged)
     episodes = []
     monkeypatch.setattr(train, "append_episodes", lambda path, eps, **kw: episodes.extend(eps))
