@@ -26,12 +26,12 @@ from tqdm import tqdm
 
 from attribution import answers_equivalent, attribute_episodes
 from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
-                  load_problems, preset_help, preset_line, write_atomic)
+                  load_problems, preset_help, preset_line, response_limit, write_atomic)
 from memory import check_eval_fits, config_of
 from models import DEVICE, DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs
 from metrics import format_counts, format_shares
 from prompts import ROLES, check_prompt_limit
-from rollout import append_episodes, response_limit, rollout_config, run_episodes, stop_ids_of
+from rollout import append_episodes, rollout_config, run_episodes, stop_ids_of
 from sampler import Generation, release_decoder
 from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts

@@ -86,9 +86,9 @@ def rollout_copies(policies, args):
     (sampler.decoder). Otherwise the policies."""
     if args.precision != "bf16":
         return policies
-    copies = {id(m): to_dtype(copy.deepcopy(m), torch.bfloat16).eval().requires_grad_(False)  # RoPE stays fp32
+    copies = {m: to_dtype(copy.deepcopy(m), torch.bfloat16).eval().requires_grad_(False)  # RoPE stays fp32
               for m in distinct(policies)}
-    return {r: copies[id(m)] for r, m in policies.items()}
+    return {r: copies[m] for r, m in policies.items()}
 
 
 @torch.no_grad()

@@ -27,7 +27,7 @@ import re
 import torch
 from transformers import AutoConfig
 
-from data import load_problems
+from data import load_problems, longest_response
 from models import TINY, gguf_config, local_files_only, tiny_model
 from sampler import CACHE_BUCKET
 from prompts import ROLES
@@ -432,7 +432,7 @@ def plan_inputs(args, n_policies, world=1, rollout_attention="fused"):
     would start. world: ranks under torchrun; each rolls out its share of --batch, while policies, optimizer states
     and the teacher are replicated on every rank (nothing is sharded), so only the rollout's KV cache shrinks."""
     kw = dict(n_policies=n_policies, precision=args.precision, grad_checkpointing=args.grad_checkpointing,
-              prompt_len=args.max_prompt_tokens, response_len=max(args.max_new_tokens, args.math_max_new_tokens),
+              prompt_len=args.max_prompt_tokens, response_len=longest_response(args),
               teacher_prompt_len=args.teacher_max_prompt_tokens, micro_batch=args.micro_batch,
               rollout_batch=math.ceil(args.batch / world), teacher_batch_tokens=args.teacher_batch_tokens,
               rollout_attention=rollout_attention, rollout_chunk=args.rollout_chunk,

@@ -17,7 +17,8 @@ import torch
 from tqdm import tqdm
 
 from attribution import answers_equivalent, attribute_turn
-from data import COUNT, PRESETS, SEED, ProblemError, bounded, check_writable, json_text, load_problems
+from data import (COUNT, PRESETS, SEED, ProblemError, bounded, check_writable, json_text, load_problems,
+                  response_limit)
 from models import load_model
 from prompts import (NO_CODE_BLOCK, ROLE_NAMES, ROLES, CodeArtefacts, MathArtefacts, Segment, build_context,
                      check_prompt_limit, extract_answer, extract_program, extract_test_case, fit_context,
@@ -65,11 +66,6 @@ def rollout_config(args, **overrides):
     (App. D.6.1, D.6.3)."""
     names = {f.name for f in fields(RolloutConfig)}
     return RolloutConfig(**{**{k: v for k, v in vars(args).items() if k in names}, **overrides})
-
-
-def response_limit(cfg, domain):
-    """The most tokens a student response of `domain` ("code" or "math") may have under `cfg` (App. D.6.3)."""
-    return cfg.math_max_new_tokens if domain == "math" and cfg.math_max_new_tokens else cfg.max_new_tokens
 
 
 @dataclass
@@ -212,7 +208,7 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
         bar = tqdm(total=len(jobs), desc=head, leave=False, disable=not cfg.progress,
                    bar_format="{desc}: {n}/{total} responses{postfix} [{elapsed}]")
         out, live = {}, TurnProgress(bar, head)
-        group = lambda job: (id(policies[job[1]]), response_limit(cfg, job[0].problem["domain"]))
+        group = lambda job: (policies[job[1]], response_limit(cfg, job[0].problem["domain"]))
         for key in dict.fromkeys(map(group, jobs)):  # each (model, limit) once, in the order of the jobs
             mine = [j for j in jobs if group(j) == key]
             model, limit = policies[mine[0][1]], key[1]
