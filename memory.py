@@ -217,7 +217,7 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     b["student weights (fp32 master)"] = n * 4 * Ps
     b["AdamW moments (2 x fp32)"] = n * 8 * Ps
     if a != p:
-        b["rollout copies (bf16, train.rollout_copies)"] = n * a * Ps
+        b["rollout copies (bf16, launch.rollout_copies)"] = n * a * Ps
     b["teacher weights"] = tb * Pt
     persistent = sum(b.values()) - (b["teacher weights"] if teacher_offload else 0)
     casts = n * 2 * _autocast_params(student_cfg) if a != p else 0
@@ -298,7 +298,7 @@ def format_plan(pl):
              f"prefill attention {s['rollout_attention']}" + ("; teacher offloaded" if s["teacher_offload"] else ""),
              "persistent (every phase)"]
     persistent = [k for k in ("student weights (fp32 master)", "AdamW moments (2 x fp32)",
-                              "rollout copies (bf16, train.rollout_copies)", "teacher weights") if k in b]
+                              "rollout copies (bf16, launch.rollout_copies)", "teacher weights") if k in b]
     lines += [f"  {k:<40}{g(b[k])}" + ("  (CPU outside scoring)" if k == "teacher weights" and s["teacher_offload"]
                                        else "") for k in persistent]
     lines.append(f"  {'= persistent':<40}{g(pl['persistent'])}")

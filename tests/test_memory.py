@@ -145,8 +145,8 @@ def test_kv_cache_formula_and_persistent_items():
     P = param_count(S)
     assert pl["bytes"]["student weights (fp32 master)"] == 2 * 4 * P
     assert pl["bytes"]["AdamW moments (2 x fp32)"] == 2 * 8 * P
-    assert pl["bytes"]["rollout copies (bf16, train.rollout_copies)"] == 2 * 2 * P
-    assert "rollout copies (bf16, train.rollout_copies)" not in plan(S, T, precision="fp32")["bytes"]
+    assert pl["bytes"]["rollout copies (bf16, launch.rollout_copies)"] == 2 * 2 * P
+    assert "rollout copies (bf16, launch.rollout_copies)" not in plan(S, T, precision="fp32")["bytes"]
     assert pl["bytes"]["teacher weights"] == 2 * param_count(T)
     assert pl["total"] == pl["persistent"] + max(pl["phases"].values())
     off = plan(S, T, rollout_batch=4, teacher_offload=True)
