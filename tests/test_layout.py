@@ -10,7 +10,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METHOD = ["rollout", "attribution", "teacher", "loss", "train", "eval"]
-SUPPORTS = ["prompts", "metrics", "checkpoint", "sampler", "models", "data", "sandbox", "distributed", "memory"]
+SUPPORTS = ["prompts", "metrics", "checkpoint", "sampler", "models", "data", "sandbox", "cgroups", "cases",
+            "distributed", "memory"]
 ALLOWED_METHOD_IMPORTS = {"metrics": {"loss"}}  # the step's A^OPD and A^role means, with loss.py's own functions
 
 
@@ -77,7 +78,7 @@ def test_project_imports_form_no_cycle():
 
 def test_sampler_needs_only_torch():
     code = ("import sys, sampler; bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('transformers', 'math_verify', 'attribution', 'rollout', 'teacher', 'models', 'sandbox')); "
+            "('transformers', 'math_verify', 'attribution', 'rollout', 'teacher', 'models', 'sandbox', 'cases')); "
             "assert not bad, bad; assert callable(sampler.generate) and callable(sampler.sequence_logprobs)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tqdm import tqdm
 
+from cases import run_case
 from data import COUNT, ProblemError, bounded, check_all, check_writable, write_atomic
-from sandbox import run_case
 
 # ----------------------------------------------------------------------------- benchmark converters
 # One converter per source: from_x(rec, where, pid, stats) -> problem. `where` names the record in errors
