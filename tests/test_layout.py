@@ -11,7 +11,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METHOD = ["rollout", "attribution", "teacher", "loss", "train", "eval"]
 SUPPORTS = ["prompts", "metrics", "checkpoint", "sampler", "models", "data", "sandbox", "cgroups", "cases",
-            "distributed", "memory"]
+            "distributed", "footprint", "memory"]
 ALLOWED_METHOD_IMPORTS = {"metrics": {"loss"}}  # the step's A^OPD and A^role means, with loss.py's own functions
 
 

@@ -47,6 +47,7 @@ import memory
 import sampler
 import train
 from data import load_problems
+from footprint import QWEN3
 from models import first_line, make_tokenizer
 from prompts import Segment
 from rollout import Response
@@ -295,7 +296,7 @@ def main(argv=None):
     hf_logging.set_verbosity_error()
     dev = args.device or ("cpu" if args.tiny else "cuda")
     cuda = dev.startswith("cuda")
-    sizes, S, T = (TINY, TINY_S, TINY_T) if args.tiny else (REAL, memory.QWEN3["Qwen3-1.7B"], memory.QWEN3["Qwen3-14B"])
+    sizes, S, T = (TINY, TINY_S, TINY_T) if args.tiny else (REAL, QWEN3["Qwen3-1.7B"], QWEN3["Qwen3-14B"])
     log = Log(args.out)
     unit, uname = (2**20, "MiB") if args.tiny else (memory.GiB, "GiB")
     start = time.perf_counter()
