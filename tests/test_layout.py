@@ -1,7 +1,7 @@
 """The architecture as the README states it: the method imports neither the toy world nor the tools, the supports
 import no method file (metrics.py reads loss.py's advantages), imports run in one direction (no cycles), only at
-the top of a file, and the sampler can be copied without the rest; the decisions the paper leaves open are numbered
-in DECISIONS.md and cited by those numbers."""
+the top of a file, and the sampler can be copied without the rest; no support, toy or tool file outgrows one concept
+(MAX_LINES); the decisions the paper leaves open are numbered in DECISIONS.md and cited by those numbers."""
 import ast
 import os
 import re
@@ -13,6 +13,7 @@ METHOD = ["rollout", "attribution", "teacher", "loss", "train", "eval"]
 SUPPORTS = ["prompts", "metrics", "checkpoint", "sampler", "models", "data", "sandbox", "cgroups", "cases",
             "distributed", "footprint", "memory"]
 ALLOWED_METHOD_IMPORTS = {"metrics": {"loss"}}  # the step's A^OPD and A^role means, with loss.py's own functions
+MAX_LINES = 420  # one concept per file, read top to bottom: ~400 lines at most
 
 
 def project_modules():
@@ -57,6 +58,13 @@ def test_supports_import_no_method_file():
         method = {m for m in imports(modules[name], modules)[0] if m in METHOD}
         method -= ALLOWED_METHOD_IMPORTS.get(name, set())
         assert not method, f"{name}.py, a support, imports the method file(s) {sorted(method)}"
+
+
+def test_supports_toy_and_tools_stay_within_the_line_limit():
+    modules = project_modules()
+    lines = {n: sum(1 for _ in open(p)) for n, p in modules.items() if n not in METHOD}
+    over = {n: k for n, k in lines.items() if k > MAX_LINES}
+    assert not over, f"over {MAX_LINES} lines, split by concept: {over}"
 
 
 def test_project_imports_form_no_cycle():
