@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 import math_verify
 
+from cases import NUMBER, outputs_match, run_case, run_cases
 from prompts import CodeArtefacts, MathArtefacts
-from sandbox import NUMBER, is_error, outputs_match, run_case, run_cases
+from sandbox import is_error
 
 # We disable math-verify's signal-based timeouts on purpose (see answers_equivalent); silence its warning
 # about that, which it would print on every call.

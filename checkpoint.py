@@ -11,7 +11,8 @@ import shutil
 import torch
 
 from data import longest_response, nearest_folder
-from memory import GiB, checkpoint_bytes, config_of
+from footprint import checkpoint_bytes, config_of
+from memory import GiB
 from models import first_line
 
 
@@ -53,7 +54,7 @@ def save_checkpoint(out, step, policies, optims, tok, samplers, skipped, args):
 def check_disk(args, n_policies):
     """The start-up line: what one step of Algorithm 1 (App. C) samples and scores at most (every episode runs
     --max-turns turns, every response --max-new-tokens tokens, every teacher context its limit; Eq. 7 scores each
-    response twice) and what each checkpoint writes (memory.checkpoint_bytes, from the config, no weights).
+    response twice) and what each checkpoint writes (footprint.checkpoint_bytes, from the config, no weights).
     Raises ValueError (one line) when --out has not the free disk space the next save_checkpoint needs at its
     peak: checkpoint.tmp is complete before the last checkpoint goes, so a run that saves twice needs two
     checkpoints' space, or one where a checkpoint is already there."""

@@ -27,7 +27,8 @@ from tqdm import tqdm
 from attribution import answers_equivalent, attribute_episodes
 from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
                   load_problems, preset_help, preset_line, response_limit, write_atomic)
-from memory import check_eval_fits, config_of
+from footprint import config_of
+from memory import check_eval_fits
 from models import DEVICE, DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs
 from metrics import format_counts, format_shares
 from prompts import ROLES, check_prompt_limit

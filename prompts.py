@@ -234,7 +234,7 @@ def check_prompt_limit(problems, tokenizer, limit):
 # yields no program. A test case is read after the last "Test Input:" and the following "Test Output:": fenced
 # blocks when there are any, else the text after each label (unfenced). Only one test case is read per turn.
 # The Reasoner's answer: the last "####" line with markup stripped, else the last \boxed{...}, else the last
-# number outside code blocks, in ASCII digits ("٣" is no number, as for sandbox.NUMBER). The placeholders this
+# number outside code blocks, in ASCII digits ("٣" is no number, as for cases.NUMBER). The placeholders this
 # project writes into histories (NO_PROGRAM ...) and the prompts' schematic layouts are removed before any rule
 # runs, so a student that copies one from its history or its prompt has written no artefact.
 _FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.S)

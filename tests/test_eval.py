@@ -9,7 +9,8 @@ import eval as ev
 import memory
 import rollout
 import sampler
-from memory import GiB, config_of, eval_plan, fits
+from footprint import config_of
+from memory import GiB, eval_plan, fits
 from models import make_tokenizer, tiny_model
 from rollout import RolloutConfig, run_episodes
 from tests.test_workflows import APPLES, BAD, GOOD, SUM, TEST_OK, TEST_WRONG

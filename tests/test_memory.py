@@ -1,5 +1,5 @@
-"""memory.py and tools/memory.py: exact parameter counts, the activation formula against what autograd saves,
-monotonicity of the plan, its table and the fit report."""
+"""memory.py, footprint.py and tools/memory.py: exact parameter counts, the activation formula against what
+autograd saves, monotonicity of the plan, its table and the fit report."""
 import os
 import re
 
@@ -8,9 +8,10 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 import config
+import footprint
 import memory
-from memory import (GiB, QWEN3, fit_report, fits, format_plan, layer_act_bytes, outside_layers_bytes,
-                    param_count, plan)
+from footprint import QWEN3, layer_act_bytes, outside_layers_bytes, param_count
+from memory import GiB, fit_report, fits, format_plan, plan
 from tools.memory import main as memory_main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -190,7 +191,7 @@ def test_dry_run_uses_train_args():
                                            EXAMPLES]))
     assert "4 student policies" in small and small.splitlines()[-1].endswith(" fits")  # code + math: 4 roles
     with pytest.raises(ValueError, match="no config for"):
-        memory.config_of(os.path.join(ROOT, "no-such-model-dir"))
+        footprint.config_of(os.path.join(ROOT, "no-such-model-dir"))
 
 
 def test_command_line_reads_train_flags_and_loads_nothing(tmp_path, capsys):

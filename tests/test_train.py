@@ -12,6 +12,7 @@ import checkpoint
 import config
 import data
 import eval as evaluation
+import footprint
 import launch
 import memory
 import models
@@ -226,7 +227,7 @@ class Loaded(Exception):
 def test_a_run_without_disk_space_for_its_next_checkpoint_is_refused_before_any_weights_load(
         tmp_path, problems, error_line, monkeypatch):
     monkeypatch.setattr(launch, "load_model", lambda *a, **k: (_ for _ in ()).throw(Loaded()))
-    size = memory.checkpoint_bytes(tiny_model("qwen3").config, 4)  # the problems' four roles: four policies
+    size = footprint.checkpoint_bytes(tiny_model("qwen3").config, 4)  # the problems' four roles: four policies
     free = [0]
     monkeypatch.setattr(checkpoint.shutil, "disk_usage", lambda path: types.SimpleNamespace(free=free[0]))
     out = tmp_path / "run"
