@@ -10,7 +10,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METHOD = ["rollout", "attribution", "teacher", "loss", "train", "eval"]
-SUPPORTS = ["prompts", "metrics", "checkpoint", "sampler", "models", "data", "sandbox", "distributed", "memory"]
+SUPPORTS = ["prompts", "metrics", "report", "checkpoint", "sampler", "models", "data", "sandbox", "distributed",
+            "memory"]
 ALLOWED_METHOD_IMPORTS = {"metrics": {"loss"}}  # the step's A^OPD and A^role means, with loss.py's own functions
 
 
