@@ -84,12 +84,12 @@ def start_log(path, start):
     kept = []
     if start and os.path.exists(path):
         with open(path) as f:
-            kept = [ln for ln in f if _step_of(ln) < start]
+            kept = [ln for ln in f if step_of(ln) < start]
     with open(path, "w") as f:
         f.writelines(kept)
 
 
-def _step_of(line):
+def step_of(line):
     """The step of a metrics.jsonl line; a line a crash cut short counts as after every checkpoint (dropped)."""
     try:
         return json.loads(line)["step"]

@@ -14,7 +14,6 @@ The verifier scores; no model ever sees a verdict here.
 """
 import argparse
 import dataclasses
-import html
 import json
 import os
 import statistics
@@ -31,7 +30,9 @@ from footprint import config_of
 from memory import check_eval_fits
 from models import DEVICE, DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs
 from metrics import format_counts, format_shares
+from loss import role_advantage
 from prompts import ROLES, check_prompt_limit
+from report import heatmap, page, table_rows, token_pieces
 from rollout import append_episodes, rollout_config, run_episodes, stop_ids_of
 from sampler import Generation, release_decoder
 from sandbox import describe, stop_on_sigterm
@@ -184,32 +185,13 @@ def evaluate_policies(problems, policies, tok, args, exchange=False):
 
 
 def heatmap_html(teacher, tok, items, block=4, levels=11):
-    """App. G.2: per-token A^role = l^(i) - l^(j) of chosen responses, averaged over blocks of `block` tokens
-    and quantised into `levels` signed levels (the middle one ~ 0). items: (title, Response, role). One
-    self-contained HTML page: blue = typical of the target role, red = of its teammate."""
+    """App. G.2: the role-advantage heat map (report.heatmap) of chosen responses, scored here by the teacher under
+    both role conditions. items: (title, Response, role). One self-contained HTML page."""
     ctx = [c for _, r, role in items for c in teacher_contexts(tok, r.context, (role, KAPPA[role]))]
     lps = score(teacher, ctx, [r.tokens for _, r, _ in items for _ in (0, 1)])
-    rows, top = [], 1e-9
-    for k, (title, resp, role) in enumerate(items):
-        a_role = (lps[2 * k] - lps[2 * k + 1]).tolist()
-        blocks = [(tok.decode(resp.tokens[i:i + block]), sum(a_role[i:i + block]) / len(a_role[i:i + block]))
-                  for i in range(0, len(resp.tokens), block)]
-        top = max([top] + [abs(v) for _, v in blocks])
-        rows.append((title, role, blocks))
-    half = levels // 2
-    parts = ["<!doctype html><meta charset='utf-8'><title>Role advantage</title><style>body{font-family:monospace;"
-             "max-width:60em}span{white-space:pre-wrap;border-radius:2px}</style><h1>Token-level role advantage "
-             "(App. G.2)</h1><p>Blocks of %d tokens; colour = mean A<sup>role</sup>, %d levels, scale &plusmn;%.3f."
-             " Blue: typical of the target role; red: of its teammate.</p>" % (block, levels, top)]
-    for title, role, blocks in rows:
-        parts.append(f"<h2>{html.escape(title)} ({html.escape(role)})</h2><p>")
-        for text, v in blocks:
-            q = max(-half, min(half, round(v / top * half)))
-            alpha = abs(q) / half * 0.8
-            colour = f"rgba(40,90,220,{alpha:.2f})" if q > 0 else f"rgba(220,50,40,{alpha:.2f})"
-            parts.append(f"<span title='{v:+.4f}' style='background:{colour}'>{html.escape(text)}</span>")
-        parts.append("</p>")
-    return "".join(parts)
+    rows = [(title, role, token_pieces(tok, resp.tokens), role_advantage(lps[2 * k], lps[2 * k + 1]).tolist())
+            for k, (title, resp, role) in enumerate(items)]
+    return page("Role advantage", "<h1>Token-level role advantage (App. G.2)</h1>" + heatmap(rows, block, levels))
 
 
 def policy_dirs(ckpt, roles):
@@ -252,11 +234,8 @@ def seat_plan(args, problems, roles):
 
 def markdown(rows):
     """rows: system name -> mean_std dict. One row per metric, one column per system."""
-    metrics = sorted({k for m in rows.values() for k in m})
     lines = ["| metric | " + " | ".join(rows) + " |", "|---" * (len(rows) + 1) + "|"]
-    for k in metrics:
-        cells = [f"{m[k]['mean']:.1f} ± {m[k]['std']:.1f}" if k in m else "-" for m in rows.values()]
-        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    lines += [f"| {k} | " + " | ".join(cells) + " |" for k, cells in table_rows(rows)]
     return "\n".join(lines)
 
 

@@ -1,7 +1,8 @@
 """The per-step figures of Algorithm 1 that metrics.jsonl and the console report: how each role's responses were
 parsed (format failures apart from wrong work), what a step's rollout and teacher did as sums that ranks add up,
 the means a step reports from those sums (A^OPD, A^role, the reverse-KL estimate per role, Eq. 5, 8, 9), and the
-cost of a step (per-phase seconds, peak memory); the step's one console line.
+cost of a step (per-phase seconds, peak memory); the step's one console line; the few responses per step the
+run report's heat maps show (report.py).
 """
 import resource
 import time
@@ -12,6 +13,7 @@ import torch
 from tqdm import tqdm
 
 from loss import opd_advantage, role_advantage
+from report import token_pieces
 
 
 
@@ -120,6 +122,24 @@ def step_line(m):
     return (f"step {m['step']} | loss {loss} | reverse KL {per_token('reverse_kl'):.4f} | A^role "
             f"{per_token('a_role'):+.4f} | conflict {m['conflict_rate']:.2f} | {sum(m['seconds'].values()):.1f} s"
             + skipped)
+
+
+def step_samples(step, items, batch, tok, per_role=2):
+    """A few of a step's scored responses for the run report's heat maps (report.py): per role, its first scored
+    response in each of the first `per_role` episodes that have one, as {"step", "problem": its id, "role",
+    "pieces": the text of each token (report.token_pieces), "a_role": A^role per token (Eq. 9), "a_opd": A^OPD per
+    token (Eq. 8)}. items: train.Scored after Phase 2 (lp_target, lp_contrast, lp_student, each (L,)); batch: the
+    step's problems, indexed by Scored.episode."""
+    chosen = {}
+    for it in items:
+        mine = chosen.setdefault(it.role, {})
+        if len(mine) < per_role and it.episode not in mine:
+            mine[it.episode] = it
+    return [{"step": step, "problem": batch[it.episode]["id"], "role": role,
+             "pieces": token_pieces(tok, it.response.tokens),
+             "a_role": role_advantage(it.lp_target, it.lp_contrast).tolist(),
+             "a_opd": opd_advantage(it.lp_target, it.lp_student).tolist()}
+            for role, mine in sorted(chosen.items()) for it in mine.values()]
 
 
 def peak_memory_mb(device):

@@ -6,7 +6,7 @@ role condition (teacher.py); advantages A^RAS (Eq. 10); Phase 3 the loss of Eq. 
 role's policy from its own responses, all policies synchronously. Verdicts and teacher scores are then dropped.
 The command line is config.py's, what a run starts from (models, optimizers, a resumed state, the bf16 rollout
 copies) launch.py's, the prompts and parsing rules prompts.py's, a step's figures and console line metrics.py's,
-checkpoints and resume checkpoint.py's.
+checkpoints and resume checkpoint.py's, the run's report (curves, evaluation, heat maps) report.py's.
 
     python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3 \
         --batch 2 --max-new-tokens 32      # tiny random models: every phase of the protocol, seconds
@@ -39,9 +39,10 @@ from data import ProblemError, check_writable, json_text, load_problems, preset_
 from eval import evaluate_policies, markdown
 from launch import build, refresh, rollout_copies
 from loss import eq13_weights, mas_opd_loss, ras_advantage
-from metrics import PhaseClock, add_counts, peak_memory_mb, rollout_counts, rollout_metrics, step_line
+from metrics import PhaseClock, add_counts, peak_memory_mb, rollout_counts, rollout_metrics, step_line, step_samples
 from models import cpu_threads
 from prompts import check_prompt_limit
+from report import write_report
 from rollout import Response, append_episodes, rollout_config, run_episodes
 from sampler import release_decoder, sequence_logprobs
 from sandbox import describe, stop_on_sigterm
@@ -80,11 +81,12 @@ def autocast(args):
 
 
 def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models=None, record=None,
-               progress=False):
+               progress=False, samples=None):
     """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes -> advantages -> update.
-    rollout_models: what Phase 1 samples with (rollout_copies; default: the policies themselves). record: called
-    as record(step, episodes) as soon as the rollout ends. progress: a line that names the phase running and the
-    seconds of those done. Returns the step's metrics; the caller decides what to save."""
+    rollout_models: what Phase 1 samples with (default: the policies). record(step, episodes): called when the
+    rollout ends. progress: a line naming the phase running and the seconds of those done. samples: the report's
+    JSONL of scored responses (metrics.step_samples), appended to by the first and the last step. Returns the
+    step's metrics; the caller decides what to save."""
     cfg, clock = rollout_config(args, progress=progress), PhaseClock(step, progress)
     ids = list(range(distributed.rank(), args.batch, distributed.world_size()))  # this rank's share of the batch
     batch = batch_for_step(problems, step, args.batch, args.seed)
@@ -100,6 +102,9 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollou
             score_both_passes(items, teacher, args)                               # Phase 2b: Eq. 7, twice
         for it in items:                                                          # Eq. 10, sampler log-probs
             it.adv = ras_advantage(it.lp_target, it.lp_contrast, it.lp_student, args.lam)
+    if samples and step in (0, args.steps - 1):  # the report's heat maps, before and after training (App. G.2)
+        with open(samples, "a") as f:
+            f.writelines(json_text(s) + "\n" for s in step_samples(step, items, batch, tok))
     counts = add_counts(distributed.gather(rollout_counts(episodes, attributions, items, overlong)))  # all ranks
     metrics = {"step": step, **rollout_metrics(counts)}
     with clock.phase("update"):           # Phase 3: Eq. 13, all policies synchronously
@@ -252,10 +257,12 @@ def main(argv=None, teacher=None):
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     metrics_path = os.path.join(args.out, "metrics.jsonl")
+    samples_path = os.path.join(args.out, "samples.jsonl")
     episodes_path = os.path.join(args.out, "episodes.jsonl" if rank == 0 else f"episodes.rank{rank}.jsonl")
     if rank == 0:
         os.makedirs(args.out, exist_ok=True)
         start_log(metrics_path, start)
+        start_log(samples_path, start)
     distributed.barrier()  # OUT exists before any rank writes its episodes there
     if args.save_episodes:
         start_log(episodes_path, start)
@@ -265,7 +272,7 @@ def main(argv=None, teacher=None):
         results = {"before": evaluate_policies(held_out, rollout_models, tok, args)} if start == 0 else {}
     for step in tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps, disable=rank != 0):
         metrics = train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models, record,
-                             progress=rank == 0)
+                             progress=rank == 0, samples=samples_path if rank == 0 else None)
         skipped += metrics["skipped"]
         metrics["skipped_total"] = skipped
         if rank == 0:
@@ -284,6 +291,8 @@ def main(argv=None, teacher=None):
         print(markdown({f"{k} ({len(held_out)} held-out problems, seeds {args.eval_seeds})": v
                         for k, v in results.items()}))
         write_atomic(os.path.join(args.out, "results.json"), json_text(results, indent=1))
+    if rank == 0:
+        print(f"report: {write_report(args.out)}")
     distributed.barrier()  # no rank leaves while rank 0 still writes or evaluates
     distributed.finish()
 

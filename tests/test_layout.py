@@ -12,8 +12,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METHOD = ["rollout", "attribution", "teacher", "loss", "train", "eval"]
-SUPPORTS = ["prompts", "metrics", "checkpoint", "sampler", "models", "data", "sandbox", "cgroups", "cases",
-            "distributed", "footprint", "memory"]
+SUPPORTS = ["prompts", "metrics", "report", "checkpoint", "sampler", "models", "data", "sandbox", "cgroups",
+            "cases", "distributed", "footprint", "memory"]
 ALLOWED_METHOD_IMPORTS = {"metrics": {"loss"}}  # the step's A^OPD and A^role means, with loss.py's own functions
 # train.py's plumbing, apart so that train.py reads as Algorithm 1: its command line (the rollout's defaults are
 # RolloutConfig's) and what a run starts from (a resumed run's policies load as eval.py loads them)

@@ -119,6 +119,10 @@ def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path, small_toy, c
         lines = [json.loads(line) for line in f]
     assert [m["step"] for m in lines] == [0, 1]
     assert all(v["reverse_kl"] == v["reverse_kl"] for v in lines[0]["roles"].values())  # scored, finite
+    # the run report, with the hand-written teacher's role advantage of responses from both steps
+    assert f"report: {os.path.join(out, 'report.html')}" in printed
+    page = open(os.path.join(out, "report.html"), encoding="utf-8").read()
+    assert "<td>acc_code</td>" in page and "step 0 (first" in page and "step 1 (last)" in page
 
 
 def test_a_build_another_process_finished_first_is_kept(tmp_path, monkeypatch):
