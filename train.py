@@ -256,8 +256,7 @@ def main(argv=None, teacher=None):
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    metrics_path = os.path.join(args.out, "metrics.jsonl")
-    samples_path = os.path.join(args.out, "samples.jsonl")
+    metrics_path, samples_path = (os.path.join(args.out, name) for name in ("metrics.jsonl", "samples.jsonl"))
     episodes_path = os.path.join(args.out, "episodes.jsonl" if rank == 0 else f"episodes.rank{rank}.jsonl")
     if rank == 0:
         os.makedirs(args.out, exist_ok=True)
