@@ -16,6 +16,7 @@ import os
 import sys
 
 import torch
+from transformers.utils import logging as hf_logging
 
 import train
 from attribution import attribute_episodes, verdicts_before
@@ -114,6 +115,7 @@ def main(argv=None):
                     "before it, or 0 when the episode ended there]")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     colour = sys.stdout.isatty()
+    hf_logging.disable_progress_bar()  # the contexts, not a bar per loaded shard
     try:
         if args.student and not args.problems:
             raise ValueError("--student needs --problems FILE")
