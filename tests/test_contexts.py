@@ -35,7 +35,7 @@ def sections(text):
     """The printed contexts: {'a': student, 'b': target, 'c': contrast}."""
     parts = re.split(r"^--- \((a|b|c)\) the .*\n", text, flags=re.M)
     found = dict(zip(parts[1::2], parts[2::2]))
-    found["c"] = found["c"].split("--- (b) vs (c)")[0]
+    found["c"] = re.split(r"^--- ", found["c"], flags=re.M)[0]  # up to the notes after it
     return found
 
 
@@ -56,6 +56,7 @@ def test_prints_the_three_contexts_differing_as_eq_6_and_12_say(turn2):
     assert opening in s["a"] and target in s["b"] and contrast in s["c"]
     assert s["b"].replace(target, "@") == s["c"].replace(contrast, "@")  # only the condition passage differs
     assert "only the role condition differs (tester:" in turn2
+    assert "2 verdict(s) inserted" in turn2
     without_verdicts = re.sub(r"\[verdict on turn \d .*?\[end\]\n", "", s["b"], flags=re.S)
     assert without_verdicts.replace(target, opening) == s["a"]  # the student's tokens, all of them, in order
     assert HEADER not in s["a"] and "[verdict" not in s["a"]

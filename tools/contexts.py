@@ -50,7 +50,7 @@ def choose(problems, path, args):
 
 def render(tok, pieces, condition, colour):
     """The decoded (kind, turn, ids) pieces in order; the student's opening line, the role condition and each
-    verdict between a bracketed mark and [end] (the marks are the only text added)."""
+    verdict between a bracketed mark and [end], each on lines of their own (the only text added or moved)."""
     out = ""
     for kind, t, ids in pieces:
         text = tok.decode(ids)
@@ -65,18 +65,25 @@ def render(tok, pieces, condition, colour):
     return out
 
 
-def difference(pieces, role):
-    """One line on what differs between the target and the contrast context, read from their pieces."""
+def differences(student, pieces, role):
+    """Two lines on what differs, read from the pieces: the student's context -> the target, target vs contrast."""
+    tokens = lambda ps, kind: sum(len(ids) for k, _, ids in ps if k == kind)
+    turns = lambda ps: {t for k, t, _ in ps if k == "history" and t >= 0}
+    dropped = sorted(turns(student) - turns(pieces[0]))
+    verdicts = sum(k == "verdict" for k, _, _ in pieces[0])
+    a_b = (f"(a) -> (b): the opening line ({tokens(student, 'opening')} tokens) replaced by r_i "
+           f"({tokens(pieces[0], 'condition')}), {verdicts} verdict(s) inserted ({tokens(pieces[0], 'verdict')})"
+           + (f", the history of turn(s) {dropped} dropped for the teacher limit" if dropped else ""))
     rest = [[p for p in ps if p[0] != "condition"] for ps in pieces]
-    size = [sum(len(ids) for k, _, ids in ps if k == "condition") for ps in pieces]
     if rest[0] != rest[1]:
-        return "(b) vs (c): they differ outside the role condition too"
-    return (f"(b) vs (c): only the role condition differs ({role}: {size[0]} tokens, {KAPPA[role]}: {size[1]}); "
-            f"the other {sum(len(ids) for _, _, ids in rest[0])} tokens are identical")
+        return a_b, "(b) vs (c): they differ outside the role condition too"
+    return a_b, (f"(b) vs (c): only the role condition differs ({role}: {tokens(pieces[0], 'condition')} tokens, "
+                 f"{KAPPA[role]}: {tokens(pieces[1], 'condition')}); the other "
+                 f"{sum(len(ids) for _, _, ids in rest[0])} tokens are identical")
 
 
 def show(tok, episode, t, role, verdicts, limit, colour):
-    """Print (a), (b), (c), their difference and the response, for `role`'s response at turn t of `episode`."""
+    """Print (a), (b), (c), what differs and the response, for `role`'s response at turn t of `episode`."""
     resp = episode.turns[t].responses[role]
     p = episode.problem
     print(f"=== {p['id']} ({p['domain']}): {p['question'].strip()}")
@@ -95,7 +102,7 @@ def show(tok, episode, t, role, verdicts, limit, colour):
                                 ("(c) the teacher's contrast context", "kappa(r_i)", pieces[1], KAPPA[role])):
         print(f"--- {name} under {symbol} = {r} ({sum(len(ids) for _, _, ids in ps)} tokens)")
         print(render(tok, ps, f"{symbol}: {r}", colour))
-    print(f"--- {difference(pieces, role)}")
+    print("\n".join(f"--- {line}" for line in differences(student, pieces, role)))
     print(f"\n--- the response y_i^t, scored by the teacher after (b) and after (c) ({len(resp.tokens)} tokens)")
     print(tok.decode(resp.tokens))
 
