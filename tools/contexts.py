@@ -20,7 +20,7 @@ import sys
 import torch
 from transformers.utils import logging as hf_logging
 
-import train
+import config
 from attribution import attribute_episodes, verdicts_before
 from data import ProblemError, bounded, load_problems
 from models import load_model
@@ -133,7 +133,7 @@ def main(argv=None):
         else:  # the toy preset's limits; its --out is never written here
             targv = train_args(build_toy(args.cache), os.devnull) + (["--problems", args.problems] if args.problems
                                                                      else [])
-        targs = train.get_args(targv + rest)
+        targs = config.get_args(targv + rest)
         problem, role = choose(load_problems(targs.problems), targs.problems, args)
         cfg = rollout_config(targs)
         model, tok = load_model(targs.student, seed=targs.seed, device=targs.device)
