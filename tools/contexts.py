@@ -150,7 +150,7 @@ def main(argv=None):
         print(f"error: --turn {t}: the episode has turns 0..{last} (it stopped: {episode.stopped}); try another "
               f"--turn, --seed or --problem", file=sys.stderr)
         sys.exit(2)
-    attributions = attribute_episodes([episode], timeout=cfg.code_timeout, workers=1)[id(episode)]
+    attributions = attribute_episodes([episode], timeout=cfg.code_timeout, workers=1)[0]
     verdicts = None if targs.no_pac else verdicts_before(attributions, t)
     show(tok, episode, t, role, verdicts, targs.teacher_max_prompt_tokens, colour)
 
