@@ -72,6 +72,8 @@ def get_args(argv=None):
         "rollout ends (every response with its context, tokens, log-probs and the parsed artefacts)")
     add("--eval-seeds", type=SEED, nargs="+", help=preset_help("eval_seeds", "one evaluation of --eval-problems "
                                                                             "per seed"))
+    add("--eval-exchange", action="store_true", help="evaluate each policy in its partner's seat too: the exchange "
+        "penalty (Fig. 3a); doubles the evaluation's time")
     argv = sys.argv[1:] if argv is None else argv
     if not argv:  # a newcomer's first try: say where the demo is, not only which flags are missing
         ap.error("--problems and --student are required; the laptop demo (the toy world, nothing to download) is "

@@ -173,12 +173,12 @@ def run_line(seed, seats, episodes, metrics, seconds):
     return f"eval seed {seed}, {seats} seats: {len(episodes)} episodes in {seconds:.1f} s; {acc}"
 
 
-def evaluate_policies(problems, policies, tok, args, exchange=False):
+def evaluate_policies(problems, policies, tok, args):
     """evaluate with train.py's parsed args (config.get_args): team accuracy, revise-iff-wrong and turns on held-out
-    problems over args.eval_seeds, with the evaluation decoding (App. D.5); with exchange=True also the exchange
-    penalty (Fig. 3a). A line per run as it ends, above any progress bar."""
+    problems over args.eval_seeds, with the evaluation decoding (App. D.5); with args.eval_exchange also the
+    exchange penalty (Fig. 3a). A line per run as it ends, above any progress bar."""
     cfg = rollout_config(args, progress=True, **EVAL_DECODING)
-    out = evaluate(problems, policies, tok, args.eval_seeds, cfg, exchange=exchange,
+    out = evaluate(problems, policies, tok, args.eval_seeds, cfg, exchange=args.eval_exchange,
                    on_run=lambda *run: tqdm.write(run_line(*run)))
     release_decoder()
     return out

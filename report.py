@@ -174,10 +174,20 @@ def curves_html(records):
 
 # --- the evaluation table ---
 
+# The rows a reader looks for first, in this order: team accuracy, the exchange penalty (what RAS should raise,
+# Fig. 3a), revise-iff-wrong (what PAC should raise, Fig. 4); the diagnostics follow alphabetically.
+KEY_ROWS = ("acc_", "exchange_penalty_", "revise_iff_wrong_")
+
+
+def row_order(metric):
+    """Sort key of a metric's row: its KEY_ROWS rank (the rest after them), then its name."""
+    return next((i for i, prefix in enumerate(KEY_ROWS) if metric.startswith(prefix)), len(KEY_ROWS)), metric
+
+
 def table_rows(rows):
     """rows: system name -> eval.mean_std's {metric: {"mean", "std"}}. -> [(metric, [cell per system])], one row
-    per metric, a cell "mean ± std" or "-" where a system has no such metric."""
-    metrics = sorted({k for m in rows.values() for k in m})
+    per metric, KEY_ROWS first, a cell "mean ± std" or "-" where a system has no such metric."""
+    metrics = sorted({k for m in rows.values() for k in m}, key=row_order)
     return [(k, [f"{m[k]['mean']:.1f} ± {m[k]['std']:.1f}" if k in m else "-" for m in rows.values()])
             for k in metrics]
 

@@ -105,6 +105,16 @@ def test_the_evaluation_table_has_the_rows_of_eval_markdown(tmp_path):
     assert "| acc_code | 47.0 ± 2.0 | 90.0 ± 1.5 |" in ev.markdown(results)
 
 
+def test_the_rows_that_matter_come_first_accuracy_exchange_penalty_revise_iff_wrong():
+    cell = {"mean": 1.0, "std": 0.0}
+    names = ["turns_code", "parse_fenced_coder", "revise_iff_wrong_tester", "exchange_penalty_math", "acc_math",
+             "kept_when_wrong_coder", "revise_iff_wrong_coder", "acc_code", "exchange_penalty_code"]
+    order = [k for k, _ in report.table_rows({"after": {k: cell for k in names}})]
+    assert order == ["acc_code", "acc_math", "exchange_penalty_code", "exchange_penalty_math",
+                     "revise_iff_wrong_coder", "revise_iff_wrong_tester", "kept_when_wrong_coder",
+                     "parse_fenced_coder", "turns_code"]
+
+
 def test_token_pieces_keep_spaces_and_split_characters(tok):
     text = "def f(x):\n    return x + 1  # é, 数"
     tokens = tok(text, add_special_tokens=False)["input_ids"]
