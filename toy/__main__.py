@@ -23,10 +23,11 @@ from report import KEY_ROWS
 from toy.expert import HandTeacher
 from toy.world import build_toy, train_args
 
-LEGEND = ("acc_D: team accuracy on domain D (%). exchange_penalty_D: the accuracy lost when the two policies swap "
-          "seats (points; role-specific policies lose more, Fig. 3a: what RAS should raise). revise_iff_wrong_R: of "
-          "the turns where the team disagreed, the % where role R revised exactly when its own output was wrong "
-          "(Fig. 4: what PAC should raise).")
+LEGEND = """acc_D: team accuracy on domain D (%).
+exchange_penalty_D: the accuracy lost when the two policies swap seats (points; role-specific policies
+  lose more, Fig. 3a: what RAS should raise).
+revise_iff_wrong_R: of the turns where the team disagreed, the % where role R revised exactly when its
+  own output was wrong (Fig. 4: what PAC should raise)."""
 
 
 def summary(results, problems, seeds, report, seconds):
@@ -36,8 +37,8 @@ def summary(results, problems, seeds, report, seconds):
     count = {d: sum(p["domain"] == d for p in problems) for d in ("code", "math")}
     worth = ", ".join(f"{n} {d} problems (one = {100 / n:.1f} points)" for d, n in count.items() if n)
     rows = {name: {k: v for k, v in m.items() if k.startswith(KEY_ROWS)} for name, m in results.items()}
-    return "\n".join([f"\n== summary: held-out {worth}; mean ± std over evaluation seeds "
-                      f"{', '.join(map(str, seeds))}", markdown(rows), LEGEND,
+    return "\n".join([f"\n== summary: mean ± std over evaluation seeds {', '.join(map(str, seeds))} on the held-out problems:",
+                      f"   {worth}", markdown(rows), LEGEND,
                       f"report: {report} (learning curves, every metric, heat maps)",
                       f"wall time: {int(seconds // 60)} min {int(seconds % 60)} s"])
 
