@@ -38,8 +38,7 @@ def summary(results, problems, seeds, report, seconds):
     worth = ", ".join(f"{n} {d} problems (one = {100 / n:.1f} points)" for d, n in count.items() if n)
     rows = {name: {k: v for k, v in m.items() if k.startswith(KEY_ROWS)} for name, m in results.items()}
     head = f"\n== summary: mean ± std over evaluation seeds {', '.join(map(str, seeds))} on the held-out problems:"
-    return "\n".join([head,
-                      f"   {worth}", markdown(rows), LEGEND,
+    return "\n".join([head, f"   {worth}", markdown(rows), LEGEND,
                       f"report: {report} (learning curves, every metric, heat maps)",
                       f"wall time: {int(seconds // 60)} min {int(seconds % 60)} s"])
 
