@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 import math_verify
 
-from sandbox import NUMBER, is_error, outputs_match, run_case, run_cases
+from cases import NUMBER, outputs_match, run_case, run_cases
+from prompts import CodeArtefacts, MathArtefacts
+from sandbox import is_error
 
 # We disable math-verify's signal-based timeouts on purpose (see answers_equivalent); silence its warning
 # about that, which it would print on every call.
@@ -276,23 +278,22 @@ def verdicts_before(attributions: list[Attribution], t: int) -> list[str]:
     return [a.description for a in attributions[:t]]
 
 
-def attribute_turn(problem: dict, artefacts: dict, *, timeout: float = 30.0) -> Attribution:
+def attribute_turn(problem: dict, artefacts: CodeArtefacts | MathArtefacts, *,
+                   timeout: float = 30.0) -> Attribution:
     """a^t for one completed turn of rollout.py, read from what its environment recorded [Eq. 11]."""
     if problem["domain"] == "math":
-        return attribute_math(problem, artefacts["derivation_answer"], artefacts["program_answer"])
-    case = None if artefacts["test_input"] is None else (artefacts["test_input"], artefacts["test_output"])
-    return attribute_code(problem, artefacts["program"], case, program_output=artefacts["program_output"],
+        return attribute_math(problem, artefacts.derivation_answer, artefacts.program_answer)
+    case = None if artefacts.test_input is None else (artefacts.test_input, artefacts.test_output)
+    return attribute_code(problem, artefacts.program, case, program_output=artefacts.program_output,
                           timeout=timeout)
 
 
-def attribute_episodes(episodes, *, timeout: float = 30.0, workers: int = 4) -> dict:
+def attribute_episodes(episodes, *, timeout: float = 30.0, workers: int = 4) -> list[list[Attribution]]:
     """a^t (Eq. 11) of every turn of every episode (rollout.Episode): Alg. 1 Phase 2a, also used by evaluation.
     `workers` turns at a time, since most of a code turn's cost is waiting on sandboxed runs.
-    Returns {id(episode): [Attribution of turn 0, 1, ...]}."""
+    Returns one list per episode, in the order of `episodes`, of the Attributions of its turns 0, 1, ... (an
+    episode stopped before its first turn has an empty list): zip it with `episodes`."""
     jobs = [(e, turn) for e in episodes for turn in e.turns]
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        atts = list(pool.map(lambda j: attribute_turn(j[0].problem, j[1].artefacts, timeout=timeout), jobs))
-    out = {id(e): [] for e in episodes}
-    for (e, _), att in zip(jobs, atts):
-        out[id(e)].append(att)
-    return out
+        atts = iter(pool.map(lambda j: attribute_turn(j[0].problem, j[1].artefacts, timeout=timeout), jobs))
+    return [[next(atts) for _ in e.turns] for e in episodes]

@@ -10,22 +10,23 @@ import shutil
 
 import torch
 
-from data import nearest_folder
-from memory import GiB, checkpoint_bytes, config_of
+from data import longest_response, nearest_folder
+from footprint import checkpoint_bytes, config_of
+from memory import GiB
 from models import first_line
 
 
 
 def distinct(policies):
-    """The distinct models among role -> model (one when a shared policy sits in every seat)."""
-    return list({id(p): p for p in policies.values()}.values())
+    """The distinct models among role -> model (one when a shared policy sits in every seat), in seat order."""
+    return list(dict.fromkeys(policies.values()))
 
 
 def policy_names(policies):
     """Directory name per distinct policy: its role, or 'shared' when one model sits in every seat."""
     names = {}
     for role, model in policies.items():
-        names.setdefault(id(model), "shared" if len(distinct(policies)) == 1 else role)
+        names.setdefault(model, "shared" if len(distinct(policies)) == 1 else role)
     return names
 
 
@@ -39,8 +40,8 @@ def save_checkpoint(out, step, policies, optims, tok, samplers, skipped, args):
     shutil.rmtree(tmp, ignore_errors=True)
     names = policy_names(policies)
     for model in unique:
-        model.save_pretrained(os.path.join(tmp, names[id(model)]))
-        tok.save_pretrained(os.path.join(tmp, names[id(model)]))
+        model.save_pretrained(os.path.join(tmp, names[model]))
+        tok.save_pretrained(os.path.join(tmp, names[model]))
     torch.save({"step": step, "optims": [o.state_dict() for o in optims], "skipped": skipped, "args": vars(args),
                 "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "sampler": samplers}},
                os.path.join(tmp, "state.pt"))
@@ -53,12 +54,12 @@ def save_checkpoint(out, step, policies, optims, tok, samplers, skipped, args):
 def check_disk(args, n_policies):
     """The start-up line: what one step of Algorithm 1 (App. C) samples and scores at most (every episode runs
     --max-turns turns, every response --max-new-tokens tokens, every teacher context its limit; Eq. 7 scores each
-    response twice) and what each checkpoint writes (memory.checkpoint_bytes, from the config, no weights).
+    response twice) and what each checkpoint writes (footprint.checkpoint_bytes, from the config, no weights).
     Raises ValueError (one line) when --out has not the free disk space the next save_checkpoint needs at its
     peak: checkpoint.tmp is complete before the last checkpoint goes, so a run that saves twice needs two
     checkpoints' space, or one where a checkpoint is already there."""
     responses = args.batch * 2 * args.max_turns  # two roles per episode
-    limit = max(args.max_new_tokens, args.math_max_new_tokens)  # the longer of the two domains' limits
+    limit = longest_response(args)
     sampled = responses * limit
     scored = 2 * responses * (args.teacher_max_prompt_tokens + limit)
     size = checkpoint_bytes(config_of(args.student), n_policies)
@@ -83,12 +84,12 @@ def start_log(path, start):
     kept = []
     if start and os.path.exists(path):
         with open(path) as f:
-            kept = [ln for ln in f if _step_of(ln) < start]
+            kept = [ln for ln in f if step_of(ln) < start]
     with open(path, "w") as f:
         f.writelines(kept)
 
 
-def _step_of(line):
+def step_of(line):
     """The step of a metrics.jsonl line; a line a crash cut short counts as after every checkpoint (dropped)."""
     try:
         return json.loads(line)["step"]

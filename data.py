@@ -148,6 +148,18 @@ def apply_preset(args):
         args.math_max_new_tokens = 0
 
 
+def response_limit(cfg, domain):
+    """The most tokens a student response of `domain` ("code" or "math") may have under `cfg` (a RolloutConfig or
+    parsed args, App. D.6.3): math_max_new_tokens for the math roles where set (not 0), else max_new_tokens."""
+    return cfg.math_max_new_tokens if domain == "math" and cfg.math_max_new_tokens else cfg.max_new_tokens
+
+
+def longest_response(cfg):
+    """The longest response any domain may have under `cfg` (response_limit): what a memory plan or a disk check
+    budgets each response for."""
+    return max(response_limit(cfg, domain) for domain in ("code", "math"))
+
+
 def preset_help(key, text=""):
     """The help of a flag that --preset fills: "(preset) TEXT [paper: V, gpu: V, cpu: V]", the values read from
     PRESETS, so that --help shows what each preset sets without a second copy of them."""

@@ -14,7 +14,6 @@ The verifier scores; no model ever sees a verdict here.
 """
 import argparse
 import dataclasses
-import html
 import json
 import os
 import statistics
@@ -22,22 +21,24 @@ import sys
 import time
 
 import torch
+from tqdm import tqdm
 
 from attribution import answers_equivalent, attribute_episodes
 from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
-                  load_problems, preset_help, preset_line, write_atomic)
-from memory import check_eval_fits, config_of
+                  load_problems, preset_help, preset_line, response_limit, write_atomic)
+from footprint import config_of
+from memory import check_eval_fits
 from models import DEVICE, DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs
 from metrics import format_counts, format_shares
+from loss import role_advantage
 from prompts import ROLES, check_prompt_limit
-from rollout import append_episodes, response_limit, rollout_config, run_episodes, stop_ids_of
+from report import heatmap, page, table_rows, token_pieces
+from rollout import append_episodes, rollout_config, run_episodes, stop_ids_of
 from sampler import Generation, release_decoder
 from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
 
 EVAL_DECODING = dict(temperature=0.6, top_p=0.95, top_k=20, max_turns=4)  # App. D.5
-ARTEFACT = {"coder": ("program",), "tester": ("test_input", "test_output"), "reasoner": ("derivation_answer",),
-            "tool_user": ("program",)}
 WRONG_CHECK = {"coder": "program_correct", "tester": "test_correct", "reasoner": "derivation_correct",
                "tool_user": "program_correct"}
 
@@ -56,13 +57,13 @@ def solved(episode, atts):
     return answers_equivalent(episode.final, episode.problem["answer"])
 
 
-def revision_stats(episodes, atts_of):
+def revision_stats(episodes, attributions):
     """Fig. 4a-b: at every disagreeing turn t with a turn t+1, a role succeeds iff it revised its artefact
-    exactly when its own check failed at t. Returns per role counts of success / revised-when-right /
-    kept-when-wrong (turns whose check is undecided, test_correct None, are skipped)."""
+    exactly when its own check failed at t. attributions: one list per episode (attribute_episodes). Returns per
+    role counts of success / revised-when-right / kept-when-wrong (turns whose check is undecided, test_correct
+    None, are skipped)."""
     stats = {}
-    for e in episodes:
-        atts = atts_of[id(e)]
+    for e, atts in zip(episodes, attributions):
         for t in range(len(e.turns) - 1):
             if e.turns[t].agree:
                 continue
@@ -70,8 +71,8 @@ def revision_stats(episodes, atts_of):
                 ok = atts[t].checks[WRONG_CHECK[role]]
                 if ok is None:
                     continue
-                before, after = e.turns[t].artefacts, e.turns[t + 1].artefacts
-                revised = any(_squash_spaces(before[k]) != _squash_spaces(after[k]) for k in ARTEFACT[role])
+                before, after = e.turns[t].artefacts.own(role), e.turns[t + 1].artefacts.own(role)
+                revised = any(_squash_spaces(b) != _squash_spaces(a) for b, a in zip(before, after))
                 s = stats.setdefault(role, {"n": 0, "success": 0, "revised_when_right": 0, "kept_when_wrong": 0})
                 s["n"] += 1
                 s["success"] += revised == (not ok)
@@ -81,21 +82,21 @@ def revision_stats(episodes, atts_of):
 
 
 def run_team(problems, policies, tok, seed, cfg):
-    """Episodes plus their attributions (the verifier's checks of every turn)."""
+    """Episodes plus their attributions (the verifier's checks of every turn, one list per episode)."""
     device = next((p.device for p in policies.values() if isinstance(p, torch.nn.Module)), "cpu")
     gen = torch.Generator(device=device).manual_seed(seed)
     episodes = run_episodes(problems, policies, tok, cfg, generator=gen)
     return episodes, attribute_episodes(episodes, timeout=cfg.code_timeout, workers=cfg.workers)
 
 
-def team_metrics(episodes, atts):
+def team_metrics(episodes, attributions):
     m = {}
     for domain in ("code", "math"):
-        mine = [e for e in episodes if e.problem["domain"] == domain]
+        mine = [(e, atts) for e, atts in zip(episodes, attributions) if e.problem["domain"] == domain]
         if mine:
-            m[f"acc_{domain}"] = 100 * sum(solved(e, atts[id(e)]) for e in mine) / len(mine)
-            m[f"turns_{domain}"] = sum(len(e.turns) for e in mine) / len(mine)  # no agreement: T turns
-    for role, s in revision_stats(episodes, atts).items():
+            m[f"acc_{domain}"] = 100 * sum(solved(e, atts) for e, atts in mine) / len(mine)
+            m[f"turns_{domain}"] = sum(len(e.turns) for e, _ in mine) / len(mine)  # no agreement: T turns
+    for role, s in revision_stats(episodes, attributions).items():
         if s["n"]:
             m[f"revise_iff_wrong_{role}"] = 100 * s["success"] / s["n"]
             m[f"revised_when_right_{role}"] = 100 * s["revised_when_right"] / s["n"]
@@ -121,13 +122,13 @@ def single_agent_metrics(problems, model, tok, seed, cfg, on_run=None):
     silent = lambda prompts: Generation([[stop] for _ in prompts], [[0.0] for _ in prompts])
     seats = {"coder": model, "tester": silent, "reasoner": model, "tool_user": silent}
     one = dataclasses.replace(cfg, max_turns=1, math_final="reasoner")
-    episodes, atts = run_team(problems, seats, tok, seed, one)
+    episodes, attributions = run_team(problems, seats, tok, seed, one)
     m = {}
     for domain in ("code", "math"):
-        mine = [e for e in episodes if e.problem["domain"] == domain]
-        if mine:
-            ok = [atts[id(e)][0].checks["program_correct" if domain == "code" else "derivation_correct"] for e in mine]
-            m[f"acc_{domain}"] = 100 * sum(map(bool, ok)) / len(mine)
+        ok = [atts[0].checks["program_correct" if domain == "code" else "derivation_correct"]
+              for e, atts in zip(episodes, attributions) if e.problem["domain"] == domain]
+        if ok:
+            m[f"acc_{domain}"] = 100 * sum(map(bool, ok)) / len(ok)
     m.update(format_metrics(episodes, roles=("coder", "reasoner")))  # the silent seats write nothing
     if on_run:
         on_run(seed, "single", episodes, m, time.perf_counter() - start)
@@ -172,33 +173,25 @@ def run_line(seed, seats, episodes, metrics, seconds):
     return f"eval seed {seed}, {seats} seats: {len(episodes)} episodes in {seconds:.1f} s; {acc}"
 
 
+def evaluate_policies(problems, policies, tok, args):
+    """evaluate with train.py's parsed args (config.get_args): team accuracy, revise-iff-wrong and turns on held-out
+    problems over args.eval_seeds, with the evaluation decoding (App. D.5); with args.eval_exchange also the
+    exchange penalty (Fig. 3a). A line per run as it ends, above any progress bar."""
+    cfg = rollout_config(args, progress=True, **EVAL_DECODING)
+    out = evaluate(problems, policies, tok, args.eval_seeds, cfg, exchange=args.eval_exchange,
+                   on_run=lambda *run: tqdm.write(run_line(*run)))
+    release_decoder()
+    return out
+
+
 def heatmap_html(teacher, tok, items, block=4, levels=11):
-    """App. G.2: per-token A^role = l^(i) - l^(j) of chosen responses, averaged over blocks of `block` tokens
-    and quantised into `levels` signed levels (the middle one ~ 0). items: (title, Response, role). One
-    self-contained HTML page: blue = typical of the target role, red = of its teammate."""
+    """App. G.2: the role-advantage heat map (report.heatmap) of chosen responses, scored here by the teacher under
+    both role conditions. items: (title, Response, role). One self-contained HTML page."""
     ctx = [c for _, r, role in items for c in teacher_contexts(tok, r.context, (role, KAPPA[role]))]
     lps = score(teacher, ctx, [r.tokens for _, r, _ in items for _ in (0, 1)])
-    rows, top = [], 1e-9
-    for k, (title, resp, role) in enumerate(items):
-        a_role = (lps[2 * k] - lps[2 * k + 1]).tolist()
-        blocks = [(tok.decode(resp.tokens[i:i + block]), sum(a_role[i:i + block]) / len(a_role[i:i + block]))
-                  for i in range(0, len(resp.tokens), block)]
-        top = max([top] + [abs(v) for _, v in blocks])
-        rows.append((title, role, blocks))
-    half = levels // 2
-    parts = ["<!doctype html><meta charset='utf-8'><title>Role advantage</title><style>body{font-family:monospace;"
-             "max-width:60em}span{white-space:pre-wrap;border-radius:2px}</style><h1>Token-level role advantage "
-             "(App. G.2)</h1><p>Blocks of %d tokens; colour = mean A<sup>role</sup>, %d levels, scale &plusmn;%.3f."
-             " Blue: typical of the target role; red: of its teammate.</p>" % (block, levels, top)]
-    for title, role, blocks in rows:
-        parts.append(f"<h2>{html.escape(title)} ({html.escape(role)})</h2><p>")
-        for text, v in blocks:
-            q = max(-half, min(half, round(v / top * half)))
-            alpha = abs(q) / half * 0.8
-            colour = f"rgba(40,90,220,{alpha:.2f})" if q > 0 else f"rgba(220,50,40,{alpha:.2f})"
-            parts.append(f"<span title='{v:+.4f}' style='background:{colour}'>{html.escape(text)}</span>")
-        parts.append("</p>")
-    return "".join(parts)
+    rows = [(title, role, token_pieces(tok, resp.tokens), role_advantage(lps[2 * k], lps[2 * k + 1]).tolist())
+            for k, (title, resp, role) in enumerate(items)]
+    return page("Role advantage", "<h1>Token-level role advantage (App. G.2)</h1>" + heatmap(rows, block, levels))
 
 
 def policy_dirs(ckpt, roles):
@@ -241,11 +234,8 @@ def seat_plan(args, problems, roles):
 
 def markdown(rows):
     """rows: system name -> mean_std dict. One row per metric, one column per system."""
-    metrics = sorted({k for m in rows.values() for k in m})
     lines = ["| metric | " + " | ".join(rows) + " |", "|---" * (len(rows) + 1) + "|"]
-    for k in metrics:
-        cells = [f"{m[k]['mean']:.1f} ± {m[k]['std']:.1f}" if k in m else "-" for m in rows.values()]
-        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    lines += [f"| {k} | " + " | ".join(cells) + " |" for k, cells in table_rows(rows)]
     return "\n".join(lines)
 
 

@@ -15,9 +15,8 @@ Algorithm 1 runs its phases one after another, so
                  + under bf16 the rollout copies (bf16, one per policy) + teacher weights (bf16 with --precision
                  bf16, frozen, no optimizer)
 Gradients exist only inside the update (train.py zeroes them with set_to_none after each optimizer step).
-Sizes: P = parameter count (exact, `param_count`); C hidden, L layers, H / Hkv query / key-value heads, D head
-dim, I intermediate, V vocabulary; Q = H*D, K = Hkv*D; p = parameter bytes (4: fp32 master weights), a = compute
-bytes (2 under bf16 autocast, 4 in fp32), t = teacher bytes.
+The items come from footprint.py (model shapes to bytes), whose size letters (P, C, L, p, a, t, ...) the comments
+here use.
 """
 import itertools
 import math
@@ -25,163 +24,13 @@ import os
 import re
 
 import torch
-from transformers import AutoConfig
 
-from data import load_problems
-from models import TINY, gguf_config, local_files_only, tiny_model
-from sampler import CACHE_BUCKET
+from data import load_problems, longest_response
+from footprint import (autocast_params, config_of, layer_act_bytes, nograd_token_bytes, outside_layers_bytes,
+                       param_count, rollout_bytes, scoring_bytes, shape)
 from prompts import ROLES
 
 GiB = 2**30
-
-# Real shapes, from the Qwen3 model cards. All four: head_dim 128, vocab 151,936, per-head q/k RMSNorm, no bias.
-_QWEN3_COMMON = dict(model_type="qwen3", head_dim=128, vocab_size=151936, attention_bias=False)
-QWEN3 = {
-    "Qwen3-1.7B": dict(_QWEN3_COMMON, hidden_size=2048, num_hidden_layers=28, num_attention_heads=16,
-                       num_key_value_heads=8, intermediate_size=6144, tie_word_embeddings=True),
-    "Qwen3-4B": dict(_QWEN3_COMMON, hidden_size=2560, num_hidden_layers=36, num_attention_heads=32,
-                     num_key_value_heads=8, intermediate_size=9728, tie_word_embeddings=True),
-    "Qwen3-8B": dict(_QWEN3_COMMON, hidden_size=4096, num_hidden_layers=36, num_attention_heads=32,
-                     num_key_value_heads=8, intermediate_size=12288, tie_word_embeddings=False),
-    "Qwen3-14B": dict(_QWEN3_COMMON, hidden_size=5120, num_hidden_layers=40, num_attention_heads=40,
-                      num_key_value_heads=8, intermediate_size=17408, tie_word_embeddings=False),
-}
-
-
-def _get(cfg, name, default=None):
-    """A field of a plain dict or of a transformers config."""
-    value = cfg.get(name, default) if isinstance(cfg, dict) else getattr(cfg, name, default)
-    return default if value is None else value
-
-
-def shape(cfg):
-    """-> dict C, L, H, Hkv, D, I, V, Q, K, tie, qk_norm, attn_bias, mlp_bias from a dict or transformers config."""
-    C, H = _get(cfg, "hidden_size"), _get(cfg, "num_attention_heads")
-    D = _get(cfg, "head_dim", C // H)
-    s = dict(C=C, L=_get(cfg, "num_hidden_layers"), H=H, Hkv=_get(cfg, "num_key_value_heads", H), D=D,
-             I=_get(cfg, "intermediate_size"), V=_get(cfg, "vocab_size"), tie=bool(_get(cfg, "tie_word_embeddings")),
-             qk_norm=_get(cfg, "model_type") == "qwen3", attn_bias=bool(_get(cfg, "attention_bias", False)),
-             mlp_bias=bool(_get(cfg, "mlp_bias", False)))
-    s["Q"], s["K"] = s["H"] * D, s["Hkv"] * D
-    return s
-
-
-def param_count(cfg):
-    """Exact parameter count of a Qwen3 / Llama CausalLM (tested against sum(p.numel()) of built models).
-
-    embed V*C (+ lm_head V*C unless tied) + final norm C + L x [q C*Q, k and v C*K each, o Q*C (+ their biases
-    Q + 2K + C with attention_bias), Qwen3's q_norm and k_norm D each, gate/up/down 3*C*I (+ 2I + C with
-    mlp_bias), two RMSNorms 2C]."""
-    s = shape(cfg)
-    C, Q, K, I, D = s["C"], s["Q"], s["K"], s["I"], s["D"]
-    attn = 2 * C * Q + 2 * C * K + (Q + 2 * K + C) * s["attn_bias"] + 2 * D * s["qk_norm"]
-    mlp = 3 * C * I + (2 * I + C) * s["mlp_bias"]
-    return s["V"] * C * (1 if s["tie"] else 2) + s["L"] * (attn + mlp + 2 * C) + C
-
-
-def checkpoint_bytes(cfg, n_policies):
-    """Bytes on disk of one checkpoint.save_checkpoint, from the students' config alone: per distinct policy its fp32
-    master weights (save_pretrained, a tied embedding once) and AdamW's two fp32 moments (state.pt), 12P. Left out:
-    tokenizer and config files, AdamW's step counters, RNG states (KiB; 2% of a 115k-parameter test model's
-    checkpoint, tests/test_train.py)."""
-    return n_policies * 12 * param_count(cfg)
-
-
-def _autocast_params(cfg):
-    """Parameters that bf16 autocast casts (and caches) on the way into a matmul: every Linear weight incl. the LM
-    head; not the RMSNorm weights, not the embedding table (unless tied, when it is the LM head too)."""
-    s = shape(cfg)
-    norms = s["L"] * (2 * s["C"] + 2 * s["D"] * s["qk_norm"]) + s["C"]
-    return param_count(cfg) - norms - (0 if s["tie"] else s["V"] * s["C"])
-
-
-def layer_act_bytes(cfg, p=4, a=2, masked=False):
-    """Bytes autograd saves per token per decoder layer (transformers Qwen3/Llama block, SDPA attention).
-
-    Counted op by op for fp32 weights run in fp32 (p = a = 4) or under bf16 autocast (p = 4, a = 2), and checked
-    against the tensors autograd really saves (tests/test_memory.py):
-      input and post-attention RMSNorm: x and x*rsqrt(var), dtype p        4pC
-      inputs of q, k, v, gate, up: autocast casts each one separately      5aC   (a == p: one tensor per norm, 2pC)
-      Qwen3 q_norm / k_norm: an fp32 copy and the normalised copy (a)      (4 + a)(Q + K)
-      SDPA: q, k, v as cast to a, and its output (= o_proj's input)        a(2Q + 2K)
-        with a padding mask transformers repeat_kv's K and V to H heads    a*4Q instead
-      SwiGLU: gate out, silu out, up out, their product                    4aI
-      per-row scalars: rsqrt of 4 norms, SDPA logsumexp                    8 + 4(H + Hkv) + 4H
-    With a padding mask SDPA also converts the bool mask to dtype a and saves it: a*L bytes per token per layer
-    (a*L^2 per sequence) -- added by the caller, which knows L. (The classic 34*s*b*h per layer of Korthikanti et
-    al. 2022, "Reducing activation recomputation", is the same bookkeeping for GPT in pure fp16.)
-    """
-    s = shape(cfg)
-    C, Q, K, I, H, Hkv = s["C"], s["Q"], s["K"], s["I"], s["H"], s["Hkv"]
-    norms = 4 * p * C
-    proj_in = 5 * a * C if a != p else 2 * p * C
-    qk = ((4 + a) * (Q + K) + 4 * (H + Hkv)) if s["qk_norm"] else 0
-    sdpa = 4 * a * Q if masked else a * (2 * Q + 2 * K)
-    return norms + proj_in + qk + sdpa + 4 * a * I + 8 + 4 * H
-
-
-def outside_layers_bytes(cfg, p=4):
-    """Saved per token outside the decoder layers: token ids 8, final RMSNorm 2pC + 4, RoPE cos/sin 2pD."""
-    s = shape(cfg)
-    return 8 + 2 * p * s["C"] + 4 + 2 * p * s["D"]
-
-
-def _nograd_token_bytes(cfg, p, a, rope_bytes):
-    """Largest live tensors per token inside one layer of a forward without grad (prefill, teacher scoring):
-    residual x and its normed copy (p), one autocast copy (a, none when a == p), then the largest of the RMSNorm's
-    fp32 temporaries (3 x 4C when p != 4), attention (q, k, v in a; RoPE q*cos, rotate_half(q)*sin and their sum in
-    the RoPE tables' dtype) and the MLP (silu(gate), up and their product, 3aI)."""
-    s = shape(cfg)
-    C, Q, K, I = s["C"], s["Q"], s["K"], s["I"]
-    norm = 12 * C if p != 4 else 0
-    attn = a * (Q + 2 * K) + 3 * rope_bytes * Q
-    return 2 * p * C + (a * C if a != p else 0) + max(norm, attn, 3 * a * I)
-
-
-def kv_cache_bytes(cfg, B, length, kv_bytes):
-    """Bytes of the KV cache sampler.decoder allocates up front for one generate call (App. C, Phase 1): B prompts,
-    `length` = prompt + new tokens rounded up to sampler.CACHE_BUCKET, in (B, Hkv, length, D) K and V per layer:
-        2 (K, V) x L x B x Hkv x length x D x kv_bytes."""
-    s = shape(cfg)
-    return 2 * s["L"] * B * s["Hkv"] * _bucket(length) * s["D"] * kv_bytes
-
-
-def _bucket(length):
-    """A cache length as sampler.decoder rounds it: up to a multiple of CACHE_BUCKET."""
-    return -(-length // CACHE_BUCKET) * CACHE_BUCKET
-
-
-def rollout_bytes(cfg, B, prompt_len, response_len, a, kvb, rollout_attention="fused"):
-    """(KV cache, prefill/decode temporaries) of one sampler.generate call of B prompts of up to prompt_len tokens
-    and response_len new ones, with weights in `a` bytes and the cache in `kvb` (App. C, Phase 1). One call at a time
-    holds its KV cache (sampler.decoder keeps one bucket and frees it before another): kv_cache_bytes.
-    Prefill over B x T tokens at once: the no-grad layer tensors, the (B, T, T) bool mask and its temporaries
-    (2 bytes per entry) plus SDPA's float copy of it (a), and with the math fallback scores + softmax in fp32
-    (8 x B x H x T^2). Each decode step attends over the whole cache: the math fallback upcasts it to fp32 and
-    repeats it to H heads, one layer at a time; plus four (B, V) fp32 vocabulary rows."""
-    s, T, TN = shape(cfg), prompt_len, _bucket(prompt_len + response_len)
-    prefill = B * T * _nograd_token_bytes(cfg, a, a, kvb) + (2 + a) * B * T * T  # weights in a (copies)
-    decode = 2 * B * TN * s["K"] * (a if kvb != a else 0) + 16 * B * s["V"]
-    if rollout_attention == "math":
-        prefill += 8 * B * s["H"] * T * T
-        decode += 2 * B * TN * s["D"] * 4 * (s["Hkv"] + s["H"])
-    return kv_cache_bytes(cfg, B, prompt_len + response_len, kvb), max(prefill, decode)
-
-
-def scoring_bytes(cfg, tb, seq_len, response_len, batch_tokens, lm_head_chunk):
-    """(activation bytes, sequences per forward) of teacher.score (Eq. 7, no grad) over sequences of seq_len tokens
-    (teacher prompt + response), weights in `tb` bytes: forward batches of at most batch_tokens padded tokens.
-    Largest live tensors: one layer's no-grad tensors for the batch; the final hidden states (tokens x C x t); one
-    LM-head chunk of logits in t, its fp32 copy and logsumexp's fp32 exp (chunk x V x (t + 4 + 4)). Packing two or
-    more sequences needs a padding mask: bool (B, L, L) plus SDPA's copy in t, and repeat_kv'd K, V."""
-    s = shape(cfg)
-    Bt = max(1, batch_tokens // seq_len)
-    tok_t = Bt * seq_len
-    act_t = tok_t * (_nograd_token_bytes(cfg, tb, tb, tb) + tb * s["C"])
-    if Bt > 1:
-        act_t += (1 + tb) * Bt * seq_len * seq_len + tok_t * 2 * tb * s["Q"]
-    act_t += min(lm_head_chunk, Bt * response_len) * s["V"] * (tb + 8 if tb != 4 else 8)
-    return act_t, Bt
 
 
 def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_checkpointing=True, prompt_len=8192,
@@ -217,10 +66,10 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     b["student weights (fp32 master)"] = n * 4 * Ps
     b["AdamW moments (2 x fp32)"] = n * 8 * Ps
     if a != p:
-        b["rollout copies (bf16, train.rollout_copies)"] = n * a * Ps
+        b["rollout copies (bf16, launch.rollout_copies)"] = n * a * Ps
     b["teacher weights"] = tb * Pt
     persistent = sum(b.values()) - (b["teacher weights"] if teacher_offload else 0)
-    casts = n * 2 * _autocast_params(student_cfg) if a != p else 0
+    casts = n * 2 * autocast_params(student_cfg) if a != p else 0
 
     # Phase 1, rollout (sampler.generate; under bf16 on the bf16 rollout copies, so no weight is cast): one generate
     # call of B prompts at a time (rollout_bytes).
@@ -265,7 +114,7 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
         # Autocast's cached weight copies live only through the forward (the checkpointed graph does not hold them,
         # and the cache empties when `with amp:` ends); the recompute in backward casts one layer at a time.
         saved = ckpt - tok * lay - mask_layer
-        fwd = casts + tok * _nograd_token_bytes(student_cfg, p, a, p)
+        fwd = casts + tok * nograd_token_bytes(student_cfg, p, a, p)
         bwd = tok * lay + mask_layer + b["backward temporaries"] + b["LM-head logits chunk"]
         fwd_bwd = saved + max(fwd, bwd)
     else:  # the graph holds the bf16 weight copies until backward has used them
@@ -298,7 +147,7 @@ def format_plan(pl):
              f"prefill attention {s['rollout_attention']}" + ("; teacher offloaded" if s["teacher_offload"] else ""),
              "persistent (every phase)"]
     persistent = [k for k in ("student weights (fp32 master)", "AdamW moments (2 x fp32)",
-                              "rollout copies (bf16, train.rollout_copies)", "teacher weights") if k in b]
+                              "rollout copies (bf16, launch.rollout_copies)", "teacher weights") if k in b]
     lines += [f"  {k:<40}{g(b[k])}" + ("  (CPU outside scoring)" if k == "teacher weights" and s["teacher_offload"]
                                        else "") for k in persistent]
     lines.append(f"  {'= persistent':<40}{g(pl['persistent'])}")
@@ -410,29 +259,13 @@ def fit_report(student_cfg, teacher_cfg, gib=80.0, reserve=0.1, top=10, **kw):
     return "\n".join(out)
 
 
-def config_of(name):
-    """A config for the estimator, without loading weights: a QWEN3 name or hub id ('Qwen/Qwen3-1.7B'),
-    'tiny-qwen3' / 'tiny-llama', a .gguf file (its metadata), or a local directory or hub id AutoConfig can read."""
-    short = name.split("/")[-1]
-    if short in QWEN3:
-        return QWEN3[short]
-    if name in TINY:
-        return tiny_model(name.split("-")[1]).config
-    try:
-        if name.endswith(".gguf") and os.path.isfile(name):
-            return gguf_config(name)
-        return AutoConfig.from_pretrained(name, local_files_only=local_files_only(name))
-    except Exception as e:  # a missing model arrives as OSError, a damaged or foreign file as whatever its parser hits
-        raise ValueError(f"memory: no config for {name!r} (give one of {sorted(QWEN3)}, {', '.join(TINY)}, a .gguf "
-                         f"file or a local model directory): {str(e).strip().splitlines()[0]}") from None
-
 
 def plan_inputs(args, n_policies, world=1, rollout_attention="fused"):
     """(student config, teacher config, plan keywords) for train.py's parsed args: the plan of exactly the run they
     would start. world: ranks under torchrun; each rolls out its share of --batch, while policies, optimizer states
     and the teacher are replicated on every rank (nothing is sharded), so only the rollout's KV cache shrinks."""
     kw = dict(n_policies=n_policies, precision=args.precision, grad_checkpointing=args.grad_checkpointing,
-              prompt_len=args.max_prompt_tokens, response_len=max(args.max_new_tokens, args.math_max_new_tokens),
+              prompt_len=args.max_prompt_tokens, response_len=longest_response(args),
               teacher_prompt_len=args.teacher_max_prompt_tokens, micro_batch=args.micro_batch,
               rollout_batch=math.ceil(args.batch / world), teacher_batch_tokens=args.teacher_batch_tokens,
               rollout_attention=rollout_attention, rollout_chunk=args.rollout_chunk,

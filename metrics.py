@@ -1,7 +1,8 @@
 """The per-step figures of Algorithm 1 that metrics.jsonl and the console report: how each role's responses were
 parsed (format failures apart from wrong work), what a step's rollout and teacher did as sums that ranks add up,
 the means a step reports from those sums (A^OPD, A^role, the reverse-KL estimate per role, Eq. 5, 8, 9), and the
-cost of a step (per-phase seconds, peak memory); the step's one console line.
+cost of a step (per-phase seconds, peak memory); the step's one console line; the few responses per step the
+run report's heat maps show (report.py).
 """
 import resource
 import time
@@ -12,6 +13,7 @@ import torch
 from tqdm import tqdm
 
 from loss import opd_advantage, role_advantage
+from report import token_pieces
 
 
 
@@ -24,7 +26,7 @@ def format_counts(episodes):
     out = {}
     for e in episodes:
         for turn in e.turns:
-            for role, rule in turn.artefacts.get("parsed_by", {}).items():
+            for role, rule in turn.artefacts.parsed_by.items():
                 c = out.setdefault(role, {"responses": 0, "truncated": 0, "unparsed": 0})
                 c["responses"] += 1
                 rule = rule or ("truncated" if turn.responses[role].truncated else "unparsed")
@@ -65,8 +67,9 @@ class PhaseClock:
 def rollout_counts(episodes, attributions, items, overlong):
     """What this rank's rollout and teacher did, as sums, so that ranks add up (add_counts): episodes, turns,
     conflicts, stops, verdict outcomes (App. F.6), tokens, and per role the token sums of A^OPD (Eq. 8), A^role
-    (Eq. 9) and the sampled reverse-KL estimate log pi_theta - log pi_T that Eq. 5 minimises."""
-    atts = [a for e in episodes for a in attributions[id(e)]]
+    (Eq. 9) and the sampled reverse-KL estimate log pi_theta - log pi_T that Eq. 5 minimises. attributions: one list
+    per episode (attribution.attribute_episodes)."""
+    atts = [a for per_episode in attributions for a in per_episode]
     roles = {}
     for role in sorted({it.role for it in items}):
         mine = [it for it in items if it.role == role]
@@ -119,6 +122,24 @@ def step_line(m):
     return (f"step {m['step']} | loss {loss} | reverse KL {per_token('reverse_kl'):.4f} | A^role "
             f"{per_token('a_role'):+.4f} | conflict {m['conflict_rate']:.2f} | {sum(m['seconds'].values()):.1f} s"
             + skipped)
+
+
+def step_samples(step, items, batch, tok, per_role=2):
+    """A few of a step's scored responses for the run report's heat maps (report.py): per role, its first scored
+    response in each of the first `per_role` episodes that have one, as {"step", "problem": its id, "role",
+    "pieces": the text of each token (report.token_pieces), "a_role": A^role per token (Eq. 9), "a_opd": A^OPD per
+    token (Eq. 8)}. items: train.Scored after Phase 2 (lp_target, lp_contrast, lp_student, each (L,)); batch: the
+    step's problems, indexed by Scored.episode."""
+    chosen = {}
+    for it in items:
+        mine = chosen.setdefault(it.role, {})
+        if len(mine) < per_role and it.episode not in mine:
+            mine[it.episode] = it
+    return [{"step": step, "problem": batch[it.episode]["id"], "role": role,
+             "pieces": token_pieces(tok, it.response.tokens),
+             "a_role": role_advantage(it.lp_target, it.lp_contrast).tolist(),
+             "a_opd": opd_advantage(it.lp_target, it.lp_student).tolist()}
+            for role, mine in sorted(chosen.items()) for it in mine.values()]
 
 
 def peak_memory_mb(device):

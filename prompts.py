@@ -3,8 +3,8 @@ x_i^t built from separately tokenized segments (so that the teacher can swap the
 Eq. 6, and put verdicts after the turn they judge, Eq. 12), the prompt limit of App. D.6.3, and the parsing rules
 that read each role's artefact from its response (our choices, DECISIONS.md D5).
 
-Top to bottom: the templates; the placeholders written into histories; context building and the prompt limit; the
-parsing rules.
+Top to bottom: the templates; the placeholders written into histories; the artefacts a turn's responses yield
+(CodeArtefacts, MathArtefacts); context building and the prompt limit; the parsing rules.
 """
 import re
 from dataclasses import dataclass
@@ -110,6 +110,36 @@ NOT_RUN = "(not run: there was no test case)"
 PLACEHOLDERS = (NO_PROGRAM, NO_TEST, NO_ANSWER, NO_CODE_BLOCK, NOT_RUN)  # never parsed as an artefact
 
 
+# What a workflow's environment (rollout.code_env / math_env) read from one turn's two responses with the parsing
+# rules below and observed running them: what the mismatch history shows (history_entry), the verifier judges
+# (attribution.attribute_turn) and episodes.jsonl records under these field names (dataclasses.asdict).
+@dataclass
+class CodeArtefacts:
+    program: str | None          # the Coder's program (extract_program); None when it wrote none
+    test_input: str | None       # the Tester's one test case (extract_test_case); None when it wrote none
+    test_output: str | None      # ... and its declared expected output
+    program_output: str | None   # what the program printed on test_input, its "error: ..." string (NO_CODE_BLOCK
+                                 # without a program), None when there was no test case to run it on
+    parsed_by: dict              # role -> the rule that read its artefact, None when none could
+
+    def own(self, role):
+        """What `role` wrote itself, what it revises or keeps from turn to turn."""
+        return (self.program,) if role == "coder" else (self.test_input, self.test_output)
+
+
+@dataclass
+class MathArtefacts:
+    derivation: str              # the Reasoner's whole response
+    derivation_answer: str | None  # its answer (extract_answer); None when it gave none
+    program: str | None          # the Tool-User's program (extract_program); None when it wrote none
+    program_answer: str          # the program's printed answer (printed_answer) or its "error: ..." string
+    parsed_by: dict              # role -> the rule that read its artefact, None when none could
+
+    def own(self, role):
+        """What `role` wrote itself, what it revises or keeps from turn to turn."""
+        return (self.derivation_answer,) if role == "reasoner" else (self.program,)
+
+
 
 def _fence(text, lang=""):
     """`text` as a fenced block whose fence is longer than any run of backticks inside it, so that what a program
@@ -121,14 +151,14 @@ def _fence(text, lang=""):
 def history_entry(role, t, artefacts):
     """The mismatch-history entry of earlier turn t as `role` sees it: its own artefact in full and what the
     environment observed of its partner (App. F.1: the Coder sees its programs, the test inputs, expected and
-    actual outputs; the Tester its test cases and the differing program output). Every past turn is shown
-    (DECISIONS.md D2)."""
-    program, answer = artefacts.get("program") or NO_PROGRAM, artefacts.get("derivation_answer") or NO_ANSWER
+    actual outputs; the Tester its test cases and the differing program output), from that turn's CodeArtefacts or
+    MathArtefacts. Every past turn is shown (DECISIONS.md D2)."""
+    program = artefacts.program or NO_PROGRAM
     if role in ("coder", "tester"):
-        test_in, test_out = artefacts["test_input"], artefacts["test_output"]
+        test_in, test_out = artefacts.test_input, artefacts.test_output
         shown = {"test input": _fence(NO_TEST if test_in is None else test_in),
                  "expected output": _fence(NO_TEST if test_out is None else test_out),
-                 "program output": _fence(artefacts["program_output"] or NOT_RUN)}
+                 "program output": _fence(artefacts.program_output or NOT_RUN)}
         if role == "coder":
             lines = ["Your program:", _fence(program, "python"), "Test input:", shown["test input"], "Expected output:",
                      shown["expected output"], "Your program's output:", shown["program output"]]
@@ -136,11 +166,12 @@ def history_entry(role, t, artefacts):
             lines = ["Your test input:", shown["test input"], "Your expected output:", shown["expected output"],
                      "The program's output:", shown["program output"]]
     elif role == "reasoner":  # App. F.2: prior derivation and answer, the teammate's program and its output
-        lines = ["Your derivation:", artefacts["derivation"].strip(), f"Your answer: {answer}", "The program:",
-                 _fence(program, "python"), f"It printed: {artefacts['program_answer']}"]
+        lines = ["Your derivation:", artefacts.derivation.strip(),
+                 f"Your answer: {artefacts.derivation_answer or NO_ANSWER}", "The program:", _fence(program, "python"),
+                 f"It printed: {artefacts.program_answer}"]
     else:
-        lines = ["Your program:", _fence(program, "python"), f"It printed: {artefacts['program_answer']}",
-                 f"The derivation's answer: {answer}"]
+        lines = ["Your program:", _fence(program, "python"), f"It printed: {artefacts.program_answer}",
+                 f"The derivation's answer: {artefacts.derivation_answer or NO_ANSWER}"]
     return f"Turn {t + 1}:\n" + "\n".join(lines) + "\n\n"
 
 
@@ -203,7 +234,7 @@ def check_prompt_limit(problems, tokenizer, limit):
 # yields no program. A test case is read after the last "Test Input:" and the following "Test Output:": fenced
 # blocks when there are any, else the text after each label (unfenced). Only one test case is read per turn.
 # The Reasoner's answer: the last "####" line with markup stripped, else the last \boxed{...}, else the last
-# number outside code blocks, in ASCII digits ("٣" is no number, as for sandbox.NUMBER). The placeholders this
+# number outside code blocks, in ASCII digits ("٣" is no number, as for cases.NUMBER). The placeholders this
 # project writes into histories (NO_PROGRAM ...) and the prompts' schematic layouts are removed before any rule
 # runs, so a student that copies one from its history or its prompt has written no artefact.
 _FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.S)

@@ -11,18 +11,21 @@ import argparse
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 
 import torch
 from tqdm import tqdm
 
 from attribution import answers_equivalent, attribute_turn
-from data import COUNT, PRESETS, SEED, ProblemError, bounded, check_writable, json_text, load_problems
+from cases import outputs_match, run_case, run_once
+from data import (COUNT, PRESETS, SEED, ProblemError, bounded, check_writable, json_text, load_problems,
+                  response_limit)
 from models import load_model
-from prompts import (NO_CODE_BLOCK, ROLE_NAMES, ROLES, Segment, build_context, check_prompt_limit, extract_answer,
-                     extract_program, extract_test_case, fit_context, printed_answer)
+from prompts import (NO_CODE_BLOCK, ROLE_NAMES, ROLES, CodeArtefacts, MathArtefacts, Segment, build_context,
+                     check_prompt_limit, extract_answer, extract_program, extract_test_case, fit_context,
+                     printed_answer)
 from sampler import Generation, generate
-from sandbox import is_error, outputs_match, run_case, run_once, stop_on_sigterm
+from sandbox import is_error, stop_on_sigterm
 
 # ----------------------------------------------------------------------------------------------------------
 # The two parallel workflows (§2.1, App. D.6.1)
@@ -66,11 +69,6 @@ def rollout_config(args, **overrides):
     return RolloutConfig(**{**{k: v for k, v in vars(args).items() if k in names}, **overrides})
 
 
-def response_limit(cfg, domain):
-    """The most tokens a student response of `domain` ("code" or "math") may have under `cfg` (App. D.6.3)."""
-    return cfg.math_max_new_tokens if domain == "math" and cfg.math_max_new_tokens else cfg.max_new_tokens
-
-
 @dataclass
 class Response:
     role: str
@@ -89,7 +87,7 @@ class Response:
 class Turn:
     t: int
     responses: dict         # role -> Response
-    artefacts: dict         # what the environment read and observed (see code_env / math_env)
+    artefacts: CodeArtefacts | MathArtefacts  # what the environment read and observed (code_env / math_env)
     agree: bool
 
 
@@ -105,41 +103,34 @@ def code_env(problem, texts, cfg):
     """Run the Coder's program on the Tester's case (Table 3, run 1: the only outcome agents see). Golden tests
     are not run here: they belong to the verifier (attribution.py)."""
     (program, by_coder), (case, by_tester) = extract_program(texts["coder"]), extract_test_case(texts["tester"])
-    artefacts = {"program": program, "test_input": case and case[0], "test_output": case and case[1],
-                 "program_output": None, "parsed_by": {"coder": by_coder, "tester": by_tester}}
-    if program is None:
-        artefacts["program_output"] = NO_CODE_BLOCK
-    elif case is not None:
+    output, agree = NO_CODE_BLOCK if program is None else None, False  # None: no test case to run it on
+    if program is not None and case is not None:
         r = run_case(problem, program, case[0], timeout=cfg.code_timeout)
-        artefacts["program_output"] = r.stdout if r.ok else r.error
-        return artefacts, r.ok and outputs_match(problem["format"], r.stdout, case[1])
-    return artefacts, False
+        output, agree = r.stdout if r.ok else r.error, r.ok and outputs_match(problem["format"], r.stdout, case[1])
+    return CodeArtefacts(program, case and case[0], case and case[1], output,
+                         {"coder": by_coder, "tester": by_tester}), agree
 
 
 def math_env(problem, texts, cfg):
     """Parse the derivation's answer, run the program, compare the two with the symbolic verifier (App. D.6.1)."""
     (program, by_tool_user), (answer, by_reasoner) = extract_program(texts["tool_user"]), \
         extract_answer(texts["reasoner"])
-    artefacts = {"derivation": texts["reasoner"], "derivation_answer": answer, "program": program,
-                 "parsed_by": {"reasoner": by_reasoner, "tool_user": by_tool_user}}
-    if program is None:
-        artefacts["program_answer"] = NO_CODE_BLOCK
-    else:
-        artefacts["program_answer"] = printed_answer(run_once(program, timeout=cfg.math_timeout))
-    printed = artefacts["program_answer"]
-    return artefacts, not is_error(printed) and answers_equivalent(artefacts["derivation_answer"], printed)
+    printed = NO_CODE_BLOCK if program is None else printed_answer(run_once(program, timeout=cfg.math_timeout))
+    artefacts = MathArtefacts(texts["reasoner"], answer, program, printed,
+                              {"reasoner": by_reasoner, "tool_user": by_tool_user})
+    return artefacts, not is_error(printed) and answers_equivalent(answer, printed)
 
 
 def final_answer(episode, cfg):
     """Eq. 17's submitted answer: the Coder's last program; for math see RolloutConfig.math_final."""
-    artefacts = episode.turns[-1].artefacts if episode.turns else {}
+    last = episode.turns[-1].artefacts if episode.turns else None  # none: the first prompt was already too long
     if episode.problem["domain"] == "code":
-        return artefacts.get("program")
-    deriv = artefacts.get("derivation_answer")
-    prog = artefacts.get("program_answer")
-    prog = None if is_error(prog) else prog
+        return None if last is None else last.program
     if cfg.math_final not in ("reasoner", "tool_user"):
         raise ValueError(f"RolloutConfig.math_final must be 'reasoner' or 'tool_user', got {cfg.math_final!r}")
+    if last is None:
+        return None
+    deriv, prog = last.derivation_answer, None if is_error(last.program_answer) else last.program_answer
     first, second = (deriv, prog) if cfg.math_final == "reasoner" else (prog, deriv)
     return first if first is not None else second
 
@@ -218,7 +209,7 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
         bar = tqdm(total=len(jobs), desc=head, leave=False, disable=not cfg.progress,
                    bar_format="{desc}: {n}/{total} responses{postfix} [{elapsed}]")
         out, live = {}, TurnProgress(bar, head)
-        group = lambda job: (id(policies[job[1]]), response_limit(cfg, job[0].problem["domain"]))
+        group = lambda job: (policies[job[1]], response_limit(cfg, job[0].problem["domain"]))
         for key in dict.fromkeys(map(group, jobs)):  # each (model, limit) once, in the order of the jobs
             mine = [j for j in jobs if group(j) == key]
             model, limit = policies[mine[0][1]], key[1]
@@ -270,7 +261,7 @@ def _finish(e, stopped, cfg, on_done):
 
 def episode_record(e):
     """A JSON-ready record of one episode: everything the teacher needs later, nothing recomputed."""
-    turns = [{"t": t.t, "agree": t.agree, "artefacts": t.artefacts,
+    turns = [{"t": t.t, "agree": t.agree, "artefacts": asdict(t.artefacts),
               "responses": {r: {"context": [[s.kind, s.turn, s.ids] for s in x.context], "tokens": x.tokens,
                                 "logprobs": x.logprobs, "text": x.text, "truncated": x.truncated}
                             for r, x in t.responses.items()}}
@@ -291,7 +282,7 @@ def print_transcript(e, attributions, width=400):
     for turn, att in zip(e.turns, attributions):
         for role, resp in turn.responses.items():
             print(f"--- turn {turn.t + 1} · {ROLE_NAMES[role]} ({len(resp.tokens)} tokens)\n{cut(resp.text)}")
-        shown = {k: v for k, v in turn.artefacts.items() if k != "derivation"}
+        shown = {k: v for k, v in asdict(turn.artefacts).items() if k != "derivation"}
         print(f"--- environment: {'AGREE' if turn.agree else 'MISMATCH'} {shown}")
         print(f"--- verifier, teacher-only ({att.outcome}):\n{att.description}")
     print(f"=== submitted: {e.final!r}\n")

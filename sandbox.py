@@ -1,4 +1,5 @@
-"""Run untrusted Python programs (Coder programs, Tester cases) isolated, and compare their outputs.
+"""Run untrusted Python programs (Coder programs, Tester cases) isolated. cases.py runs them on a problem's test
+cases and compares their outputs.
 
 Each run is stateless (paper App. D.6.1): the program starts fresh, test input on stdin, stdout captured, a
 wall-clock timeout, then everything it started is killed and everything it wrote is gone. Crashes, syntax
@@ -16,19 +17,16 @@ isolation levels is active (train.py and eval.py print it at start):
 
 Caps in every level: per-process rlimits (address space, file size, CPU seconds, open files, no core; processes
 per uid as root), and a seccomp filter (seccomp.py: keyrings, ptrace, file locks, io_uring & co. return ENOSYS).
-As root, where cgroup v1 hierarchies are writable (as on this project's machines), the whole run also shares one
-memory, process-count and CPU cap; a run whose cgroups cannot be made is refused, never run uncapped. Under
-cgroup v2 a process cannot give its own children limited cgroups (the no-internal-process rule), so there the
-rlimits are the caps. Every process of a run that becomes the trainer's child (as PID 1, e.g. in a container
-started without --init, it inherits orphans) is reaped: at the process level, those left in the run's group.
+As root, where cgroup v1 hierarchies are writable (cgroups.py), the whole run also shares one memory,
+process-count and CPU cap; a run whose cgroups cannot be made is refused, never run uncapped. Every process of a
+run that becomes the trainer's child (as PID 1, e.g. in a container started without --init, it inherits orphans)
+is reaped: at the process level, those left in the run's group.
 """
-import ast
 import contextlib
 import functools
 import math
 import os
 import random
-import re
 import shutil
 import signal
 import socket
@@ -36,11 +34,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import seccomp
+from cgroups import ATTACH, cgroup_homes, make_cgroups, remove_cgroups
 
 MAX_STDOUT = 1 << 20       # bytes of stdout returned to the caller
 MAX_FILE_MB = 64           # RLIMIT_FSIZE: bounds every file the program writes, its stdout file included
@@ -48,7 +45,6 @@ JAIL_TMP_MB = 64           # size of the jail's private /tmp and of its /dev/shm
 MAX_FILES = 256            # RLIMIT_NOFILE per process: without it a run could hold the host's limit (> 1M)
 MAX_ERROR = 300            # chars of the error line
 UID_RANGE = (200_000, 899_999)  # no passwd entry needed for setuid; far above real users
-CPUS = 1                   # CPU share of one run under cgroups (cpu.cfs_quota_us / cpu.cfs_period_us)
 WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # where the uid fallback looks for leftovers
 IS_ROOT = os.geteuid() == 0
 SECCOMP_FILTER = seccomp.program(os.uname().machine)  # b"": no syscall table here, and describe() says so
@@ -98,9 +94,6 @@ if 0 not in (uid, guard):
     except ProcessLookupError:
         pass
 """
-# Run as root before the uid drop: moves the shell into the run's cgroups ($1 .. up to "--"), then execs the rest,
-# so that the program and everything it starts are inside the caps from their first instruction.
-_ATTACH = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
 
 ERROR = "error: "  # every failed run's outcome starts with this; agents see it verbatim (App. D.6.1)
 
@@ -211,73 +204,6 @@ def _setup() -> tuple[str, list[str] | None]:
                        f"(tried {', '.join(candidates)})")
 
 
-# ----------------------------------------------------------------------------- cgroups (v1, root)
-
-@functools.cache
-def _cgroup_homes() -> dict[str, str]:
-    """controller -> this process's own cgroup directory in that controller's v1 hierarchy, for memory, pids and
-    cpu, when all three are mounted and writable (and we are root); else {}."""
-    if not IS_ROOT:
-        return {}
-    mounts = {}  # controller -> (mount point, the cgroup path that is the mount's root)
-    with contextlib.suppress(OSError), open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, right = line.split(" - ", 1)
-            root, point = left.split()[3:5]
-            fstype, _, opts = right.split()[:3]
-            if fstype == "cgroup":
-                for c in set(opts.split(",")) & {"memory", "pids", "cpu"}:
-                    mounts[c] = (point, root)
-    homes = {}
-    with contextlib.suppress(OSError), open("/proc/self/cgroup") as f:
-        for line in f:
-            _, names, path = line.rstrip("\n").split(":", 2)
-            for c in set(names.split(",")) & mounts.keys():
-                point, root = mounts[c]
-                if path.startswith(root):
-                    homes[c] = os.path.join(point, path[len(root):].lstrip("/"))
-    ok = len(homes) == 3 and all(os.access(d, os.W_OK) for d in homes.values())
-    return homes if ok else {}
-
-
-def _make_cgroups(uid: int, memory_mb: int, max_procs: int) -> list[str]:
-    """Create the run's cgroups with their caps; their directories ([] when cgroups are unavailable here). OSError
-    when they are available and cannot be made: the caller refuses the run rather than run it uncapped."""
-    homes = _cgroup_homes()
-    caps = {"memory": [("memory.limit_in_bytes", memory_mb << 20), ("memory.memsw.limit_in_bytes", memory_mb << 20)],
-            "pids": [("pids.max", max_procs)],
-            "cpu": [("cpu.cfs_period_us", 100_000), ("cpu.cfs_quota_us", CPUS * 100_000)]}
-    made = []
-    try:
-        for c, home in homes.items():
-            d = os.path.join(home, f"mas-opd-sandbox-{uid}")
-            with contextlib.suppress(OSError):  # left by a run of this uid that was killed before it cleaned up
-                os.rmdir(d)
-            os.mkdir(d)
-            made.append(d)
-            for name, value in caps[c]:
-                with contextlib.suppress(FileNotFoundError):  # memsw exists only with swap accounting
-                    with open(os.path.join(d, name), "w") as f:
-                        f.write(str(value))
-    except OSError:
-        _remove_cgroups(made)
-        raise
-    return made
-
-
-def _remove_cgroups(dirs: list[str]) -> None:
-    """rmdir each cgroup once its processes are gone (a killed process may take a moment to leave it)."""
-    for d in dirs:
-        for _ in range(100):
-            try:
-                os.rmdir(d)
-                break
-            except FileNotFoundError:
-                break
-            except OSError:  # EBUSY: still populated
-                time.sleep(0.01)
-
-
 def describe() -> str:
     """One line: the isolation level and caps in force for the isolated, stateless runs of App. D.6.1 on this
     machine."""
@@ -289,7 +215,7 @@ def describe() -> str:
         level = "uid (no bubblewrap: a fresh uid per run, its processes and files removed afterwards)"
     else:
         level = "process (no bubblewrap, not root: process-group kill only, not a security boundary)"
-    caps = "cgroup caps per run (memory, processes, CPU) + rlimits" if _cgroup_homes() else "rlimits per process"
+    caps = "cgroup caps per run (memory, processes, CPU) + rlimits" if cgroup_homes() else "rlimits per process"
     caps += "; seccomp filter" if SECCOMP_FILTER else f"; NO seccomp filter (no syscall table for {os.uname().machine})"
     return f"{level}; {caps}; {'a fresh uid per run; ' if IS_ROOT and jail else ''}Python {interpreter}"
 
@@ -424,7 +350,7 @@ def run_program(source: str, stdin: str = "", *, timeout: float = 30.0, memory_m
     with _fresh_uid() as uid, tempfile.TemporaryFile() as fsrc, tempfile.TemporaryFile() as fin, \
             tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
         try:
-            cgroups = _make_cgroups(uid, memory_mb, max_procs) if uid is not None else []
+            cgroups = make_cgroups(uid, memory_mb, max_procs) if uid is not None else []
         except OSError as e:  # caps expected here and not to be had: refused, never run uncapped
             why = f"{ERROR}not run: its cgroups (memory, process, CPU caps) cannot be made: {e}"
             return RunResult("", why[:MAX_ERROR])
@@ -445,7 +371,7 @@ def run_program(source: str, stdin: str = "", *, timeout: float = 30.0, memory_m
                 argv = boot
             argv = _as_user(argv, uid)
             if cgroups:
-                argv = ["/bin/sh", "-c", _ATTACH, "sh", *[os.path.join(d, "cgroup.procs") for d in cgroups], "--",
+                argv = ["/bin/sh", "-c", ATTACH, "sh", *[os.path.join(d, "cgroup.procs") for d in cgroups], "--",
                         *argv]
             # stdin/stdout/stderr are anonymous files, not pipes: RLIMIT_FSIZE bounds what a print loop can
             # produce, nothing can block on a full pipe, and a background child holding stdout open cannot keep
@@ -474,7 +400,7 @@ def run_program(source: str, stdin: str = "", *, timeout: float = 30.0, memory_m
             ferr.seek(max(0, ferr.seek(0, os.SEEK_END) - 8192))  # the tail holds the exception line
             stderr = ferr.read().decode("utf-8", "replace")
         finally:
-            _remove_cgroups(cgroups)
+            remove_cgroups(cgroups)
             if workdir:
                 if uid is not None:
                     _remove_files_of(uid)
@@ -482,166 +408,3 @@ def run_program(source: str, stdin: str = "", *, timeout: float = 30.0, memory_m
     if expired.is_set():
         return RunResult(stdout, f"{ERROR}timed out after {timeout:g} s")
     return RunResult(stdout, None if proc.returncode == 0 else _error_line(proc.returncode, stderr, bool(jail)))
-# Function-format driver. Program output is sent to stderr (fd 1 too, so even os.write(1, ...) and child
-# processes cannot pollute the result); only repr(result) goes to the real stdout. The program is loaded as
-# module "solution", not "__main__", so an `if __name__ == "__main__":` block does not run and read stdin.
-_DRIVER = """\
-import ast, os, sys, types
-try:
-    args = ast.literal_eval(sys.stdin.read().strip())
-except Exception:
-    args = None
-if not isinstance(args, (list, tuple)):
-    sys.exit("test input is not a Python list of arguments")
-out = os.fdopen(os.dup(1), "w", encoding="utf-8")
-os.dup2(2, 1)
-sys.stdout = sys.stderr
-mod = sys.modules["solution"] = types.ModuleType("solution")
-exec(compile(SOURCE, "solution.py", "exec"), mod.__dict__)
-if not callable(getattr(mod, NAME, None)):
-    sys.exit(f"the program does not define {NAME}")
-result = getattr(mod, NAME)(*args)
-out.write(repr(result) + "\\n")
-out.flush()
-"""
-
-
-# A program run twice on the same input in one process runs once: the second call gets the first result. The
-# verifier judges a program as a function of its input, and a kept program meets the same inputs every turn, so
-# a second run could only differ by chance (a random draw) and would cost a process. Not remembered: a run that
-# timed out (under load it may finish next time) and a long output (the memory stays bounded).
-_REMEMBERED, REMEMBER_RUNS, REMEMBER_CHARS = {}, 4096, 16384
-_remembered_lock = threading.Lock()
-
-
-def run_once(program: str, stdin: str = "", *, timeout: float = 30.0) -> RunResult:
-    """run_program, remembered per (program, stdin, timeout) within this process (see above)."""
-    key = (program, stdin, timeout)
-    with _remembered_lock:
-        if key in _REMEMBERED:
-            return _REMEMBERED[key]
-    result = run_program(program, stdin, timeout=timeout)
-    if not (result.error or "").startswith(f"{ERROR}timed out") and len(result.stdout) <= REMEMBER_CHARS:
-        with _remembered_lock:
-            if len(_REMEMBERED) >= REMEMBER_RUNS:
-                del _REMEMBERED[next(iter(_REMEMBERED))]  # the oldest first
-            _REMEMBERED[key] = result
-    return result
-
-
-def run_case(problem: dict, program: str, test_input: str, *, timeout: float = 30.0) -> RunResult:
-    """Run `program` on one test input of a code problem (format "stdio" or "function", see the schema), once
-    per process (run_once)."""
-    if problem["format"] == "stdio":
-        return run_once(program, stdin=test_input, timeout=timeout)
-    if problem["format"] == "function":
-        driver = f"SOURCE = {program!r}\nNAME = {problem['entry_point']!r}\n" + _DRIVER
-        return run_once(driver, stdin=test_input, timeout=timeout)
-    raise ValueError(f"unknown problem format {problem['format']!r}")
-
-
-def run_cases(problem: dict, program: str, inputs: list[str], *, timeout: float = 30.0, workers: int = 4,
-              stop=None) -> list[RunResult | None]:
-    """run_case on each input, `workers` at a time (each is a separate process); results in input order. The
-    verifier's golden-test check (App. F.6) runs through here.
-    stop(i, result) -> bool: once it holds for a finished case, cases not yet started are skipped (None), so
-    a program that hangs costs one timeout, not one per test. Cases start in input order, so every case before
-    the one that stopped it has a result."""
-    stopped = threading.Event()
-
-    def one(i):
-        if stopped.is_set():
-            return None
-        result = run_case(problem, program, inputs[i], timeout=timeout)
-        if stop is not None and stop(i, result):
-            stopped.set()
-        return result
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(one, range(len(inputs))))
-
-
-# Output comparison (the paper leaves it open, DECISIONS.md D4). Choices: case-sensitive; whitespace between tokens,
-# trailing spaces and leading/trailing blank lines are ignored. Numbers are ASCII digits only (int() and float()
-# would also read "٣" or "３" as 3). An expected integer is matched only by an integer of equal value ("007" for "7"):
-# a relative tolerance would let 1000001 pass for 1000000, and a printed float(...) off by 1000 for 10**12. Other
-# numbers match within TOL, absolute or relative; inf and nan match only themselves. Function results: an expected
-# int matches an int or float equal to it (Python's ==, as in the benchmarks' asserts: 6.0 for 6, not 6.0000000001);
-# True is not 1.
-# Cost: this runs in the trainer, outside any timeout, on output the program chose; so each step is linear in
-# the output, and the output is capped. Longer than MAX_STDOUT (more than a run returns, which also bounds the
-# line count): a mismatch (~0.6 s, ~35 MiB at most below it). A function result over LITERAL_CHARS is compared
-# as text, not parsed: ast.literal_eval costs ~1 KiB per element, and builds sets and dicts by hash, where n
-# ints equal modulo sys.hash_info.modulus share one hash and cost n**2 (at the cap: ~0.2 s, ~20 MiB at most).
-TOL = 1e-6
-LITERAL_CHARS = 1 << 15
-_INT = re.compile(r"[+-]?[0-9]+")
-NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # one reading per digit run: linear
-
-
-def _numbers_match(a: int | float, b: int | float) -> bool:
-    try:
-        return a == b or abs(a - b) <= TOL or abs(a - b) / max(1.0, abs(b)) <= TOL
-    except OverflowError:  # an int beyond a float's range against a float: no tolerance bridges that gap
-        return False
-
-
-def _int_text(token: str) -> str:
-    """Canonical text of an integer token ("+007" -> "7", "-0" -> "0"): equal integers have equal texts, with no
-    int() conversion (quadratic in the digits, and refused over 4300 digits)."""
-    digits = token.lstrip("+-").lstrip("0") or "0"
-    return "-" + digits if token[0] == "-" and digits != "0" else digits
-
-
-def _tokens_match(a: str, b: str) -> bool:
-    """Printed token a counts as the expected token b."""
-    if a == b:
-        return True
-    if _INT.fullmatch(b):
-        return _INT.fullmatch(a) is not None and _int_text(a) == _int_text(b)
-    if not (NUMBER.fullmatch(a) and NUMBER.fullmatch(b)):
-        return False
-    x, y = float(a), float(b)  # float() reads a 400-digit number as inf: non-finite values match only the same token
-    return math.isfinite(x) and math.isfinite(y) and _numbers_match(x, y)
-
-
-def _values_match(a, b) -> bool:
-    """Literal value a equals the expected b up to number tolerance; True is not 1; list and tuple are
-    interchangeable; an expected set matches any list, tuple or set of its elements (a benchmark that asserts
-    `set(f(x)) == ...` stores its outputs as sets)."""
-    if isinstance(b, set) and isinstance(a, (list, tuple, set)):
-        try:
-            return set(a) == b
-        except TypeError:  # unhashable items: no set of them can equal b
-            return False
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(b, int):
-        return isinstance(a, (int, float)) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, float):
-        return _numbers_match(a, b)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_values_match(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_values_match(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b  # sets by equality; str, bytes, None, complex exactly
-
-
-def outputs_match(fmt: str, got: str, expected: str) -> bool:
-    """Does a program's output `got` count as `expected`? fmt "stdio": token-wise per line; "function": literals.
-    Either longer than MAX_STDOUT: False (see the comparison rules above)."""
-    if fmt not in ("stdio", "function"):
-        raise ValueError(f"unknown output format {fmt!r}")
-    if max(len(got), len(expected)) > MAX_STDOUT:
-        return False
-    g, e = got.strip(), expected.strip()  # strip(): blank lines at the ends, in one linear pass
-    if fmt == "stdio":
-        g, e = g.splitlines(), e.splitlines()
-        return len(g) == len(e) and all(
-            len(gt := x.split()) == len(et := y.split()) and all(map(_tokens_match, gt, et)) for x, y in zip(g, e))
-    if g == e or max(len(g), len(e)) > LITERAL_CHARS:
-        return g == e
-    try:
-        return _values_match(ast.literal_eval(g), ast.literal_eval(e))
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # not a literal, e.g. an object's repr
-        return False

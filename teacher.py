@@ -1,9 +1,9 @@
 """The frozen teacher's side of Algorithm 1, Phase 2 (App. C): what it reads, and how it scores.
 
   - ROLE_CONDITIONS and KAPPA: the role-condition passages r_i (App. F.3) and the contrast map (Eq. 23).
-  - teacher_contexts: u~ = u (+) r (+) c^{<t} (Eq. 6, 12) built from the student's stored context segments, once
-    per role condition asked for (the target role's and kappa's), cut to the teacher's limit identically
-    (DECISIONS.md D3).
+  - teacher_pieces / teacher_contexts: u~ = u (+) r (+) c^{<t} (Eq. 6, 12) built from the student's stored context
+    segments, once per role condition asked for (the target role's and kappa's), cut to the teacher's limit
+    identically (DECISIONS.md D3); as labelled pieces, or joined into token ids.
   - score: force-decode stored response tokens (never re-tokenized, never generated) with sampler's
     sequence_logprobs and return their log-probs l_k (Eq. 7), batched by padded tokens.
 """
@@ -56,8 +56,13 @@ ROLE_CONDITIONS = {
 KAPPA = {"coder": "tester", "tester": "coder", "reasoner": "tool_user", "tool_user": "reasoner"}
 
 
-def teacher_contexts(tokenizer, segments, roles, verdicts=None, limit=12288):
-    """u~ (Eq. 6, 12) as token ids, one context per role condition in `roles`, or None when they cannot fit.
+def teacher_pieces(tokenizer, segments, roles, verdicts=None, limit=12288):
+    """u~ (Eq. 6, 12) in labelled pieces, one list per role condition in `roles`, or None when they cannot fit.
+
+    A piece is (kind, turn, ids): the student's segments in order (kind and turn as in prompts.Segment) with the
+    generic opening line replaced by the role condition r (kind "condition", Eq. 6) and, with PAC, each verdict
+    (kind "verdict", the turn it judges) placed after its history entry. teacher_contexts joins the pieces; a
+    reader (tools/contexts.py) shows them labelled.
 
     segments: the student's stored context x_i^t (prompts.Segment list). roles: whose condition r replaces the
     generic opening line, e.g. (role, KAPPA[role]) for the target and the contrast pass of Eq. 9. verdicts:
@@ -77,20 +82,27 @@ def teacher_contexts(tokenizer, segments, roles, verdicts=None, limit=12288):
     if sum(s.kind == "opening" for s in segments) != 1:
         raise ValueError("teacher_contexts: the student context must hold exactly one 'opening' segment")
     encode = lambda text: encode_text(tokenizer, text)  # verdicts quote program output: plain text only
-    pieces = []  # (turn or -1, ids or None = the role condition): a history entry and its verdict share the turn
+    pieces = []  # (kind, turn or -1, ids or None = the role condition): a history entry and its verdict share the turn
     for s in segments:
-        pieces.append((s.turn, None if s.kind == "opening" else s.ids))
+        pieces.append(("condition", s.turn, None) if s.kind == "opening" else (s.kind, s.turn, s.ids))
         if verdicts is not None and s.kind == "history" and s.turn >= 0:
-            pieces.append((s.turn, encode(verdicts[s.turn] + "\n\n")))
+            pieces.append(("verdict", s.turn, encode(verdicts[s.turn] + "\n\n")))
     conditions = [encode(ROLE_CONDITIONS[r]) for r in roles]
-    fixed = lambda: sum(len(ids) for _, ids in pieces if ids is not None)
+    fixed = lambda: sum(len(ids) for _, _, ids in pieces if ids is not None)
     dropped = sorted(set(history_turns))
     while fixed() + max(len(c) for c in conditions) > limit:
         if not dropped:
             return None
         oldest = dropped.pop(0)
-        pieces = [(t, ids) for t, ids in pieces if t != oldest]
-    return [[i for _, ids in pieces for i in (cond if ids is None else ids)] for cond in conditions]
+        pieces = [p for p in pieces if p[1] != oldest]
+    return [[(kind, t, cond if ids is None else ids) for kind, t, ids in pieces] for cond in conditions]
+
+
+def teacher_contexts(tokenizer, segments, roles, verdicts=None, limit=12288):
+    """u~ (Eq. 6, 12) as token ids: teacher_pieces joined, one context per role condition in `roles`, or None when
+    they cannot fit within `limit` (arguments as teacher_pieces')."""
+    pieces = teacher_pieces(tokenizer, segments, roles, verdicts, limit)
+    return None if pieces is None else [[i for _, _, ids in p for i in ids] for p in pieces]
 
 
 @torch.no_grad()

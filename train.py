@@ -4,8 +4,9 @@ Per step: Phase 1 the students roll out jointly (rollout.py); Phase 2 the verifi
 turn (attribution.py), then the frozen teacher scores every response twice, under the target and the contrast
 role condition (teacher.py); advantages A^RAS (Eq. 10); Phase 3 the loss of Eq. 13 (loss.py) updates each
 role's policy from its own responses, all policies synchronously. Verdicts and teacher scores are then dropped.
-The prompts and parsing rules are prompts.py's, a step's figures and console line metrics.py's, checkpoints and
-resume checkpoint.py's.
+The command line is config.py's, what a run starts from (models, optimizers, a resumed state, the bf16 rollout
+copies) launch.py's, the prompts and parsing rules prompts.py's, a step's figures and console line metrics.py's,
+checkpoints and resume checkpoint.py's, the run's report (curves, evaluation, heat maps) report.py's.
 
     python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3 \
         --batch 2 --max-new-tokens 32      # tiny random models: every phase of the protocol, seconds
@@ -18,8 +19,6 @@ that depend on the scale of a run (schedule, batches, lengths, checkpoint interv
 gpu | cpu) unless given. At start it prints what a step will sample and a checkpoint will write, and refuses a run
 whose --out has not the disk space for its next checkpoint.
 """
-import argparse
-import copy
 import json
 import math
 import os
@@ -34,94 +33,20 @@ from transformers.utils import logging as hf_logging
 
 import distributed
 from attribution import attribute_episodes, verdicts_before
-from checkpoint import check_disk, distinct, read_state, save_checkpoint, start_log
-from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
-                  load_problems, preset_help, preset_line, write_atomic)
-from eval import EVAL_DECODING, evaluate, load_policies, markdown, run_line
+from checkpoint import distinct, save_checkpoint, start_log
+from config import get_args
+from data import ProblemError, check_writable, json_text, load_problems, preset_line, write_atomic
+from eval import evaluate_policies, markdown
+from launch import build, refresh, rollout_copies
 from loss import eq13_weights, mas_opd_loss, ras_advantage
-from memory import check_fits
-from metrics import PhaseClock, add_counts, peak_memory_mb, rollout_counts, rollout_metrics, step_line
-from models import (DEVICE, DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs,
-                    to_dtype)
-from prompts import ROLES, check_prompt_limit
-from rollout import Response, RolloutConfig, append_episodes, rollout_config, run_episodes
+from metrics import PhaseClock, add_counts, peak_memory_mb, rollout_counts, rollout_metrics, step_line, step_samples
+from models import cpu_threads
+from prompts import check_prompt_limit
+from report import write_report
+from rollout import Response, append_episodes, rollout_config, run_episodes
 from sampler import release_decoder, sequence_logprobs
 from sandbox import describe, stop_on_sigterm
 from teacher import KAPPA, score, teacher_contexts
-
-
-def get_args(argv=None):
-    """The run's configuration, one argparse namespace: the paper's values as defaults (App. D.6.1, D.6.3), the
-    scale-dependent flags from --preset where not given. Each default is typed once: the rollout's in
-    RolloutConfig, the scale-dependent ones in data.PRESETS, the rest here; --help prints them in brackets."""
-    ap = argparse.ArgumentParser(description="MAS-OPD training (Algorithm 1). Defaults in brackets; a (preset) flag "
-                                 "lists each preset's value.",
-                                 epilog="The laptop demo runs the toy world through this file: python -m toy")
-    r = RolloutConfig()  # the source of every default the rollout shares with this command line
-    add = ap.add_argument_group("data and models").add_argument
-    add("--problems", required=True, help="JSONL problem file (schema: data.py)")
-    add("--student", required=True, help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id (paper: Qwen3-1.7B)")
-    add("--teacher", help="(required, unless a program calling train.main hands it the teacher, as python -m toy "
-        "does) same choices as --student, one tokenizer with it (paper: Qwen3-14B)")
-    add("--eval-problems", default=None, help="held-out problems evaluated before and after training")
-    add("--preset", choices=sorted(PRESETS), default="paper", help="defaults of the flags marked (preset): the "
-        "paper's schedule and limits, a first run on one GPU, or a first CPU run of real models (data.py, PRESETS); "
-        "explicit flags win [%(default)s]")
-    add("--seed", type=SEED, default=0, help="[%(default)s]")
-    add = ap.add_argument_group("the paper's schedule (App. D.6.3)").add_argument
-    add("--steps", type=COUNT, help=preset_help("steps"))
-    add("--batch", type=COUNT, help=preset_help("batch", "problems (episodes) per step"))
-    add("--mini-batch", type=COUNT, help=preset_help("mini_batch", "episodes per optimizer update"))
-    add("--micro-batch", type=COUNT, help=preset_help("micro_batch", "responses per forward/backward (gradient "
-                                                                     "accumulation)"))
-    add("--lr", type=bounded(float, 0, low_open=True), help=preset_help("lr"))
-    add("--weight-decay", type=bounded(float, 0), default=0.01, help="[%(default)s]")
-    add("--grad-clip", type=bounded(float, 0, low_open=True), default=1.0, help="[%(default)s]")
-    add = ap.add_argument_group("MAS-OPD (Eq. 10, PAC, policies)").add_argument
-    add("--lam", type=bounded(float, 0), default=0.1, help="lambda of Eq. 10; 0 = w/o RAS [%(default)s]")
-    add("--no-pac", action="store_true", help="teacher sees only the student-visible context (w/o PAC)")
-    add("--shared-policy", action="store_true", help="one student in every seat")
-    add = ap.add_argument_group("sampling (App. D.6.1, D.6.3)").add_argument
-    add("--max-turns", type=COUNT, default=r.max_turns, help="T [%(default)s]")
-    add("--max-new-tokens", type=COUNT, help=preset_help("max_new_tokens", "student response limit"))
-    add("--math-max-new-tokens", type=bounded(int, 0), help=preset_help("math_max_new_tokens", "the math roles' limit, "
-        "0 = --max-new-tokens (given alone, --max-new-tokens sets this to 0)"))
-    add("--max-prompt-tokens", type=COUNT, help=preset_help("max_prompt_tokens", "student prompt limit"))
-    add("--teacher-max-prompt-tokens", type=COUNT, help=preset_help("teacher_max_prompt_tokens",
-                                                                    "teacher prompt limit"))
-    add("--temperature", type=bounded(float, 0), default=r.temperature, help="[%(default)s]")
-    add("--top-p", type=bounded(float, 0, 1, low_open=True), default=r.top_p, help="[%(default)s]")
-    add("--top-k", type=bounded(int, 0), default=r.top_k, help="0 = off [%(default)s]")
-    add = ap.add_argument_group("memory and speed").add_argument
-    add("--precision", choices=tuple(DTYPES), default=None, help="default: bf16 on GPU, fp32 on CPU")
-    add("--grad-checkpointing", action="store_true")
-    add("--rollout-chunk", type=bounded(int, 0), default=r.rollout_chunk,
-        help="prompts per generate call, 0 = all (bounds the KV cache) [%(default)s]")
-    add("--teacher-batch-tokens", type=COUNT, default=16384, help="padded tokens per teacher forward [%(default)s]")
-    add("--teacher-offload", action="store_true", help="keep the teacher on the CPU except while it scores")
-    add("--compile", action="store_true", help="compile the sampler's decode step (fused kernels, for a GPU; the "
-        "first rollout compiles for tens of seconds)")
-    add("--device", type=device, default=DEVICE, help="[%(default)s]")
-    add("--workers", type=COUNT, default=r.workers, help="sandbox runs at once [%(default)s]")
-    add("--threads", type=bounded(int, 0), default=0, help="torch CPU threads; 0 = the cores other work leaves free "
-        "[%(default)s]")
-    add = ap.add_argument_group("output").add_argument
-    add("--out", default="runs/default", help="metrics.jsonl and checkpoint/ go here [%(default)s]")
-    add("--resume", action="store_true", help="continue from OUT/checkpoint")
-    add("--save-every", type=COUNT, help=preset_help("save_every", "steps between checkpoints (and always at the "
-                                                                   "end)"))
-    add("--save-episodes", action="store_true", help="append each step's episodes to OUT/episodes.jsonl as the "
-        "rollout ends (every response with its context, tokens, log-probs and the parsed artefacts)")
-    add("--eval-seeds", type=SEED, nargs="+", help=preset_help("eval_seeds", "one evaluation of --eval-problems "
-                                                                            "per seed"))
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv:  # a newcomer's first try: say where the demo is, not only which flags are missing
-        ap.error("--problems and --student are required; the laptop demo (the toy world, nothing to download) is "
-                 "python -m toy")
-    args = ap.parse_args(argv)
-    apply_preset(args)
-    args.precision = precision(args.precision, args.device)
-    return args
 
 
 def batch_for_step(problems, step, batch, seed):
@@ -155,34 +80,13 @@ def autocast(args):
     return torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16)
 
 
-def rollout_copies(policies, args):
-    """role -> the model Phase 1 (App. C) samples with, whose log-probs are Eq. 8's log pi_theta. Under --precision
-    bf16 a bf16 copy of each policy (one per distinct policy), refreshed from the fp32 masters before every rollout
-    (refresh): decoding reads half the bytes, casts nothing per step, and its step can be recorded as a CUDA graph
-    (sampler.decoder). Otherwise the policies."""
-    if args.precision != "bf16":
-        return policies
-    copies = {id(m): to_dtype(copy.deepcopy(m), torch.bfloat16).eval().requires_grad_(False)  # RoPE stays fp32
-              for m in distinct(policies)}
-    return {r: copies[id(m)] for r, m in policies.items()}
-
-
-@torch.no_grad()
-def refresh(rollout_models, policies):
-    """Copy each policy's fp32 master weights into its rollout copy, in place (a recorded decode step keeps reading
-    the same storage), so that Phase 1 samples from the policy Eq. 13 just updated (App. C: on-policy)."""
-    for r, model in policies.items():
-        if rollout_models[r] is not model:
-            for c, p in zip(rollout_models[r].parameters(), model.parameters()):
-                c.copy_(p)
-
-
 def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models=None, record=None,
-               progress=False):
+               progress=False, samples=None):
     """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes -> advantages -> update.
-    rollout_models: what Phase 1 samples with (rollout_copies; default: the policies themselves). record: called
-    as record(step, episodes) as soon as the rollout ends. progress: a line that names the phase running and the
-    seconds of those done. Returns the step's metrics; the caller decides what to save."""
+    rollout_models: what Phase 1 samples with (default: the policies). record(step, episodes): called when the
+    rollout ends. progress: a line naming the phase running and the seconds of those done. samples: the report's
+    JSONL of scored responses (metrics.step_samples), appended to by the first and the last step. Returns the
+    step's metrics; the caller decides what to save."""
     cfg, clock = rollout_config(args, progress=progress), PhaseClock(step, progress)
     ids = list(range(distributed.rank(), args.batch, distributed.world_size()))  # this rank's share of the batch
     batch = batch_for_step(problems, step, args.batch, args.seed)
@@ -198,6 +102,9 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollou
             score_both_passes(items, teacher, args)                               # Phase 2b: Eq. 7, twice
         for it in items:                                                          # Eq. 10, sampler log-probs
             it.adv = ras_advantage(it.lp_target, it.lp_contrast, it.lp_student, args.lam)
+    if samples and step in (0, args.steps - 1):  # the report's heat maps, before and after training (App. G.2)
+        with open(samples, "a") as f:
+            f.writelines(json_text(s) + "\n" for s in step_samples(step, items, batch, tok))
     counts = add_counts(distributed.gather(rollout_counts(episodes, attributions, items, overlong)))  # all ranks
     metrics = {"step": step, **rollout_metrics(counts)}
     with clock.phase("update"):           # Phase 3: Eq. 13, all policies synchronously
@@ -221,12 +128,12 @@ def joint_rollout(problems, policies, rollout_models, tok, cfg, gen, args):
 def teacher_inputs(episodes, ids, attributions, tok, args):
     """One Scored per response with its two teacher contexts u~ = u (+) r (+) c^{<t} (Eq. 12): r = r_i and
     r = kappa(r_i), the same verdicts c^{<t} in both (none with --no-pac), cut to the teacher limit together.
-    ids: each episode's index in the step's batch. Returns (items, number of responses left out because even their
-    shortest teacher context is too long)."""
+    ids: each episode's index in the step's batch; attributions: one list per episode (attribute_episodes).
+    Returns (items, number of responses left out because even their shortest teacher context is too long)."""
     items, overlong = [], 0
-    for ei, e in zip(ids, episodes):
+    for ei, e, atts in zip(ids, episodes, attributions):
         for turn in e.turns:
-            verdicts = None if args.no_pac else verdicts_before(attributions[id(e)], turn.t)
+            verdicts = None if args.no_pac else verdicts_before(atts, turn.t)
             for role, resp in turn.responses.items():
                 ctx = teacher_contexts(tok, resp.context, (role, KAPPA[role]), verdicts, args.teacher_max_prompt_tokens)
                 if ctx is None:
@@ -321,67 +228,6 @@ def update(items, n_episodes, policies, optims, args):
             "logprob_gap_mean": sum(g[1] for g in gaps) / max(1, sum(g[2] for g in gaps))}
 
 
-def build(args, teacher=None):
-    """Algorithm 1's inputs (App. C): problems, policies (one per role from one base checkpoint, §2.1, or
-    shared), the frozen teacher, tokenizer, optimizers, sampler RNG. teacher: an already-built teacher (any module
-    sampler.sequence_logprobs can score, over the students' tokenizer) to use instead of loading --teacher."""
-    problems = load_problems(args.problems)
-    roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
-    n_policies = 1 if args.shared_policy else len(roles)
-    if distributed.rank() == 0:  # the rank that writes checkpoints; configs only, before any weights load
-        print(check_disk(args, n_policies))
-    ckpt = os.path.join(args.out, "checkpoint")
-    if args.resume and not os.path.isdir(ckpt) and os.path.isdir(ckpt + ".old"):
-        ckpt += ".old"  # a crash between the two renames of save_checkpoint
-    if args.resume and not os.path.isfile(os.path.join(ckpt, "state.pt")):
-        raise ValueError(f"--resume: no checkpoint in {args.out}")
-    # state.pt first, so that a damaged checkpoint fails before any model loads
-    state = read_state(os.path.join(ckpt, "state.pt")) if args.resume else None
-    if teacher is None:  # the tokenizers alone first: a mismatch is refused in seconds, before any weights load
-        if args.teacher is None:
-            raise ValueError("--teacher is required (a model spec, as for --student)")
-        same_tokenizer_specs(args.teacher, args.student, (f"--teacher {args.teacher}", f"--student {args.student}"))
-        # and the memory plan against what the device has free (configs only); a given teacher is not planned
-        check_fits(args, n_policies, distributed.world_size())
-
-    if args.resume:  # the policies of the checkpoint, in fresh aligned storage like a live run's: loaded
-        policies, tok = load_policies(ckpt, roles, "cpu")  # tensors can sit at odd offsets, which changes
-        for model in distinct(policies):                    # BLAS summation order and breaks exact resume
-            for p in model.parameters():
-                p.data = p.data.clone()
-    else:  # every policy starts from the same base checkpoint (§2.1)
-        base, tok = load_model(args.student, seed=args.seed)
-        policies = {r: base if args.shared_policy or i == 0 else copy.deepcopy(base) for i, r in enumerate(roles)}
-    check_prompt_limit(problems, tok, args.max_prompt_tokens)  # before the teacher, the longest load
-    if teacher is None:
-        teacher = load_model(args.teacher, seed=args.seed + 1)[0]
-    forget_gguf()  # every model is loaded: the de-quantized GGUF kept for the next load would only take memory
-    device = torch.device(args.device)
-    to_dtype(teacher, DTYPES[args.precision]).to("cpu" if args.teacher_offload else device).eval().requires_grad_(False)
-    unique = distinct(policies)
-    for model in unique:  # fp32 master weights in every precision: lr 1e-6 updates would vanish in bf16 weights
-        model.to(device)
-        if args.grad_checkpointing:
-            model.activation_checkpointing_enable()
-    # AdamW, i.e. Adam with decoupled weight decay 0.01 (the paper says Adam with wd, not which form: DECISIONS.md D9)
-    optims = [torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay) for model in unique]
-    rank, world = distributed.rank(), distributed.world_size()
-    gen = torch.Generator(device=device).manual_seed(args.seed + rank)  # each rank samples its own episodes
-    start, skipped = 0, 0
-    if args.resume:
-        for opt, s in zip(optims, state["optims"]):
-            opt.load_state_dict(s)
-        torch.set_rng_state(state["rng"]["torch"])
-        random.setstate(state["rng"]["python"])
-        start, skipped = state["step"] + 1, state["skipped"]
-        samplers = state["rng"]["sampler"]  # one state per rank of the run that saved it
-        if len(samplers) == world:
-            gen.set_state(samplers[rank])
-        else:  # another world size: a fresh stream per rank, fixed by seed, step and rank
-            gen.manual_seed(random.Random(f"{args.seed}-{start}-{rank}").getrandbits(63))
-    return problems, policies, teacher, tok, optims, gen, start, skipped
-
-
 def main(argv=None, teacher=None):
     """The command line: Algorithm 1's loop (App. C) with evaluation before and after; `teacher`, when given, is
     used instead of loading --teacher (see build). Under torchrun every rank runs this; rank 0 alone prints,
@@ -410,11 +256,12 @@ def main(argv=None, teacher=None):
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    metrics_path = os.path.join(args.out, "metrics.jsonl")
+    metrics_path, samples_path = (os.path.join(args.out, name) for name in ("metrics.jsonl", "samples.jsonl"))
     episodes_path = os.path.join(args.out, "episodes.jsonl" if rank == 0 else f"episodes.rank{rank}.jsonl")
     if rank == 0:
         os.makedirs(args.out, exist_ok=True)
         start_log(metrics_path, start)
+        start_log(samples_path, start)
     distributed.barrier()  # OUT exists before any rank writes its episodes there
     if args.save_episodes:
         start_log(episodes_path, start)
@@ -424,7 +271,7 @@ def main(argv=None, teacher=None):
         results = {"before": evaluate_policies(held_out, rollout_models, tok, args)} if start == 0 else {}
     for step in tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps, disable=rank != 0):
         metrics = train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models, record,
-                             progress=rank == 0)
+                             progress=rank == 0, samples=samples_path if rank == 0 else None)
         skipped += metrics["skipped"]
         metrics["skipped_total"] = skipped
         if rank == 0:
@@ -443,18 +290,10 @@ def main(argv=None, teacher=None):
         print(markdown({f"{k} ({len(held_out)} held-out problems, seeds {args.eval_seeds})": v
                         for k, v in results.items()}))
         write_atomic(os.path.join(args.out, "results.json"), json_text(results, indent=1))
+    if rank == 0:
+        print(f"report: {write_report(args.out)}")
     distributed.barrier()  # no rank leaves while rank 0 still writes or evaluates
     distributed.finish()
-
-
-def evaluate_policies(problems, policies, tok, args, exchange=False):
-    """Team accuracy, revise-iff-wrong and turns on held-out problems over args.eval_seeds, with eval.py's
-    decoding (App. D.5); with exchange=True also the exchange penalty (Fig. 3a). Rank 0 only: it shows progress."""
-    cfg = rollout_config(args, progress=True, **EVAL_DECODING)
-    out = evaluate(problems, policies, tok, args.eval_seeds, cfg, exchange=exchange,
-                   on_run=lambda *run: tqdm.write(run_line(*run)))
-    release_decoder()
-    return out
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """PAC verifier: outcomes in both domains, the three-line c^t, no reference leakage, answer equivalence."""
+import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -7,6 +8,8 @@ import pytest
 import attribution
 from attribution import (HEADER, Attribution, answers_equivalent, attribute_code, attribute_math,
                          verdicts_before)
+from prompts import CodeArtefacts, MathArtefacts
+from rollout import Episode, Turn
 
 T = 5.0  # sandbox timeout for tests
 
@@ -232,15 +235,13 @@ def test_verdicts_before():
 
 
 def test_attribute_episodes_keeps_each_episodes_turns_in_order():
-    from rollout import Episode, Turn
     math_p = {"id": "m", "domain": "math", "question": "What is 2 plus 2?", "answer": "4"}
-    code_turn = {"program": SUM_BAD, "test_input": "2 3\n", "test_output": "5\n", "program_output": "-1\n"}
-    eps = [Episode(math_p, [Turn(t, {}, {"derivation_answer": d, "program_answer": "4"}, False)
-                            for t, d in enumerate(["5", "4"])]),
-           Episode(SUM, [Turn(0, {}, code_turn, False), Turn(1, {}, {**code_turn, "program": SUM_OK,
-                                                                    "program_output": "5\n"}, True)]),
-           Episode(math_p, [])]
+    code_turn = CodeArtefacts(SUM_BAD, "2 3\n", "5\n", "-1\n", {})
+    eps = [Episode(math_p, [Turn(t, {}, MathArtefacts("", d, None, "4", {}), False) for t, d in enumerate(["5", "4"])]),
+           Episode(math_p, []),
+           Episode(SUM, [Turn(0, {}, code_turn, False),
+                         Turn(1, {}, dataclasses.replace(code_turn, program=SUM_OK, program_output="5\n"), True)])]
     got = attribution.attribute_episodes(eps, timeout=T, workers=3)
-    assert set(got) == {id(e) for e in eps} and got[id(eps[2])] == []
-    assert [a.outcome for a in got[id(eps[0])]] == ["DERIVATION_INCONSISTENT", "BOTH_CONSISTENT"]
-    assert [a.checks["program_correct"] for a in got[id(eps[1])]] == [False, True]
+    assert len(got) == 3 and got[1] == []  # one list per episode, in order, also for one without turns
+    assert [a.outcome for a in got[0]] == ["DERIVATION_INCONSISTENT", "BOTH_CONSISTENT"]
+    assert [a.checks["program_correct"] for a in got[2]] == [False, True]

@@ -5,12 +5,13 @@ import signal
 import struct
 import subprocess
 import sys
+import types
 
 import pytest
 import torch
 
 import sandbox
-from data import ProblemError, load_problems, write_atomic
+from data import ProblemError, load_problems, longest_response, response_limit, write_atomic
 from models import make_tokenizer, tiny_model
 from rollout import main
 
@@ -92,6 +93,12 @@ def test_cli_runs_episodes_and_writes_records(tmp_path, capsys):
     assert [r["id"] for r in records] == ["m", "c"]
     resp = records[0]["turns"][0]["responses"]["reasoner"]
     assert len(resp["tokens"]) == len(resp["logprobs"]) == 6 and resp["context"][1][0] == "opening"
+    # the artefacts under the field names episodes.jsonl has always had, so older files read the same
+    assert set(records[0]["turns"][0]["artefacts"]) == {"derivation", "derivation_answer", "program", "program_answer",
+                                                        "parsed_by"}
+    assert set(records[1]["turns"][0]["artefacts"]) == {"program", "test_input", "test_output", "program_output",
+                                                        "parsed_by"}
+    assert set(records[1]["turns"][0]["artefacts"]["parsed_by"]) == {"coder", "tester"}
 
 
 def test_unicode_line_separator_inside_a_string_is_not_a_line_break(tmp_path):
@@ -149,3 +156,10 @@ def test_write_atomic_leaves_no_temp_file_when_it_fails(tmp_path):
     with pytest.raises(OSError):
         write_atomic(str(tmp_path / "d"), "text")  # the rename onto a directory fails after the temp file is written
     assert os.listdir(tmp_path) == ["d"]
+
+
+def test_the_math_limit_is_its_own_only_where_set_and_the_longest_covers_both_domains():
+    limits = lambda code, math: types.SimpleNamespace(max_new_tokens=code, math_max_new_tokens=math)
+    assert [response_limit(limits(512, 256), d) for d in ("code", "math")] == [512, 256]
+    assert [response_limit(limits(512, 0), d) for d in ("code", "math")] == [512, 512]  # 0: the same limit
+    assert [longest_response(limits(c, m)) for c, m in ((512, 256), (512, 0), (256, 1024))] == [512, 512, 1024]

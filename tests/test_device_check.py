@@ -1,6 +1,7 @@
-"""tools/device_check.py: its correctness checks pass on a correct sampler and say FAIL, one line each, when the
-recorded, compiled, two-model or refreshed decode step is wrong or the bf16 copy shifts positions; the run's exit
-status counts them; and the whole script runs at tiny shapes on the CPU, checks first, timing last."""
+"""tools/device_check.py and tools/decode_checks.py: the correctness checks pass on a correct sampler and say FAIL,
+one line each, when the recorded, compiled, two-model or refreshed decode step is wrong or the bf16 copy shifts
+positions; the run's exit status counts them; and the whole script runs at tiny shapes on the CPU, checks first,
+timing last."""
 import contextlib
 import copy
 
@@ -8,17 +9,17 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
+import launch
 import sampler
-import train
 from tests.test_sampler import _Capture, _CpuGraph, _Stream
-from tools import device_check as dc
+from tools import decode_checks as checks, device_check as dc
 
 
 class _Lines:
     """A device_check Log without a file, and what it printed (read from capsys)."""
 
     def __init__(self, capsys):
-        self.log, self.capsys, self.lines = dc.Log(None), capsys, []
+        self.log, self.capsys, self.lines = checks.Log(None), capsys, []
 
     def verdicts(self):
         """check name (as printed, stripped) -> 'ok' / 'FAIL', for the lines printed since the last call."""
@@ -30,7 +31,7 @@ def _models():
     torch.manual_seed(0)
     a, b = (dc.build(dc.TINY_S, torch.float32, "cpu") for _ in range(2))
     for m in (a, b):
-        dc.peak(m)
+        checks.peak(m)
     return a, b
 
 
@@ -57,7 +58,7 @@ def graphs(monkeypatch):
 
 def _decoding(lines):
     a, b = _models()
-    dc.check_decoding(lines.log, a, b, _prompts(12, 16, 20, 24), 12)
+    checks.check_decoding(lines.log, a, b, _prompts(12, 16, 20, 24), 12)
     return lines.verdicts()
 
 
@@ -98,11 +99,11 @@ def test_a_wrong_compiled_step_fails_its_line_only(monkeypatch, capsys):
 def test_a_check_line_holds_log_probs_to_TOL_even_when_the_tokens_agree(offset, verdict, capsys):
     a, _ = _models()
     prompts = _prompts(12, 16)
-    with dc.eager():
-        out = dc.decoded(a, prompts, 8)
+    with checks.eager():
+        out = checks.decoded(a, prompts, 8)
     shifted = sampler.Generation(out.tokens, [[x + offset for x in row] for row in out.logprobs])
     lines = _Lines(capsys)
-    assert dc.agrees(lines.log, "shifted", a, prompts, lambda: shifted, out.tokens) == (verdict == "ok")
+    assert checks.agrees(lines.log, "shifted", a, prompts, lambda: shifted, out.tokens) == (verdict == "ok")
     assert lines.verdicts() == {"shifted": verdict} and "tokens equal" in lines.lines[0]
 
 
@@ -139,7 +140,7 @@ def test_a_replay_that_misses_an_in_place_refresh_fails(graphs, monkeypatch, cap
     a, b = _models()
     monkeypatch.setattr(_StaleWeights, "params", {p.untyped_storage().data_ptr() for p in a.parameters()})
     lines = _Lines(capsys)
-    dc.check_decoding(lines.log, a, b, _prompts(12, 16, 20, 24), 12)
+    checks.check_decoding(lines.log, a, b, _prompts(12, 16, 20, 24), 12)
     verdicts = lines.verdicts()
     assert verdicts.pop("after an in-place refresh of a from b") == "FAIL" and set(verdicts.values()) == {"ok"}, \
         lines.lines
@@ -171,13 +172,13 @@ def _rounding_copies(policies, args):
 @pytest.mark.parametrize("rounded", [False, True])
 def test_the_bf16_gap_check_fails_rounded_rotary_frequencies(rounded, monkeypatch, capsys):
     """At ~1k positions the gap of a copy with bf16-rounded rotary frequencies grows past GAP_RATIO x the gap at
-    the start; train.rollout_copies' own copies (fp32 frequencies, models.to_dtype) pass."""
+    the start; launch.rollout_copies' own copies (fp32 frequencies, models.to_dtype) pass."""
     if rounded:
-        monkeypatch.setattr(train, "rollout_copies", _rounding_copies)
+        monkeypatch.setattr(launch, "rollout_copies", _rounding_copies)
     a, _ = _models()
     lines = _Lines(capsys)
     short, long = _prompts(64, 56, 48, 40), _prompts(1024, 1016, 1008, 1000)
-    dc.check_bf16_gap(lines.log, a, short, long, 32)
+    checks.check_bf16_gap(lines.log, a, short, long, 32)
     verdict = lines.verdicts()["bf16 copy, default SDPA"]
     assert verdict == ("FAIL" if rounded else "ok"), "\n".join(lines.lines)
 

@@ -9,7 +9,8 @@ import eval as ev
 import memory
 import rollout
 import sampler
-from memory import GiB, config_of, eval_plan, fits
+from footprint import config_of
+from memory import GiB, eval_plan, fits
 from models import make_tokenizer, tiny_model
 from rollout import RolloutConfig, run_episodes
 from tests.test_workflows import APPLES, BAD, GOOD, SUM, TEST_OK, TEST_WRONG
@@ -28,12 +29,12 @@ def test_revise_iff_wrong_counts_success_and_both_failure_modes(tok, scripted):
     s = ev.revision_stats(eps, atts)
     assert s["coder"] == {"n": 1, "success": 1, "revised_when_right": 0, "kept_when_wrong": 0}
     assert s["tester"] == {"n": 1, "success": 1, "revised_when_right": 0, "kept_when_wrong": 0}
-    assert ev.solved(eps[0], atts[id(eps[0])])
+    assert ev.solved(eps[0], atts[0])
     # program right, test wrong: the Coder defers (revises a right program), the Tester persists (keeps a wrong test)
     eps, atts = _team(tok, scripted, [GOOD, BAD], [TEST_WRONG])
     s = ev.revision_stats(eps, atts)
     assert s["coder"]["revised_when_right"] == 1 and s["tester"]["kept_when_wrong"] >= 1
-    assert not ev.solved(eps[0], atts[id(eps[0])])
+    assert not ev.solved(eps[0], atts[0])
     m = ev.team_metrics(eps, atts)
     assert m["acc_code"] == 0 and m["turns_code"] == 4
 

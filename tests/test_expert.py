@@ -35,7 +35,7 @@ def right_artefact(role, problem, last=None):
     if role == "tool_user":
         return program(f"print({expr(spec)})")
     if role == "tester":
-        x = 3 if last is None else int(last.artefacts["test_input"])
+        x = 3 if last is None else int(last.artefacts.test_input)
         return a_test_case(x, value_of(spec, x))
     return derivation(spec, value_of(spec))
 
@@ -48,7 +48,7 @@ def expert_response(role, problem, earlier):
     if last.checks[role]:
         return f"I keep my {NOUN[role]}.\n" + last.own[role]
     if role == "reasoner" and last.checks["tool_user"]:
-        return f"I revise my answer.\nReasoning Steps: I adopt the printed result.\n#### {last.artefacts['program_answer']}"
+        return f"I revise my answer.\nReasoning Steps: I adopt the printed result.\n#### {last.artefacts.program_answer}"
     return f"I revise my {NOUN[role]}.\n" + right_artefact(role, problem, last)
 
 

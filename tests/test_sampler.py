@@ -310,7 +310,7 @@ def _record_on_cpu(monkeypatch, graph):
 def test_the_recorded_step_replays_as_plain_decoding(arch, monkeypatch):
     """The CUDA-graph path (_record, then replays) on the CPU with _CpuGraph standing in for torch.cuda's graph:
     tokens and log-probs equal plain uncached decoding, greedy and seeded, also when later calls replay the first
-    call's recording with other prompts, another prompt length, and weights updated in place (as train.refresh and
+    call's recording with other prompts, another prompt length, and weights updated in place (as launch.refresh and
     optimizers write them). The step runs three times per recording (warm-up, capture, and as a call beside the
     first replay, which matches it: no warning); every other step is a replay."""
     model = tiny_model(arch, layers=2, hidden=64, heads=4, kv_heads=2, seed=3)  # its weights change below

@@ -1,5 +1,6 @@
-"""Behavioural tests of sandbox.py: isolation (jail and the uid fallback), cleanup, caps, error strings, the
-function driver, output comparison. Each isolation test is an attack a generated program could make."""
+"""Behavioural tests of sandbox.py, cgroups.py and cases.py: isolation (jail and the uid fallback), cleanup, caps,
+error strings, the function driver, output comparison. Each isolation test is an attack a generated program could
+make."""
 import ctypes
 import errno
 import fcntl
@@ -18,16 +19,19 @@ import uuid
 
 import pytest
 
+import cases
+import cgroups
 import sandbox
 import seccomp
 from attribution import attribute_code
-from sandbox import RunResult, outputs_match, run_case, run_cases, run_program
+from cases import outputs_match, run_case, run_cases
+from sandbox import RunResult, run_program
 
 ROOT = os.geteuid() == 0
 JAIL = sandbox._setup()[1] is not None
 needs_root = pytest.mark.skipif(not ROOT, reason="uid drop (process cap, uid-wide kill, file cleanup) is root-only")
 needs_jail = pytest.mark.skipif(not JAIL, reason="bubblewrap is not installed or does not work here")
-needs_cgroups = pytest.mark.skipif(not sandbox._cgroup_homes(), reason="no writable cgroup v1 hierarchy, or not root")
+needs_cgroups = pytest.mark.skipif(not cgroups.cgroup_homes(), reason="no writable cgroup v1 hierarchy, or not root")
 needs_filter = pytest.mark.skipif(not sandbox.SECCOMP_FILTER, reason="no syscall table for this machine")
 ARCH = seccomp.ARCHES.get(os.uname().machine)
 NR = {name: nrs[ARCH[0]] for name, nrs in seccomp.DENIED.items() if ARCH and nrs[ARCH[0]] is not None}  # this machine's
@@ -572,7 +576,7 @@ def test_a_call_through_the_i386_abi_kills_the_program(mode):
 def test_a_run_whose_cgroups_cannot_be_made_is_refused(mode, monkeypatch, tmp_path):
     """Where cgroups are the run's memory, process and CPU caps, a run without them would go ahead uncapped."""
     gone = {c: str(tmp_path / "gone") for c in ("memory", "pids", "cpu")}
-    monkeypatch.setattr(sandbox, "_cgroup_homes", lambda: gone)
+    monkeypatch.setattr(cgroups, "cgroup_homes", lambda: gone)
     r = run_program("print('ran')", timeout=5)
     assert r.stdout == "" and r.error.startswith("error: not run: its cgroups (memory, process, CPU caps)"), r
 
@@ -597,8 +601,8 @@ def test_sigterm_kills_the_runs_and_leaves_nothing(tmp_path):
         time.sleep(60)
     """)
     before = _workdirs()
-    script = (f"import sandbox\nsandbox.stop_on_sigterm()\n"
-              f"sandbox.run_cases({{'format': 'stdio'}}, {src!r}, ['1'] * 8, timeout=60, workers=2)")
+    script = (f"import cases, sandbox\nsandbox.stop_on_sigterm()\n"
+              f"cases.run_cases({{'format': 'stdio'}}, {src!r}, ['1'] * 8, timeout=60, workers=2)")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=root, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 20
@@ -796,10 +800,10 @@ def test_a_run_that_timed_out_or_printed_a_lot_is_run_again(monkeypatch):
         calls.append(source)
         if source == "slow" and calls.count("slow") == 1:
             return RunResult("", "error: timed out after 1 s")
-        return RunResult("x" * (sandbox.REMEMBER_CHARS + 1) if source == "long" else "ok\n", None)
+        return RunResult("x" * (cases.REMEMBER_CHARS + 1) if source == "long" else "ok\n", None)
 
-    monkeypatch.setattr(sandbox, "run_program", fake)
-    assert sandbox.run_once("slow", timeout=1).error.startswith("error: timed out")
-    assert sandbox.run_once("slow", timeout=1).ok and sandbox.run_once("slow", timeout=1).ok
-    sandbox.run_once("long"), sandbox.run_once("long")
+    monkeypatch.setattr(cases, "run_program", fake)
+    assert cases.run_once("slow", timeout=1).error.startswith("error: timed out")
+    assert cases.run_once("slow", timeout=1).ok and cases.run_once("slow", timeout=1).ok
+    cases.run_once("long"), cases.run_once("long")
     assert calls == ["slow", "slow", "long", "long"]  # the finished short run was remembered, the others not

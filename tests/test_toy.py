@@ -4,11 +4,13 @@ each mechanism should (PAC: the Tester revises a wrong test case; RAS: the roles
 import json
 import os
 import random
+import re
 import shutil
 
 import pytest
 import torch
 
+import toy.__main__ as toy_demo
 import train
 from attribution import HEADER, attribute_turn
 from data import check_problem, load_problems
@@ -119,6 +121,32 @@ def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path, small_toy, c
         lines = [json.loads(line) for line in f]
     assert [m["step"] for m in lines] == [0, 1]
     assert all(v["reverse_kl"] == v["reverse_kl"] for v in lines[0]["roles"].values())  # scored, finite
+    # the run report, with the hand-written teacher's role advantage of responses from both steps
+    assert f"report: {os.path.join(out, 'report.html')}" in printed
+    page = open(os.path.join(out, "report.html"), encoding="utf-8").read()
+    assert "<td>acc_code</td>" in page and "step 0 (first" in page and "step 1 (last)" in page
+    # the toy preset evaluates with the seats exchanged too, and the demo sums up after the full table
+    assert {"exchange_penalty_code", "exchange_penalty_math"} <= set(results["after"])
+    closing = printed[printed.index("== summary"):]
+    assert "evaluation seeds 5" in closing and "| acc_code |" in closing and "| exchange_penalty_math |" in closing
+    assert "parse_" not in closing.split(toy_demo.LEGEND)[0] and re.search(r"wall time: \d+ min \d+ s", closing)
+
+
+def test_the_summary_shows_the_rows_that_matter_in_order_and_what_a_problem_is_worth():
+    problems = [{"domain": "code"}] * 19 + [{"domain": "math"}] * 18
+    m = lambda v: {"mean": v, "std": 1.5}
+    results = {"before": {"turns_code": m(3), "acc_math": m(33), "revise_iff_wrong_tester": m(10), "acc_code": m(47),
+                          "exchange_penalty_code": m(0)},
+               "after": {"turns_code": m(1), "acc_math": m(96), "revise_iff_wrong_tester": m(80), "acc_code": m(90),
+                         "exchange_penalty_code": m(40)}}
+    text = toy_demo.summary(results, problems, [2000, 2001, 2002], "runs/toy/report.html", 421.7)
+    assert "19 code problems (one = 5.3 points), 18 math problems (one = 5.6 points)" in text
+    assert "seeds 2000, 2001, 2002" in text and "turns_code" not in text
+    rows = [line.split(" | ")[0] for line in text.splitlines() if line.startswith("| ") and "±" in line]
+    assert rows == ["| acc_code", "| acc_math", "| exchange_penalty_code", "| revise_iff_wrong_tester"]
+    assert "| acc_code | 47.0 ± 1.5 | 90.0 ± 1.5 |" in text
+    assert text.endswith("report: runs/toy/report.html (learning curves, every metric, heat maps)\n"
+                         "wall time: 7 min 1 s")
 
 
 def test_a_build_another_process_finished_first_is_kept(tmp_path, monkeypatch):

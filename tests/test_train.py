@@ -9,9 +9,14 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import checkpoint
+import config
 import data
+import eval as evaluation
+import footprint
+import launch
 import memory
 import models
+import rollout
 import train
 from data import preset_line
 from models import make_tokenizer, tiny_model
@@ -154,7 +159,7 @@ def test_a_teacher_with_another_tokenizer_is_refused_before_any_weights_load(tmp
 
 def test_a_run_that_cannot_fit_is_refused_before_any_weights_load_with_flags_that_fit(tmp_path, problems, capsys,
                                                                                       monkeypatch):
-    monkeypatch.setattr(train, "load_model", lambda *a, **k: pytest.fail("weights were loaded"))
+    monkeypatch.setattr(launch, "load_model", lambda *a, **k: pytest.fail("weights were loaded"))
     monkeypatch.setattr(memory, "available_bytes", lambda device: 2 * memory.GiB)  # a machine with 2 GiB free
     big = FAST + ["--problems", problems, "--teacher", "tiny-qwen3", "--batch", "128", "--max-prompt-tokens", "8192"]
     with pytest.raises(SystemExit) as e:
@@ -164,29 +169,29 @@ def test_a_run_that_cannot_fit_is_refused_before_any_weights_load_with_flags_tha
     assert err.startswith("error: memory: one training step needs about") and "2.0 GiB of RAM available" in err
     flags = err.split("it would fit with ")[1].split(" (python -m tools.memory")[0].split()
     assert "--batch" in flags
-    assert memory.check_fits(train.get_args(big + flags), 4)["total"] <= 2 * memory.GiB  # and it does fit
+    assert memory.check_fits(config.get_args(big + flags), 4)["total"] <= 2 * memory.GiB  # and it does fit
 
 
 def test_presets_fill_only_the_flags_not_given():
-    paper = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3"])
+    paper = config.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3"])
     assert (paper.preset, paper.steps, paper.batch, paper.mini_batch, paper.lr, paper.max_new_tokens,
             paper.max_prompt_tokens, paper.teacher_max_prompt_tokens) == ("paper", 150, 128, 64, 1e-6, 4096, 8192,
                                                                           12288)
-    cpu = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "cpu", "--steps", "7"])
+    cpu = config.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "cpu", "--steps", "7"])
     assert (cpu.steps, cpu.batch, cpu.max_new_tokens, cpu.math_max_new_tokens, cpu.eval_seeds) == (7, 2, 512, 256,
                                                                                                   [1000])
     assert not hasattr(cpu, "seeds")  # eval.py's key stays out of train.py's namespace
     assert preset_line(cpu).startswith("preset: cpu (batch=2, mini_batch=2, micro_batch=2, lr=1e-06, "
                                        "max_new_tokens=512, math_max_new_tokens=256")  # steps=7 was given
-    alone = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "cpu", "--max-new-tokens",
+    alone = config.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "cpu", "--max-new-tokens",
                             "48"])
     assert (alone.max_new_tokens, alone.math_max_new_tokens) == (48, 0)  # one limit for both, not 48 and 256
-    both = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "cpu", "--max-new-tokens",
+    both = config.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "cpu", "--max-new-tokens",
                            "48", "--math-max-new-tokens", "32"])
     assert (both.max_new_tokens, both.math_max_new_tokens) == (48, 32)
     with pytest.raises(SystemExit):
-        train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "huge"])
-    gpu = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "gpu", "--save-every", "3"])
+        config.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "huge"])
+    gpu = config.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--preset", "gpu", "--save-every", "3"])
     assert (gpu.steps, gpu.batch, gpu.mini_batch, gpu.micro_batch, gpu.lr, gpu.max_new_tokens, gpu.max_prompt_tokens,
             gpu.teacher_max_prompt_tokens, gpu.save_every, gpu.grad_checkpointing, gpu.rollout_chunk) == (
                 50, 16, 8, 2, 1e-6, 1024, 2048, 3072, 3, False, 0)  # --save-every 3 given
@@ -196,11 +201,11 @@ def test_presets_fill_only_the_flags_not_given():
 def test_help_groups_the_flags_and_each_default_is_typed_once(capsys, monkeypatch):
     base = ["--problems", "p.jsonl", "--student", "tiny-qwen3"]
     # the defaults train.py shares with the rollout (and the paper preset's limits) reach it unchanged
-    assert train.rollout_config(train.get_args(base)) == train.RolloutConfig()
+    assert rollout.rollout_config(config.get_args(base)) == rollout.RolloutConfig()
     monkeypatch.setitem(data.PRESETS["paper"], "steps", 77)  # a preset value typed once: in effect and in --help
-    assert train.get_args(base).steps == 77
+    assert config.get_args(base).steps == 77
     with pytest.raises(SystemExit) as e:
-        train.get_args(["--help"])
+        config.get_args(["--help"])
     assert e.value.code == 0
     text = capsys.readouterr().out
     titles = ["\ndata and models:", "\nthe paper's schedule", "\nMAS-OPD (", "\nsampling (", "\nmemory and speed:",
@@ -212,7 +217,7 @@ def test_help_groups_the_flags_and_each_default_is_typed_once(capsys, monkeypatc
     teacher = " ".join(text[text.index("--teacher TEACHER"):text.index("--eval-problems")].split())
     assert "(required" in teacher
     top_k = " ".join(text[text.index("--top-k TOP_K"):].split())
-    assert top_k.startswith(f"--top-k TOP_K 0 = off [{train.RolloutConfig().top_k}]")
+    assert top_k.startswith(f"--top-k TOP_K 0 = off [{rollout.RolloutConfig().top_k}]")
 
 
 class Loaded(Exception):
@@ -221,8 +226,8 @@ class Loaded(Exception):
 
 def test_a_run_without_disk_space_for_its_next_checkpoint_is_refused_before_any_weights_load(
         tmp_path, problems, error_line, monkeypatch):
-    monkeypatch.setattr(train, "load_model", lambda *a, **k: (_ for _ in ()).throw(Loaded()))
-    size = memory.checkpoint_bytes(tiny_model("qwen3").config, 4)  # the problems' four roles: four policies
+    monkeypatch.setattr(launch, "load_model", lambda *a, **k: (_ for _ in ()).throw(Loaded()))
+    size = footprint.checkpoint_bytes(tiny_model("qwen3").config, 4)  # the problems' four roles: four policies
     free = [0]
     monkeypatch.setattr(checkpoint.shutil, "disk_usage", lambda path: types.SimpleNamespace(free=free[0]))
     out = tmp_path / "run"
@@ -248,8 +253,8 @@ def test_a_run_without_disk_space_for_its_next_checkpoint_is_refused_before_any_
 
 def test_compile_flag_reaches_the_rollout_config():
     base = ["--problems", "p.jsonl", "--student", "tiny-qwen3"]
-    assert train.rollout_config(train.get_args(base + ["--compile"])).compile
-    assert not train.rollout_config(train.get_args(base)).compile
+    assert rollout.rollout_config(config.get_args(base + ["--compile"])).compile
+    assert not rollout.rollout_config(config.get_args(base)).compile
 
 
 def test_save_refuses_non_finite_weights(tmp_path):
@@ -257,7 +262,7 @@ def test_save_refuses_non_finite_weights(tmp_path):
     with torch.no_grad():
         model.lm_head.weight[0, 0] = float("inf")
     opt = torch.optim.AdamW(model.parameters())
-    args = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--teacher", "tiny-qwen3"])
+    args = config.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--teacher", "tiny-qwen3"])
     with pytest.raises(RuntimeError, match="non-finite"):
         checkpoint.save_checkpoint(str(tmp_path), 0, {"coder": model}, [opt], make_tokenizer(),
                               [torch.Generator().get_state()], 0, args)
@@ -277,9 +282,9 @@ def test_bad_input_exits_2(tmp_path, capsys, problems):
         train.main(FAST + ["--problems", problems, "--out", str(tmp_path / "y"), "--resume"])
     assert e.value.code == 2 and "no checkpoint" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        train.get_args(FAST + ["--problems", problems, "--steps", "0"])
+        config.get_args(FAST + ["--problems", problems, "--steps", "0"])
     with pytest.raises(SystemExit) as e:  # no problems, student or teacher: usage error, nothing runs
-        train.get_args([])
+        config.get_args([])
     assert e.value.code == 2
     i = FAST.index("--teacher")
     no_teacher = FAST[:i] + FAST[i + 2:]
@@ -290,7 +295,7 @@ def test_bad_input_exits_2(tmp_path, capsys, problems):
 
 
 def test_unusable_out_fails_before_any_model_loads(tmp_path, error_line, problems, monkeypatch):
-    monkeypatch.setattr(train, "load_model", lambda *a, **k: pytest.fail("a model loaded before --out was checked"))
+    monkeypatch.setattr(launch, "load_model", lambda *a, **k: pytest.fail("a model loaded before --out was checked"))
     taken = tmp_path / "file"
     taken.write_text("")
     for out in (taken, taken / "run"):  # an existing file; a directory that would have to be made inside one
@@ -318,7 +323,7 @@ def test_damaged_checkpoint_on_resume_is_one_line(tmp_path, error_line, problems
     assert e.value.code == 2
     error_line(f"model '{ckpt / 'shared'}': cannot load")
     os.truncate(state, os.path.getsize(state) // 2)
-    monkeypatch.setattr(train, "load_policies", lambda *a, **k: pytest.fail("a model loaded before state.pt"))
+    monkeypatch.setattr(launch, "load_policies", lambda *a, **k: pytest.fail("a model loaded before state.pt"))
     with pytest.raises(SystemExit) as e:
         train.main(resume)
     assert e.value.code == 2
@@ -342,7 +347,7 @@ def test_damaged_checkpoint_on_resume_is_one_line(tmp_path, error_line, problems
 ])
 def test_bad_numbers_are_refused_at_parse_time(flag, value, capsys):
     with pytest.raises(SystemExit) as e:
-        train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", flag, value])
+        config.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", flag, value])
     assert e.value.code == 2 and f"error: argument {flag}: " in capsys.readouterr().err
 
 
@@ -361,16 +366,16 @@ def test_bf16_autocast_and_gradient_checkpointing_path_runs(tmp_path, problems):
 def test_bf16_rollout_copies_follow_the_fp32_masters():
     policies = {"coder": tiny_model("qwen3", layers=2, hidden=64, seed=0)}
     policies["tester"] = policies["coder"]  # a shared policy: one copy
-    fp32 = train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3"])
-    assert train.rollout_copies(policies, fp32) is policies
-    copies = train.rollout_copies(policies, train.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3",
+    fp32 = config.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3"])
+    assert launch.rollout_copies(policies, fp32) is policies
+    copies = launch.rollout_copies(policies, config.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3",
                                                             "--precision", "bf16"]))
     assert copies["coder"] is copies["tester"] is not policies["coder"] and copies["coder"].dtype == torch.bfloat16
     storage = [c.data_ptr() for c in copies["coder"].parameters()]
     with torch.no_grad():
         for p in policies["coder"].parameters():
             p.add_(0.25)  # an update
-    train.refresh(copies, policies)
+    launch.refresh(copies, policies)
     for c, p in zip(copies["coder"].parameters(), policies["coder"].parameters()):
         assert torch.equal(c, p.detach().to(torch.bfloat16))
     assert [c.data_ptr() for c in copies["coder"].parameters()] == storage  # in place: a recording stays valid
@@ -393,13 +398,13 @@ def test_every_bf16_model_made_here_keeps_rope_in_fp32_as_transformers_loads_it(
     score = lambda m: sequence_logprobs(m, [seq[:3000]], [seq[3000:]])[0]
     with torch.no_grad():
         reference = score(theirs)
-        args = train.get_args(["--problems", problems, "--student", spec, "--teacher", spec, "--precision", "bf16",
+        args = config.get_args(["--problems", problems, "--student", spec, "--teacher", spec, "--precision", "bf16",
                                "--batch", "2", "--max-new-tokens", "8", "--max-prompt-tokens", "512"])
-        policies, teacher = train.build(args)[1:3]
-        copies = train.rollout_copies(policies, args)
+        policies, teacher = launch.build(args)[1:3]
+        copies = launch.rollout_copies(policies, args)
         made = {"load_model": models.load_model(spec, dtype=torch.bfloat16)[0], "teacher": teacher,
                 "rollout copy": copies["coder"]}
-        train.refresh(copies, policies)
+        launch.refresh(copies, policies)
         made["refreshed rollout copy"] = copies["tester"]
         for name, m in made.items():
             assert {n: b.dtype for n, b in m.named_buffers()} == {n: b.dtype for n, b in theirs.named_buffers()}, name
@@ -421,7 +426,7 @@ def test_bf16_evaluation_runs_on_the_rollout_copies_of_the_final_masters(tmp_pat
     """Under --precision bf16 the held-out evaluation decodes as Phase 1 does, on the bf16 copies, and the one after
     training on copies refreshed from the masters that the checkpoint saves (not the ones before the last update)."""
     seen = []
-    monkeypatch.setattr(train, "evaluate", lambda problems, policies, *a, **k: seen.append(
+    monkeypatch.setattr(evaluation, "evaluate", lambda problems, policies, *a, **k: seen.append(
         [p.detach().clone() for p in policies["coder"].parameters()]) or {})
     out = str(tmp_path / "run")
     train.main(FAST + ["--problems", problems, "--out", out, "--steps", "1", "--precision", "bf16",

@@ -9,6 +9,7 @@ import re
 import pytest
 import torch
 
+import config
 import eval as evaluation
 import train
 from attribution import HEADER
@@ -115,9 +116,8 @@ def test_the_teacher_context_of_turn_t_holds_the_verdicts_of_turns_before_t_only
     scored (turn t), a later turn's, or another episode's shows it."""
     real = train.attribute_episodes
     tag = lambda e, t: f"verdict on {e.problem['id']} turn {t}."
-    tagged = lambda episodes, **kw: {k: [dataclasses.replace(a, description=f"{HEADER}\n- {tag(e, t)}")
-                                         for t, a in enumerate(atts)]
-                                     for e, (k, atts) in zip(episodes, real(episodes, **kw).items())}
+    tagged = lambda episodes, **kw: [[dataclasses.replace(a, description=f"{HEADER}\n- {tag(e, t)}")
+                                      for t, a in enumerate(atts)] for e, atts in zip(episodes, real(episodes, **kw))]
     monkeypatch.setattr(train, "attribute_episodes", tagged)
     episodes = []
     monkeypatch.setattr(train, "append_episodes", lambda path, eps, **kw: episodes.extend(eps))
@@ -166,7 +166,7 @@ def test_update_sends_each_gradient_to_its_authors_policy(tok):
     policies = {"coder": coder, "tester": tester}
     optims = [torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.0) for m in (coder, tester)]
     before = {r: [p.detach().clone() for p in m.parameters()] for r, m in policies.items()}
-    args = train.get_args(["--problems", "-", "--student", "-", "--teacher", "-", "--micro-batch", "1"])
+    args = config.get_args(["--problems", "-", "--student", "-", "--teacher", "-", "--micro-batch", "1"])
     out = train.update([_item("coder", 1.0, tok), _item("tester", 0.0, tok)], 1, policies, optims, args)
     assert out["updates"] == 1 and out["skipped"] == 0
     moved = {r: any(not torch.equal(a, b) for a, b in zip(before[r], m.parameters())) for r, m in policies.items()}
@@ -178,9 +178,9 @@ def test_evaluation_decodes_as_the_paper(monkeypatch, problems, tmp_path):
     assert evaluation.EVAL_DECODING == dict(temperature=0.6, top_p=0.95, top_k=20, max_turns=4)
     seen = []
     monkeypatch.setattr(evaluation, "run_episodes", lambda problems, policies, tok, cfg, **kw: seen.append(cfg) or [])
-    args = train.get_args(["--problems", problems, "--student", "tiny-qwen3", "--teacher", "tiny-qwen3",
+    args = config.get_args(["--problems", problems, "--student", "tiny-qwen3", "--teacher", "tiny-qwen3",
                            "--temperature", "0.9", "--top-k", "5", "--max-turns", "2", "--eval-seeds", "3"])
-    train.evaluate_policies([SUM], {"coder": None, "tester": None}, make_tokenizer(), args)
+    evaluation.evaluate_policies([SUM], {"coder": None, "tester": None}, make_tokenizer(), args)
     evaluation.main(["--problems", problems, "--student", "tiny-qwen3", "--seeds", "3", "--no-exchange"])
     assert len(seen) == 2
     for cfg in seen:

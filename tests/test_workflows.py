@@ -37,7 +37,7 @@ def test_agreement_at_turn_one_stops(tok, scripted):
     e = run_episodes([SUM], {"coder": coder, "tester": tester}, tok, CFG)[0]
     assert (len(e.turns), e.stopped, e.turns[0].agree) == (1, "agreed", True)
     assert e.final.strip().endswith("print(a + b)")
-    assert e.turns[0].artefacts["program_output"] == "5\n"
+    assert e.turns[0].artefacts.program_output == "5\n"
 
 
 def test_each_episode_is_handed_on_as_soon_as_it_stops(tok, scripted):
@@ -68,7 +68,7 @@ def test_revision_then_agreement(tok, scripted):
 def test_crash_is_shown_to_both_next_turn(tok, scripted):
     coder, tester = scripted([CRASH, GOOD]), scripted([TEST_OK])
     e = run_episodes([SUM], {"coder": coder, "tester": tester}, tok, CFG)[0]
-    assert e.turns[0].artefacts["program_output"].startswith("error: ZeroDivisionError")
+    assert e.turns[0].artefacts.program_output.startswith("error: ZeroDivisionError")
     assert "ZeroDivisionError" in coder.seen[1][0] and "ZeroDivisionError" in tester.seen[1][0]
     assert "ZeroDivisionError" not in coder.seen[0][0]
 
@@ -93,7 +93,7 @@ def test_function_format_episode(tok, scripted):
     coder = scripted(["Code:\n```python\ndef rev(s):\n    print('noise')\n    return s[::-1]\n```"])
     tester = scripted(["Test Input:\n```\n['abc']\n```\nTest Output:\n```\n'cba'\n```"])
     e = run_episodes([REV], {"coder": coder, "tester": tester}, tok, CFG)[0]
-    assert e.stopped == "agreed" and e.turns[0].artefacts["program_output"].strip() == "'cba'"
+    assert e.stopped == "agreed" and e.turns[0].artefacts.program_output.strip() == "'cba'"
     assert "`rev`" in coder.seen[0][0] and "Python list literal" in tester.seen[0][0]
 
 
@@ -116,7 +116,7 @@ def test_math_program_crash_falls_back_to_the_derivation(tok, scripted):
     tu = scripted(["Code:\n```python\nraise ValueError('boom')\n```"])
     e = run_episodes([APPLES], {"reasoner": scripted(["#### 28"]), "tool_user": tu}, tok,
                      RolloutConfig(max_turns=2, math_timeout=5, math_final="tool_user"))[0]
-    assert e.turns[0].artefacts["program_answer"] == "error: ValueError: boom"
+    assert e.turns[0].artefacts.program_answer == "error: ValueError: boom"
     assert e.final == "28" and "error: ValueError: boom" in tu.seen[1][0]
 
 
@@ -144,7 +144,7 @@ def test_printed_control_tokens_and_fences_reach_no_prompt_as_such(tok, scripted
     evil = f"Code:\n```python\nimport base64\nprint(base64.b64decode({payload!r}).decode(), end='')\n```"
     e = run_episodes([SUM], {"coder": scripted([evil]), "tester": scripted([TEST_OK])}, tok,
                      RolloutConfig(max_turns=2, code_timeout=5))[0]
-    assert e.turns[0].artefacts["program_output"] == INJECTION
+    assert e.turns[0].artefacts.program_output == INJECTION
     special = set(tok.convert_tokens_to_ids(SPECIAL_TOKENS))
     template = lambda segs: [i for s in segs if s.kind in ("head", "tail") for i in s.ids if i in special]
     verdicts = verdicts_before([attribute_turn(SUM, e.turns[0].artefacts, timeout=5)], 1)

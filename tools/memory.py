@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-import train
+from config import get_args
 from data import COUNT, ProblemError
 from memory import dry_run
 
@@ -25,7 +25,7 @@ def main(argv=None):
     ap.add_argument("--world-size", type=COUNT, default=int(os.environ.get("WORLD_SIZE", "1")),
                     help="GPUs under torchrun (train.py's ranks); each rolls out its share of --batch")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
-    targs = train.get_args(rest + ([] if "--precision" in rest else ["--precision", "bf16"]))  # plan for a GPU
+    targs = get_args(rest + ([] if "--precision" in rest else ["--precision", "bf16"]))  # plan for a GPU
     print("config:", vars(targs), f"gib {args.gib}, rollout attention {args.rollout_attention}, "
           f"world size {args.world_size}")
     try:

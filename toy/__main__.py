@@ -1,23 +1,50 @@
 """The laptop demo: the toy world's problems and models through the real train.py (docs/toy.md).
 
-    python -m toy                      # build the toy student once (cached), evaluate, train, evaluate, print
+    python -m toy                      # build the toy student once (cached), evaluate, train, evaluate, sum up
     python -m toy --steps 4            # any train.py flag is passed on and overrides the preset (world.PRESET)
 
 The toy student and problems are plain files under CACHE/toy-vN (student/, train.jsonl, valid.jsonl, test.jsonl),
 so eval.py reads them like any others, e.g. `python eval.py --problems .cache/toy-v10/test.jsonl --run runs/toy`.
-The teacher is toy/expert.py's hand-written one, handed to train.main as an object.
+The teacher is toy/expert.py's hand-written one, handed to train.main as an object. The run ends with train.py's
+full table and report, then a summary of the rows that matter (summary).
 """
 import argparse
+import json
 import os
 import sys
+import time
 
 import train
+from config import get_args
+from data import load_problems
+from eval import markdown
 from models import load_model
+from report import KEY_ROWS
 from toy.expert import HandTeacher
 from toy.world import build_toy, train_args
 
+LEGEND = """acc_D: team accuracy on domain D (%).
+exchange_penalty_D: the accuracy lost when the two policies swap seats (points; role-specific policies
+  lose more, Fig. 3a: what RAS should raise).
+revise_iff_wrong_R: of the turns where the team disagreed, the % where role R revised exactly when its
+  own output was wrong (Fig. 4: what PAC should raise)."""
+
+
+def summary(results, problems, seeds, report, seconds):
+    """The demo's closing lines: the KEY_ROWS of results.json (before -> after, mean ± std over the evaluation
+    seeds), what one problem is worth, where the report is and the wall time. results: {"before", "after"} ->
+    eval.mean_std dicts; problems: the held-out problems; seconds: the demo's wall time."""
+    count = {d: sum(p["domain"] == d for p in problems) for d in ("code", "math")}
+    worth = ", ".join(f"{n} {d} problems (one = {100 / n:.1f} points)" for d, n in count.items() if n)
+    rows = {name: {k: v for k, v in m.items() if k.startswith(KEY_ROWS)} for name, m in results.items()}
+    head = f"\n== summary: mean ± std over evaluation seeds {', '.join(map(str, seeds))} on the held-out problems:"
+    return "\n".join([head, f"   {worth}", markdown(rows), LEGEND,
+                      f"report: {report} (learning curves, every metric, heat maps)",
+                      f"wall time: {int(seconds // 60)} min {int(seconds % 60)} s"])
+
 
 def main(argv=None):
+    start = time.monotonic()
     ap = argparse.ArgumentParser(description="MAS-OPD in the toy world: train.py with the toy preset. Any other "
                                  "train.py flag is passed on.")
     ap.add_argument("--cache", default=".cache", help="where the toy student and problems are built once")
@@ -25,8 +52,13 @@ def main(argv=None):
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     root = build_toy(args.cache)
     teacher = HandTeacher(load_model(os.path.join(root, "student"))[1])
-    train.main(train_args(root, args.out) + ["--eval-problems", os.path.join(root, "test.jsonl")] + rest,
-               teacher=teacher)
+    targv = train_args(root, args.out) + ["--eval-problems", os.path.join(root, "test.jsonl")] + rest
+    train.main(targv, teacher=teacher)
+    targs = get_args(targv)
+    with open(os.path.join(args.out, "results.json")) as f:
+        results = json.load(f)
+    print(summary(results, load_problems(targs.eval_problems), targs.eval_seeds,
+                  os.path.join(args.out, "report.html"), time.monotonic() - start))
 
 
 if __name__ == "__main__":

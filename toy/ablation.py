@@ -22,8 +22,9 @@ import statistics
 import sys
 
 import train
+from config import get_args
 from data import SEED, load_problems, write_atomic
-from eval import load_policies, markdown
+from eval import evaluate_policies, load_policies, markdown
 from models import load_model
 from prompts import ROLES
 from toy.expert import HandTeacher
@@ -57,7 +58,6 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="Table 2 of the paper, in the toy world.")
     ap.add_argument("--out", default="runs/ablation")
     ap.add_argument("--train-seeds", type=SEED, nargs="+", default=[0, 1, 2], help="one training run per seed")
-    ap.add_argument("--eval-seeds", type=SEED, nargs="+", default=[2000, 2001, 2002])
     ap.add_argument("--cache", default=".cache")
     ap.add_argument("--eval-problems", help="held-out problem file (default: the toy world's test split)")
     ap.add_argument("--reuse", action="store_true", help="evaluate the runs already trained in OUT (each run's "
@@ -67,9 +67,9 @@ def main(argv=None):
                     "in one --reuse run")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     root = build_toy(args.cache)
-    common = train_args(root, args.out) + ["--eval-seeds"] + [str(s) for s in args.eval_seeds] + rest
+    common = train_args(root, args.out) + rest  # e.g. --eval-seeds, over the toy preset's
     print("config:", json.dumps({**vars(args), "train_args": common}))
-    targs = train.get_args(common)  # the shared settings, also those of the evaluation below
+    targs = get_args(common)  # the shared settings, also those of the evaluation below
     base, tok = load_model(targs.student, device=targs.device)
     teacher = HandTeacher(tok)  # frozen: one for every run
     runs = {name: [os.path.join(args.out, f"{_slug(name)}_seed{s}") for s in args.train_seeds] for name in VARIANTS}
@@ -85,18 +85,17 @@ def main(argv=None):
 
     problems = load_problems(args.eval_problems or os.path.join(root, "test.jsonl"))
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
-    print(f"== evaluating untrained on {len(problems)} held-out problems, seeds {args.eval_seeds}")
-    results = {"untrained": with_means(train.evaluate_policies(problems, {r: base for r in roles}, tok, targs,
-                                                               exchange=True))}
+    print(f"== evaluating untrained on {len(problems)} held-out problems, seeds {targs.eval_seeds}")
+    results = {"untrained": with_means(evaluate_policies(problems, {r: base for r in roles}, tok, targs))}
     for name in VARIANTS:
         print(f"== evaluating {name} ({len(runs[name])} runs) on {len(problems)} held-out problems")
-        results[name] = over_runs([with_means(train.evaluate_policies(
-            problems, load_policies(os.path.join(out, "checkpoint"), roles, targs.device)[0], tok, targs,
-            exchange=True)) for out in runs[name]])
+        results[name] = over_runs([with_means(evaluate_policies(
+            problems, load_policies(os.path.join(out, "checkpoint"), roles, targs.device)[0], tok, targs))
+            for out in runs[name]])
     accuracy = {n: {k: v for k, v in m.items() if k.startswith("acc_")} for n, m in results.items()}
     coordination = {n: {k: v for k, v in m.items() if not k.startswith("acc_")} for n, m in results.items()}
     print(f"\nTable 2 analogue: team accuracy / Pass@1 (%), held-out toy problems; trained systems: mean ± std over "
-          f"training seeds {args.train_seeds}, each the mean over evaluation seeds {args.eval_seeds}; MAS-OPD and "
+          f"training seeds {args.train_seeds}, each the mean over evaluation seeds {targs.eval_seeds}; MAS-OPD and "
           f"w/o PAC at lambda {targs.lam}\n")
     print(markdown(accuracy))
     print("\nCoordination (Figs. 3-4): exchange penalty (points), revise-iff-wrong and its failure modes (% of "

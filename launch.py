@@ -1,0 +1,101 @@
+"""What train.py's run starts from, built before its first step: Algorithm 1's inputs (App. C) from the command
+line (problems, policies from one base checkpoint or the checkpoint to resume, the frozen teacher, the tokenizer,
+optimizers, the sampler's RNG), every refusal that needs no weights made before any loads; and the bf16 rollout
+copies the students sample with, refreshed from their fp32 masters before every rollout.
+"""
+import copy
+import os
+import random
+
+import torch
+
+import distributed
+from checkpoint import check_disk, distinct, read_state
+from data import load_problems
+from eval import load_policies
+from memory import check_fits
+from models import DTYPES, forget_gguf, load_model, same_tokenizer_specs, to_dtype
+from prompts import ROLES, check_prompt_limit
+
+
+def build(args, teacher=None):
+    """Algorithm 1's inputs (App. C): problems, policies (one per role from one base checkpoint, §2.1, or
+    shared), the frozen teacher, tokenizer, optimizers, sampler RNG. teacher: an already-built teacher (any module
+    sampler.sequence_logprobs can score, over the students' tokenizer) to use instead of loading --teacher."""
+    problems = load_problems(args.problems)
+    roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
+    n_policies = 1 if args.shared_policy else len(roles)
+    if distributed.rank() == 0:  # the rank that writes checkpoints; configs only, before any weights load
+        print(check_disk(args, n_policies))
+    ckpt = os.path.join(args.out, "checkpoint")
+    if args.resume and not os.path.isdir(ckpt) and os.path.isdir(ckpt + ".old"):
+        ckpt += ".old"  # a crash between the two renames of save_checkpoint
+    if args.resume and not os.path.isfile(os.path.join(ckpt, "state.pt")):
+        raise ValueError(f"--resume: no checkpoint in {args.out}")
+    # state.pt first, so that a damaged checkpoint fails before any model loads
+    state = read_state(os.path.join(ckpt, "state.pt")) if args.resume else None
+    if teacher is None:  # the tokenizers alone first: a mismatch is refused in seconds, before any weights load
+        if args.teacher is None:
+            raise ValueError("--teacher is required (a model spec, as for --student)")
+        same_tokenizer_specs(args.teacher, args.student, (f"--teacher {args.teacher}", f"--student {args.student}"))
+        # and the memory plan against what the device has free (configs only); a given teacher is not planned
+        check_fits(args, n_policies, distributed.world_size())
+
+    if args.resume:  # the policies of the checkpoint, in fresh aligned storage like a live run's: loaded
+        policies, tok = load_policies(ckpt, roles, "cpu")  # tensors can sit at odd offsets, which changes
+        for model in distinct(policies):                    # BLAS summation order and breaks exact resume
+            for p in model.parameters():
+                p.data = p.data.clone()
+    else:  # every policy starts from the same base checkpoint (§2.1)
+        base, tok = load_model(args.student, seed=args.seed)
+        policies = {r: base if args.shared_policy or i == 0 else copy.deepcopy(base) for i, r in enumerate(roles)}
+    check_prompt_limit(problems, tok, args.max_prompt_tokens)  # before the teacher, the longest load
+    if teacher is None:
+        teacher = load_model(args.teacher, seed=args.seed + 1)[0]
+    forget_gguf()  # every model is loaded: the de-quantized GGUF kept for the next load would only take memory
+    device = torch.device(args.device)
+    to_dtype(teacher, DTYPES[args.precision]).to("cpu" if args.teacher_offload else device).eval().requires_grad_(False)
+    unique = distinct(policies)
+    for model in unique:  # fp32 master weights in every precision: lr 1e-6 updates would vanish in bf16 weights
+        model.to(device)
+        if args.grad_checkpointing:
+            model.activation_checkpointing_enable()
+    # AdamW, i.e. Adam with decoupled weight decay 0.01 (the paper says Adam with wd, not which form: DECISIONS.md D9)
+    optims = [torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay) for model in unique]
+    rank, world = distributed.rank(), distributed.world_size()
+    gen = torch.Generator(device=device).manual_seed(args.seed + rank)  # each rank samples its own episodes
+    start, skipped = 0, 0
+    if args.resume:
+        for opt, s in zip(optims, state["optims"]):
+            opt.load_state_dict(s)
+        torch.set_rng_state(state["rng"]["torch"])
+        random.setstate(state["rng"]["python"])
+        start, skipped = state["step"] + 1, state["skipped"]
+        samplers = state["rng"]["sampler"]  # one state per rank of the run that saved it
+        if len(samplers) == world:
+            gen.set_state(samplers[rank])
+        else:  # another world size: a fresh stream per rank, fixed by seed, step and rank
+            gen.manual_seed(random.Random(f"{args.seed}-{start}-{rank}").getrandbits(63))
+    return problems, policies, teacher, tok, optims, gen, start, skipped
+
+
+def rollout_copies(policies, args):
+    """role -> the model Phase 1 (App. C) samples with, whose log-probs are Eq. 8's log pi_theta. Under --precision
+    bf16 a bf16 copy of each policy (one per distinct policy), refreshed from the fp32 masters before every rollout
+    (refresh): decoding reads half the bytes, casts nothing per step, and its step can be recorded as a CUDA graph
+    (sampler.decoder). Otherwise the policies."""
+    if args.precision != "bf16":
+        return policies
+    copies = {m: to_dtype(copy.deepcopy(m), torch.bfloat16).eval().requires_grad_(False)  # RoPE stays fp32
+              for m in distinct(policies)}
+    return {r: copies[m] for r, m in policies.items()}
+
+
+@torch.no_grad()
+def refresh(rollout_models, policies):
+    """Copy each policy's fp32 master weights into its rollout copy, in place (a recorded decode step keeps reading
+    the same storage), so that Phase 1 samples from the policy Eq. 13 just updated (App. C: on-policy)."""
+    for r, model in policies.items():
+        if rollout_models[r] is not model:
+            for c, p in zip(rollout_models[r].parameters(), model.parameters()):
+                c.copy_(p)
