@@ -194,22 +194,23 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
     stops = stop_ids_of(tokenizer)
     pool = ThreadPoolExecutor(max(1, cfg.workers))
     for t in range(cfg.max_turns):
-        active = [e for e in episodes if not e.stopped]
-        jobs = []  # (episode, role, context)
-        for e in active:
+        jobs = []  # (the episode's index, role, context)
+        for k, e in enumerate(episodes):
+            if e.stopped:
+                continue
             ctxs = {r: fit_context(build_context(tokenizer, e.problem, r, e.turns), cfg.max_prompt_tokens)
                     for r in ROLES[e.problem["domain"]]}
             if any(c is None for c in ctxs.values()):
                 _finish(e, "prompt_too_long", cfg, on_done)
                 continue
-            jobs += [(e, r, c) for r, c in ctxs.items()]
+            jobs += [(k, r, c) for r, c in ctxs.items()]
         if not jobs:
             break
         head = f"turn {t + 1}/{cfg.max_turns}"
         bar = tqdm(total=len(jobs), desc=head, leave=False, disable=not cfg.progress,
                    bar_format="{desc}: {n}/{total} responses{postfix} [{elapsed}]")
-        out, live = {}, TurnProgress(bar, head)
-        group = lambda job: (policies[job[1]], response_limit(cfg, job[0].problem["domain"]))
+        out, live = [{} for _ in episodes], TurnProgress(bar, head)  # out[k]: role -> Response, episode k's turn
+        group = lambda job: (policies[job[1]], response_limit(cfg, episodes[job[0]].problem["domain"]))
         for key in dict.fromkeys(map(group, jobs)):  # each (model, limit) once, in the order of the jobs
             mine = [j for j in jobs if group(j) == key]
             model, limit = policies[mine[0][1]], key[1]
@@ -228,19 +229,20 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
                 live.call_done(part)
                 gen.tokens += part.tokens
                 gen.logprobs += part.logprobs
-            for (e, r, c), toks, lps in zip(mine, gen.tokens, gen.logprobs):
+            for (k, r, c), toks, lps in zip(mine, gen.tokens, gen.logprobs):
                 text = tokenizer.decode(toks, skip_special_tokens=True)
                 cut = bool(toks) and len(toks) >= limit and toks[-1] not in stops
-                out.setdefault(id(e), {})[r] = Response(r, c, toks, lps, text, cut)
+                out[k][r] = Response(r, c, toks, lps, text, cut)
         bar.set_description_str(f"{head}: running programs")
-        stepped = [e for e in active if id(e) in out]
+        stepped = [k for k, responses in enumerate(out) if responses]
         env = {"code": code_env, "math": math_env}
-        results = pool.map(lambda e: env[e.problem["domain"]](e.problem, {r: x.text for r, x in out[id(e)].items()},
-                                                               cfg), stepped)
-        for e, (artefacts, agree) in zip(stepped, results):
-            e.turns.append(Turn(t, out[id(e)], artefacts, agree))
+        run_env = lambda k: env[episodes[k].problem["domain"]](episodes[k].problem,
+                                                                {r: x.text for r, x in out[k].items()}, cfg)
+        results = pool.map(run_env, stepped)
+        for k, (artefacts, agree) in zip(stepped, results):
+            episodes[k].turns.append(Turn(t, out[k], artefacts, agree))
             if agree:
-                _finish(e, "agreed", cfg, on_done)
+                _finish(episodes[k], "agreed", cfg, on_done)
         bar.close()
     pool.shutdown()
     for e in episodes:
