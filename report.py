@@ -180,7 +180,8 @@ KEY_ROWS = ("acc_", "exchange_penalty_", "revise_iff_wrong_")
 
 
 def row_order(metric):
-    """Sort key of a metric's row: its KEY_ROWS rank (the rest after them), then its name."""
+    """Sort key of a metric's row: its KEY_ROWS rank (accuracy, App. D.5; exchange penalty, Fig. 3a;
+    revise-iff-wrong, Fig. 4; the rest after them), then its name."""
     return next((i for i, prefix in enumerate(KEY_ROWS) if metric.startswith(prefix)), len(KEY_ROWS)), metric
 
 

@@ -31,9 +31,10 @@ revise_iff_wrong_R: of the turns where the team disagreed, the % where role R re
 
 
 def summary(results, problems, seeds, report, seconds):
-    """The demo's closing lines: the KEY_ROWS of results.json (before -> after, mean ± std over the evaluation
-    seeds), what one problem is worth, where the report is and the wall time. results: {"before", "after"} ->
-    eval.mean_std dicts; problems: the held-out problems; seconds: the demo's wall time."""
+    """The demo's closing lines: the KEY_ROWS of results.json (accuracy, App. D.5; exchange penalty, Fig. 3a;
+    revise-iff-wrong, Fig. 4; before -> after, mean ± std over the evaluation seeds), what one problem is worth,
+    where the report is and the wall time. results: {"before", "after"} -> eval.mean_std dicts; problems: the
+    held-out problems; seconds: the demo's wall time."""
     count = {d: sum(p["domain"] == d for p in problems) for d in ("code", "math")}
     worth = ", ".join(f"{n} {d} problems (one = {100 / n:.1f} points)" for d, n in count.items() if n)
     rows = {name: {k: v for k, v in m.items() if k.startswith(KEY_ROWS)} for name, m in results.items()}
