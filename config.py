@@ -3,8 +3,8 @@
 import argparse
 import sys
 
-from data import COUNT, PRESETS, SEED, apply_preset, bounded, preset_help
-from models import DEVICE, DTYPES, device, precision
+from infra.data import COUNT, PRESETS, SEED, apply_preset, bounded, preset_help
+from infra.models import DEVICE, DTYPES, device, precision
 from rollout import RolloutConfig
 
 

@@ -23,20 +23,22 @@ import time
 import torch
 from tqdm import tqdm
 
-from attribution import answers_equivalent, attribute_episodes
-from data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
-                  load_problems, preset_help, preset_line, response_limit, write_atomic)
-from footprint import config_of
-from memory import check_eval_fits
-from models import DEVICE, DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs
-from metrics import format_counts, format_shares
+from attribution import attribute_episodes
+from infra.answers import answers_equivalent
+from infra.checkpoint import load_policies, policy_dirs
+from infra.data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
+                        load_problems, preset_help, preset_line, response_limit, write_atomic)
+from infra.footprint import config_of
+from infra.memory import check_eval_fits
+from infra.metrics import format_counts, format_shares
+from infra.models import DEVICE, DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs
+from infra.report import heatmap, page, table_rows, token_pieces
+from infra.sandbox import describe, stop_on_sigterm
 from loss import role_advantage
 from prompts import ROLES, check_prompt_limit
-from report import heatmap, page, table_rows, token_pieces
 from rollout import append_episodes, rollout_config, run_episodes, stop_ids_of
 from sampler import Generation, release_decoder
-from sandbox import describe, stop_on_sigterm
-from teacher import KAPPA, score, teacher_contexts
+from teacher import KAPPA, score_both_passes, teacher_inputs
 
 EVAL_DECODING = dict(temperature=0.6, top_p=0.95, top_k=20, max_turns=4)  # App. D.5
 WRONG_CHECK = {"coder": "program_correct", "tester": "test_correct", "reasoner": "derivation_correct",
@@ -184,37 +186,17 @@ def evaluate_policies(problems, policies, tok, args):
     return out
 
 
-def heatmap_html(teacher, tok, items, block=4, levels=11):
-    """App. G.2: the role-advantage heat map (report.heatmap) of chosen responses, scored here by the teacher under
-    both role conditions. items: (title, Response, role). One self-contained HTML page."""
-    ctx = [c for _, r, role in items for c in teacher_contexts(tok, r.context, (role, KAPPA[role]))]
-    lps = score(teacher, ctx, [r.tokens for _, r, _ in items for _ in (0, 1)])
-    rows = [(title, role, token_pieces(tok, resp.tokens), role_advantage(lps[2 * k], lps[2 * k + 1]).tolist())
-            for k, (title, resp, role) in enumerate(items)]
+def heatmap_html(teacher, tok, episodes, attributions, limit, block=4, levels=11):
+    """App. G.2: the role-advantage heat map (report.heatmap) of every response of the episodes' first turns, scored
+    by the teacher under both role conditions as training scores them (teacher.teacher_inputs, score_both_passes;
+    limit: the teacher prompt limit). attributions: one list per episode. One self-contained HTML page."""
+    firsts = [dataclasses.replace(e, turns=e.turns[:1]) for e in episodes]
+    inputs, _ = teacher_inputs(firsts, attributions, tok, limit)
+    lps = score_both_passes(teacher, [x[3] for x in inputs], [x[4] for x in inputs], [x[2].tokens for x in inputs])
+    rows = [(f"{episodes[k].problem['id']} turn 1", role, token_pieces(tok, resp.tokens),
+             role_advantage(lp_target, lp_contrast).tolist())
+            for (k, role, resp, _, _), lp_target, lp_contrast in zip(inputs, *lps)]
     return page("Role advantage", "<h1>Token-level role advantage (App. G.2)</h1>" + heatmap(rows, block, levels))
-
-
-def policy_dirs(ckpt, roles):
-    """{role: directory} of the policies saved in a checkpoint directory: <role>/ each (one policy per role as in
-    §2.1) or one shared/ for every role. Raises ValueError (one line) when one is missing."""
-    if not os.path.isdir(ckpt):
-        raise ValueError(f"no checkpoint directory {ckpt}")
-    shared = os.path.isdir(os.path.join(ckpt, "shared"))
-    dirs = {r: os.path.join(ckpt, "shared" if shared else r) for r in roles}
-    for r, path in dirs.items():
-        if not os.path.isdir(path):
-            raise ValueError(f"{ckpt} has no policy for role {r!r}")
-    return dirs
-
-
-def load_policies(ckpt, roles, device, dtype=torch.float32):
-    """The policies saved in a checkpoint directory (policy_dirs) in their own seats, with parameters in `dtype`,
-    and the tokenizer saved with them."""
-    dirs, loaded = policy_dirs(ckpt, roles), {}
-    for path in dirs.values():
-        if path not in loaded:
-            loaded[path], tok = load_model(path, dtype=dtype, device=device)
-    return {r: loaded[path] for r, path in dirs.items()}, tok
 
 
 def seat_plan(args, problems, roles):
@@ -257,12 +239,14 @@ def main(argv=None):
     who.add_argument("--student", help="untrained: this model in every seat")
     who.add_argument("--single-agent", help="this model alone, one turn (e.g. the teacher)")
     add("--problems", required=True, help="JSONL problem file (schema: data.py)")
-    add("--teacher", default="tiny-qwen3", help="teacher for --heatmap (a model spec as for --student) [%(default)s]")
+    add("--teacher", help="the teacher of --heatmap, a model spec as for --student (required with --heatmap)")
     add("--preset", choices=sorted(PRESETS), default="paper", help="defaults of the flags marked (preset): the "
         "paper's, a first GPU run's or a first CPU run's (data.py, PRESETS); explicit flags win [%(default)s]")
     add = ap.add_argument_group("sampling (evaluation decoding, App. D.5)").add_argument
     add("--seeds", type=SEED, nargs="+", help=preset_help("seeds", "one evaluation per seed"))
     add("--max-new-tokens", type=COUNT, help=preset_help("max_new_tokens", "response limit"))
+    add("--teacher-max-prompt-tokens", type=COUNT, help=preset_help("teacher_max_prompt_tokens", "the teacher prompt "
+        "limit of --heatmap"))
     add("--math-max-new-tokens", type=bounded(int, 0), help=preset_help("math_max_new_tokens", "the math roles' "
         "response limit, 0 = --max-new-tokens (given alone, --max-new-tokens sets this to 0)"))
     add = ap.add_argument_group("memory and speed").add_argument
@@ -286,6 +270,8 @@ def main(argv=None):
     dtype = DTYPES[args.precision]
     if args.heatmap and args.single_agent:
         ap.error("--heatmap needs a team (--run or --student), not --single-agent")
+    if args.heatmap and not args.teacher:
+        ap.error("--heatmap needs --teacher, the model that scores the responses")
     print(preset_line(args))
     print("config:", json.dumps(vars(args)))
     print(cpu_threads(args.threads))
@@ -334,12 +320,11 @@ def main(argv=None):
         if args.json:  # before the heat map, whose teacher may still fail to load
             write_atomic(args.json, json_text(result, indent=1))
         if args.heatmap:
-            episodes, _ = run_team(problems, policies, tok, args.seeds[0], cfg)
+            episodes, attributions = run_team(problems, policies, tok, args.seeds[0], cfg)
             release_decoder()  # the team's KV cache, before the teacher needs the memory (as the plan assumes)
             teacher, _ = load_model(args.teacher, seed=1, dtype=dtype)
-            items = [(f"{e.problem['id']} turn {t.t + 1}", resp, role) for e in episodes for t in e.turns[:1]
-                     for role, resp in t.responses.items()]
-            write_atomic(args.heatmap, heatmap_html(teacher.to(args.device), tok, items))
+            write_atomic(args.heatmap, heatmap_html(teacher.to(args.device), tok, episodes, attributions,
+                                                    args.teacher_max_prompt_tokens))
             print(f"wrote {args.heatmap}")
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

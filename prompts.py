@@ -9,9 +9,9 @@ Top to bottom: the templates; the placeholders written into histories; the artef
 import re
 from dataclasses import dataclass
 
-from data import ProblemError
-from models import encode_text, longest_token_chars
-from sandbox import ERROR
+from infra.data import ProblemError
+from infra.models import encode_text, longest_token_chars
+from infra.sandbox import ERROR
 
 # ----------------------------------------------------------------------------------------------------------
 # The role templates of the two parallel workflows (§2.1, App. D.6.1, App. F.1-F.2)

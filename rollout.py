@@ -16,16 +16,17 @@ from dataclasses import asdict, dataclass, field, fields
 import torch
 from tqdm import tqdm
 
-from attribution import answers_equivalent, attribute_turn
-from cases import outputs_match, run_case, run_once
-from data import (COUNT, PRESETS, SEED, ProblemError, bounded, check_writable, json_text, load_problems,
-                  response_limit)
-from models import load_model
+from attribution import attribute_turn
+from infra.answers import answers_equivalent
+from infra.cases import outputs_match, run_case, run_once
+from infra.data import (COUNT, PRESETS, SEED, ProblemError, bounded, check_writable, json_text, load_problems,
+                        response_limit)
+from infra.models import load_model
+from infra.sandbox import is_error, stop_on_sigterm
 from prompts import (NO_CODE_BLOCK, ROLE_NAMES, ROLES, CodeArtefacts, MathArtefacts, Segment, build_context,
                      check_prompt_limit, extract_answer, extract_program, extract_test_case, fit_context,
                      printed_answer)
 from sampler import Generation, generate
-from sandbox import is_error, stop_on_sigterm
 
 # ----------------------------------------------------------------------------------------------------------
 # The two parallel workflows (§2.1, App. D.6.1)

@@ -4,12 +4,16 @@
   - teacher_pieces / teacher_contexts: u~ = u (+) r (+) c^{<t} (Eq. 6, 12) built from the student's stored context
     segments, once per role condition asked for (the target role's and kappa's), cut to the teacher's limit
     identically (DECISIONS.md D3); as labelled pieces, or joined into token ids.
+  - teacher_inputs: both contexts of every response of a batch of episodes, with the verdicts c^{<t} of PAC.
   - score: force-decode stored response tokens (never re-tokenized, never generated) with sampler's
-    sequence_logprobs and return their log-probs l_k (Eq. 7), batched by padded tokens.
+    sequence_logprobs and return their log-probs l_k (Eq. 7), batched by padded tokens; score_both_passes: Eq. 7
+    under both contexts, the two terms of A^role (Eq. 9).
+train.py (Algorithm 1) and eval.py (the heat map of App. G.2) both call teacher_inputs and score_both_passes.
 """
 import torch
 
-from models import encode_text
+from attribution import verdicts_before
+from infra.models import encode_text
 from sampler import sequence_logprobs
 
 # Two paragraphs each, the same structure and similar length (App. F.3): (1) the role, its teammate, its
@@ -103,6 +107,37 @@ def teacher_contexts(tokenizer, segments, roles, verdicts=None, limit=12288):
     they cannot fit within `limit` (arguments as teacher_pieces')."""
     pieces = teacher_pieces(tokenizer, segments, roles, verdicts, limit)
     return None if pieces is None else [[i for _, _, ids in p for i in ids] for p in pieces]
+
+
+def teacher_inputs(episodes, attributions, tokenizer, limit, pac=True):
+    """Both teacher contexts of every response in `episodes` (Eq. 12): u~ = u (+) r (+) c^{<t} with r = r_i, the
+    author's role condition (the target), and r = kappa(r_i) (the contrast, Eq. 23), the same verdicts c^{<t} in
+    both (attribution.verdicts_before; none when pac is False, w/o PAC), cut to `limit` together (teacher_contexts).
+
+    attributions: one list per episode (attribution.attribute_episodes). Returns (inputs, overlong): inputs a list
+    of (k, role, response, target, contrast), k the episode's index in `episodes`, target and contrast token-id
+    lists; overlong the number of responses left out because even their shortest contexts exceed `limit`
+    (DECISIONS.md D3)."""
+    inputs, overlong = [], 0
+    for k, (e, atts) in enumerate(zip(episodes, attributions)):
+        for turn in e.turns:
+            verdicts = verdicts_before(atts, turn.t) if pac else None
+            for role, resp in turn.responses.items():
+                ctx = teacher_contexts(tokenizer, resp.context, (role, KAPPA[role]), verdicts, limit)
+                if ctx is None:
+                    overlong += 1
+                    continue
+                inputs.append((k, role, resp, ctx[0], ctx[1]))
+    return inputs, overlong
+
+
+def score_both_passes(teacher, targets, contrasts, responses, max_batch_tokens=16384):
+    """The frozen teacher force-decodes every response under both of its contexts (Eq. 7, twice): the two terms of
+    A^role (Eq. 9). targets, contrasts: B token-id lists (teacher_inputs); responses: the B stored response token-id
+    lists. Returns (lp_target, lp_contrast), each B float32 tensors of shape (len(response),) on the CPU."""
+    lp_target = score(teacher, targets, responses, max_batch_tokens=max_batch_tokens)
+    lp_contrast = score(teacher, contrasts, responses, max_batch_tokens=max_batch_tokens)
+    return [lp.float() for lp in lp_target], [lp.float() for lp in lp_contrast]
 
 
 @torch.no_grad()

@@ -24,29 +24,30 @@ import math
 import os
 import random
 import sys
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
 from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
-import distributed
-from attribution import attribute_episodes, verdicts_before
-from checkpoint import distinct, save_checkpoint, start_log
+from attribution import attribute_episodes
 from config import get_args
-from data import ProblemError, check_writable, json_text, load_problems, preset_line, write_atomic
 from eval import evaluate_policies, markdown
-from launch import build, refresh, rollout_copies
+from infra import distributed
+from infra.checkpoint import distinct, save_checkpoint, start_log
+from infra.data import ProblemError, check_writable, json_text, load_problems, preset_line, write_atomic
+from infra.launch import build, refresh, rollout_copies
+from infra.metrics import (PhaseClock, add_counts, peak_memory_mb, rollout_counts, rollout_metrics, step_line,
+                           step_samples)
+from infra.models import cpu_threads
+from infra.report import write_report
+from infra.sandbox import describe, stop_on_sigterm
 from loss import eq13_weights, mas_opd_loss, ras_advantage
-from metrics import PhaseClock, add_counts, peak_memory_mb, rollout_counts, rollout_metrics, step_line, step_samples
-from models import cpu_threads
 from prompts import check_prompt_limit
-from report import write_report
 from rollout import Response, append_episodes, rollout_config, run_episodes
 from sampler import release_decoder, sequence_logprobs
-from sandbox import describe, stop_on_sigterm
-from teacher import KAPPA, score, teacher_contexts
+from teacher import score_both_passes, teacher_inputs
 
 
 def batch_for_step(problems, step, batch, seed):
@@ -97,11 +98,16 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollou
     with clock.phase("attribution"):      # Phase 2a: a^t of every turn before any scoring (the last goes unused)
         attributions = attribute_episodes(episodes, timeout=cfg.code_timeout, workers=args.workers)
     with clock.phase("teacher"):
-        items, overlong = teacher_inputs(episodes, ids, attributions, tok, args)  # u~ under r_i and kappa(r_i)
-        with autocast(args):
-            score_both_passes(items, teacher, args)                               # Phase 2b: Eq. 7, twice
-        for it in items:                                                          # Eq. 10, sampler log-probs
-            it.adv = ras_advantage(it.lp_target, it.lp_contrast, it.lp_student, args.lam)
+        inputs, overlong = teacher_inputs(episodes, attributions, tok, args.teacher_max_prompt_tokens,
+                                          pac=not args.no_pac)                    # u~ under r_i and kappa(r_i)
+        items = [Scored(ids[k], role, resp, target, contrast, torch.tensor(resp.logprobs))
+                 for k, role, resp, target, contrast in inputs]
+        with autocast(args), teacher_on_device(teacher, args):                   # Phase 2b: Eq. 7, twice
+            lps = score_both_passes(teacher, [it.ctx_target for it in items], [it.ctx_contrast for it in items],
+                                    [it.response.tokens for it in items], args.teacher_batch_tokens)
+        for it, lp_target, lp_contrast in zip(items, *lps):                      # Eq. 10, sampler log-probs
+            it.lp_target, it.lp_contrast = lp_target, lp_contrast
+            it.adv = ras_advantage(lp_target, lp_contrast, it.lp_student, args.lam)
     if samples and step in (0, args.steps - 1):  # the report's heat maps, before and after training (App. G.2)
         with open(samples, "a") as f:
             f.writelines(json_text(s) + "\n" for s in step_samples(step, items, batch, tok))
@@ -125,37 +131,18 @@ def joint_rollout(problems, policies, rollout_models, tok, cfg, gen, args):
     return episodes
 
 
-def teacher_inputs(episodes, ids, attributions, tok, args):
-    """One Scored per response with its two teacher contexts u~ = u (+) r (+) c^{<t} (Eq. 12): r = r_i and
-    r = kappa(r_i), the same verdicts c^{<t} in both (none with --no-pac), cut to the teacher limit together.
-    ids: each episode's index in the step's batch; attributions: one list per episode (attribute_episodes).
-    Returns (items, number of responses left out because even their shortest teacher context is too long)."""
-    items, overlong = [], 0
-    for ei, e, atts in zip(ids, episodes, attributions):
-        for turn in e.turns:
-            verdicts = None if args.no_pac else verdicts_before(atts, turn.t)
-            for role, resp in turn.responses.items():
-                ctx = teacher_contexts(tok, resp.context, (role, KAPPA[role]), verdicts, args.teacher_max_prompt_tokens)
-                if ctx is None:
-                    overlong += 1
-                    continue
-                items.append(Scored(ei, role, resp, ctx[0], ctx[1], torch.tensor(resp.logprobs)))
-    return items, overlong
-
-
-def score_both_passes(items, teacher, args):
-    """The frozen teacher force-decodes every response under both contexts (Eq. 7): lp_target and lp_contrast."""
+@contextmanager
+def teacher_on_device(teacher, args):
+    """With --teacher-offload the teacher waits on the CPU and comes to the device only while it scores."""
     if args.teacher_offload:
         teacher.to(args.device)
-    tokens = [it.response.tokens for it in items]
-    target = score(teacher, [it.ctx_target for it in items], tokens, max_batch_tokens=args.teacher_batch_tokens)
-    contrast = score(teacher, [it.ctx_contrast for it in items], tokens, max_batch_tokens=args.teacher_batch_tokens)
-    for it, lp_t, lp_c in zip(items, target, contrast):
-        it.lp_target, it.lp_contrast = lp_t.float(), lp_c.float()
-    if args.teacher_offload:
-        teacher.to("cpu")
-        if args.device.startswith("cuda"):
-            torch.cuda.empty_cache()
+    try:
+        yield teacher
+    finally:
+        if args.teacher_offload:
+            teacher.to("cpu")
+            if args.device.startswith("cuda"):
+                torch.cuda.empty_cache()
 
 
 def author_logprobs(items, policies):

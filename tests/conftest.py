@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from models import make_tokenizer, tiny_model
+from infra.models import make_tokenizer, tiny_model
 from sampler import Generation
 from tests.test_workflows import APPLES, SUM
 

@@ -6,8 +6,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import attribution
-from attribution import (HEADER, Attribution, answers_equivalent, attribute_code, attribute_math,
-                         verdicts_before)
+from attribution import HEADER, Attribution, attribute_code, attribute_math, verdicts_before
+from infra import answers
+from infra.answers import answers_equivalent
 from prompts import CodeArtefacts, MathArtefacts
 from rollout import Episode, Turn
 
@@ -215,7 +216,7 @@ def test_answers_equivalent_in_worker_thread():
 
 
 def test_answers_equivalent_gives_up_on_runaway_sympy(monkeypatch):
-    monkeypatch.setattr(attribution, "SYMBOLIC_TIMEOUT", 1.0)
+    monkeypatch.setattr(answers, "SYMBOLIC_TIMEOUT", 1.0)
     start = time.monotonic()
     with ThreadPoolExecutor(1) as pool:  # also from a worker thread
         assert pool.submit(answers_equivalent, "10^{10^{10^{10}}}", "5").result() is False

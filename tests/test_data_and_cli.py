@@ -10,9 +10,9 @@ import types
 import pytest
 import torch
 
-import sandbox
-from data import ProblemError, load_problems, longest_response, response_limit, write_atomic
-from models import make_tokenizer, tiny_model
+from infra import sandbox
+from infra.data import ProblemError, load_problems, longest_response, response_limit, write_atomic
+from infra.models import make_tokenizer, tiny_model
 from rollout import main
 
 MATH = {"id": "m", "domain": "math", "question": "1+1?", "answer": "2"}

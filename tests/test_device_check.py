@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
-import launch
 import sampler
+from infra import launch
 from tests.test_sampler import _Capture, _CpuGraph, _Stream
 from tools import decode_checks as checks, device_check as dc
 

@@ -6,12 +6,12 @@ import pytest
 import torch
 
 import eval as ev
-import memory
 import rollout
 import sampler
-from footprint import config_of
-from memory import GiB, eval_plan, fits
-from models import make_tokenizer, tiny_model
+from infra import memory
+from infra.footprint import config_of
+from infra.memory import GiB, eval_plan, fits
+from infra.models import make_tokenizer, tiny_model
 from rollout import RolloutConfig, run_episodes
 from tests.test_workflows import APPLES, BAD, GOOD, SUM, TEST_OK, TEST_WRONG
 
@@ -67,11 +67,21 @@ def test_single_agent_judges_only_the_main_role(tok, scripted):
 
 
 def test_heatmap_is_self_contained_and_escaped(tok, qwen3):
-    eps = run_episodes([SUM], {"coder": qwen3, "tester": qwen3}, tok, RolloutConfig(max_turns=1, max_new_tokens=9))
-    items = [("<b>sum</b>", eps[0].turns[0].responses["coder"], "coder")]
-    page = ev.heatmap_html(qwen3, tok, items, block=3)
+    problem = {**SUM, "id": "<b>sum</b>"}
+    eps = run_episodes([problem], {"coder": qwen3, "tester": qwen3}, tok, RolloutConfig(max_turns=1, max_new_tokens=9))
+    page = ev.heatmap_html(qwen3, tok, eps, [[]], 12288, block=3)
     assert page.startswith("<!doctype html>") and "&lt;b&gt;sum&lt;/b&gt;" in page and "http" not in page
-    assert page.count("<span") == 3  # 9 tokens in blocks of 3
+    assert page.count("<span") == 6  # two responses (Coder, Tester) of 9 tokens in blocks of 3
+    assert ev.heatmap_html(qwen3, tok, eps, [[]], 20, block=3).count("<span") == 0  # no context fits 20 tokens
+
+
+def test_heatmap_scores_within_the_presets_teacher_limit(monkeypatch, tmp_path, problems):
+    """The heat map's teacher contexts are cut as training cuts them: at the preset's teacher prompt limit."""
+    seen, real = [], ev.teacher_inputs
+    monkeypatch.setattr(ev, "teacher_inputs", lambda *a, **k: seen.append(a[3]) or real(*a, **k))
+    ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange", "--max-new-tokens",
+             "2", "--preset", "gpu", "--heatmap", str(tmp_path / "h.html"), "--teacher", "tiny-qwen3"])
+    assert seen == [3072]
 
 
 def test_tables_and_cli_errors(tmp_path, capsys):
@@ -87,7 +97,8 @@ def test_cli_unusable_outputs_fail_before_the_run(tmp_path, error_line, monkeypa
     for flag in ("--json", "--heatmap"):
         for bad in (tmp_path, tmp_path / "missing" / "out"):  # a directory; a file in a directory that is not there
             with pytest.raises(SystemExit) as e:
-                ev.main(["--student", "tiny-qwen3", "--problems", "examples/problems.jsonl", flag, str(bad)])
+                ev.main(["--student", "tiny-qwen3", "--problems", "examples/problems.jsonl", "--teacher", "tiny-qwen3",
+                         flag, str(bad)])
             assert e.value.code == 2
             error_line(f"{flag} {bad}: ")
     assert os.listdir(tmp_path) == []
@@ -106,7 +117,8 @@ def test_cli_reports_each_run_and_appends_its_episodes(tmp_path, problems, capsy
     ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "1", "--max-new-tokens", "4",
              "--episodes", str(episodes)])
     out, err = capsys.readouterr()
-    assert out.startswith("preset: paper (math_max_new_tokens=0 in effect;") and "threads: " in out
+    assert out.startswith("preset: paper (math_max_new_tokens=0, teacher_max_prompt_tokens=12288 in effect;")
+    assert "threads: " in out
     assert "turn 1/4: reading 4 prompts: 0/4 responses" in err and " tok/s [" in err  # progress inside a run
     assert "eval seed 1, exchanged seats: 2 episodes in" in out
     records = [json.loads(ln) for ln in episodes.read_text().splitlines()]
@@ -138,6 +150,9 @@ def test_cli_heatmap_of_a_single_agent_is_refused(capsys):
     with pytest.raises(SystemExit) as e:
         ev.main(["--single-agent", "tiny-qwen3", "--problems", "examples/problems.jsonl", "--heatmap", "h.html"])
     assert e.value.code == 2 and "--heatmap needs a team" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # no teacher: none is made up
+        ev.main(["--student", "tiny-qwen3", "--problems", "examples/problems.jsonl", "--heatmap", "h.html"])
+    assert e.value.code == 2 and "--heatmap needs --teacher" in capsys.readouterr().err
 
 
 def test_cli_compile_reaches_every_generate_call(problems, monkeypatch, capsys):
@@ -163,7 +178,7 @@ def test_cli_precision_is_the_dtype_of_every_decoding_model(who, precision, dtyp
     seen, real = [], rollout.generate
     monkeypatch.setattr(rollout, "generate", lambda model, *a, **k: seen.append(model.dtype) or real(model, *a, **k))
     monkeypatch.setattr(ev, "heatmap_html", lambda teacher, *a, **k: seen.append(teacher.dtype) or "")
-    heatmap = [] if who == "--single-agent" else ["--heatmap", str(tmp_path / "h.html")]
+    heatmap = [] if who == "--single-agent" else ["--heatmap", str(tmp_path / "h.html"), "--teacher", "tiny-qwen3"]
     ev.main([who, spec, "--problems", problems, "--seeds", "0", "--no-exchange", "--max-new-tokens", "2"]
             + heatmap + precision)
     assert f'"precision": "{"bf16" if precision else "fp32"}"' in capsys.readouterr().out

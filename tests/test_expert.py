@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attribution import HEADER
-from models import make_tokenizer
+from infra.models import make_tokenizer
 from prompts import ROLES, build_context
 from teacher import KAPPA, score, teacher_contexts
 from toy import expert

@@ -1,9 +1,10 @@
-"""The architecture as the README states it: the method imports neither the toy world nor the tools, the supports
-import no method file (metrics.py reads loss.py's advantages), train.py's command line and start-up live in files
-of their own that only train.py (and what drives it) imports, imports run in one direction (no cycles), only at
-the top of a file, no method file grows past its size, no support, toy or tool file outgrows one concept
-(MAX_LINES), and the sampler can be copied without the rest; the decisions the paper leaves open are numbered in
-DECISIONS.md and cited by those numbers; every relative link of the README and of docs/ resolves."""
+"""The architecture as the README states it: the paper's files alone at the top level (PAPER), every support in
+the package infra/, the toy world in toy/ and the commands in tools/. Imports run one way: the paper's files and
+infra/ import neither the toy world nor the tools; infra/ imports none of the paper's files but the few leaves
+INFRA_READS names; train.py's command line and start-up are imported by train.py alone; no cycles, and only at the
+top of a file. No method file grows past its size, no support, toy or tool file outgrows one concept (MAX_LINES),
+and the sampler can be copied without the rest; the decisions the paper leaves open are numbered in DECISIONS.md and
+cited by those numbers; every relative link of the README and of docs/ resolves."""
 import ast
 import os
 import re
@@ -11,26 +12,32 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-METHOD = ["rollout", "attribution", "teacher", "loss", "train", "eval"]
-SUPPORTS = ["prompts", "metrics", "report", "checkpoint", "sampler", "models", "data", "sandbox", "cgroups",
-            "cases", "distributed", "footprint", "memory"]
-ALLOWED_METHOD_IMPORTS = {"metrics": {"loss"}}  # the step's A^OPD and A^role means, with loss.py's own functions
-# train.py's plumbing, apart so that train.py reads as Algorithm 1: its command line (the rollout's defaults are
-# RolloutConfig's) and what a run starts from (a resumed run's policies load as eval.py loads them)
-TRAIN_PARTS = ["config", "launch"]
-MOST_LINES = {"train": 300}  # Algorithm 1, its update and main; any other method file or part of train.py: 400
+# The top level, in the README's reading order: Phase 1 (and the prompts it shows the students), PAC, RAS, the
+# loss, Algorithm 1 with its table of values, the evaluation, and the sampler every phase decodes with.
+PAPER = ["rollout", "prompts", "attribution", "teacher", "loss", "train", "config", "eval", "sampler"]
+# What infra/ may read of the paper's files, each a leaf of them: the step's A^OPD and A^role means (metrics), the
+# sampler's cache bucket (footprint), the roles of a workflow (memory) and the prompt limit (launch).
+INFRA_READS = {"infra.metrics": {"loss"}, "infra.footprint": {"sampler"}, "infra.memory": {"prompts"},
+               "infra.launch": {"prompts"}}
+# train.py's plumbing, apart so that train.py reads as Algorithm 1: its command line and what a run starts from
+TRAIN_PARTS = ["config", "infra.launch"]
+MOST_LINES = {"train": 300, "sampler": 420}  # any other method file or part of train.py: 400
 MAX_LINES = 420  # a support, toy or tool file: one concept, read top to bottom, ~400 lines at most
 
 
 def project_modules():
     """module name -> path, for every Python file of the project outside tests/."""
     out = {}
-    for folder in ("", "toy", "tools"):
+    for folder in ("", "infra", "toy", "tools"):
         for name in sorted(os.listdir(os.path.join(ROOT, folder))):
             if name.endswith(".py"):
                 module = name[:-3] if not folder else f"{folder}.{name[:-3]}".replace(".__init__", "")
                 out[module] = os.path.join(ROOT, folder, name)
     return out
+
+
+def infra_modules():
+    return sorted(m for m in project_modules() if m.startswith("infra."))
 
 
 def imports(path, modules):
@@ -49,38 +56,50 @@ def imports(path, modules):
     return top, nested
 
 
-def test_method_and_supports_import_neither_toy_nor_tools_and_only_at_the_top():
+def test_the_top_level_holds_the_papers_files_alone():
+    top = sorted(n[:-3] for n in os.listdir(ROOT) if n.endswith(".py"))
+    assert top == sorted(PAPER), f"top level: {sorted(set(top) - set(PAPER))} are not the paper's files, " \
+                                 f"{sorted(set(PAPER) - set(top))} are missing"
+    folders = sorted(n for n in os.listdir(ROOT) if os.path.isdir(os.path.join(ROOT, n)) and not n.startswith(".")
+                     and any(f.endswith(".py") for f in os.listdir(os.path.join(ROOT, n))))
+    assert folders == ["infra", "tests", "tools", "toy"], f"folders of Python files: {folders}"
+
+
+def test_papers_files_and_infra_import_neither_toy_nor_tools_and_only_at_the_top():
     modules = project_modules()
-    for name in METHOD + TRAIN_PARTS + SUPPORTS:
+    for name in PAPER + infra_modules():
         top, nested = imports(modules[name], modules)
-        assert not nested, f"{name}.py imports {nested} inside a function"
-        assert not {m for m in top if m.split(".")[0] in ("toy", "tools")}, f"{name}.py imports {top}"
+        assert not nested, f"{name} imports {nested} inside a function"
+        assert not {m for m in top if m.split(".")[0] in ("toy", "tools")}, f"{name} imports {top}"
     assert all(not imports(modules[n], modules)[1] for n in modules), "a function-level import of a project module"
 
 
-def test_supports_import_no_method_file():
+def test_infra_imports_no_paper_file_but_the_leaves_it_reads():
     modules = project_modules()
-    for name in SUPPORTS:
-        method = {m for m in imports(modules[name], modules)[0] if m in METHOD}
-        method -= ALLOWED_METHOD_IMPORTS.get(name, set())
-        assert not method, f"{name}.py, a support, imports the method file(s) {sorted(method)}"
+    for name in infra_modules():
+        paper = {m for m in imports(modules[name], modules)[0] if m in PAPER} - INFRA_READS.get(name, set())
+        assert not paper, f"{name}, a support, imports the paper's file(s) {sorted(paper)}"
+    for name, leaves in INFRA_READS.items():
+        for leaf in leaves:
+            inner = {m for m in imports(modules[leaf], modules)[0] if m in PAPER}
+            assert not inner, f"{leaf}.py, read by {name}, imports the paper's {sorted(inner)}: no longer a leaf"
 
 
 def test_only_train_py_imports_its_command_line_and_start_up():
     modules = project_modules()
-    for name in METHOD + SUPPORTS:
+    for name in PAPER + infra_modules():
         parts = {m for m in imports(modules[name], modules)[0] if m in TRAIN_PARTS}
-        assert name == "train" or not parts, f"{name}.py imports train.py's part(s) {sorted(parts)}"
+        assert name == "train" or not parts, f"{name} imports train.py's part(s) {sorted(parts)}"
 
 
 def most_lines(name):
-    """The size limit of a module: MOST_LINES, else 400 for the method and train.py's parts, else MAX_LINES."""
-    return MOST_LINES.get(name, 400 if name in METHOD + TRAIN_PARTS else MAX_LINES)
+    """The size limit of a module: MOST_LINES, else 400 for the paper's files, else MAX_LINES."""
+    return MOST_LINES.get(name, 400 if name in PAPER else MAX_LINES)
 
 
 def test_no_file_outgrows_its_size():
     modules = project_modules()
-    assert set(METHOD + TRAIN_PARTS) <= set(modules), "a method file or a part of train.py is missing"
+    assert set(PAPER + TRAIN_PARTS) <= set(modules), "a paper's file or a part of train.py is missing"
     lines = {n: len(open(p).read().splitlines()) for n, p in modules.items()}
     over = {n: f"{k} lines, more than {most_lines(n)}" for n, k in lines.items() if k > most_lines(n)}
     assert not over, f"split by concept: {over}"

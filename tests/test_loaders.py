@@ -13,8 +13,8 @@ import pytest
 
 from attribution import attribute_code
 
+from infra.data import ProblemError, check_problem, load_problems
 from tools import converters, loaders
-from data import ProblemError, check_problem, load_problems
 from tools.loaders import load_dataset_as_problems
 
 

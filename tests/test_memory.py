@@ -8,10 +8,10 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 import config
-import footprint
-import memory
-from footprint import QWEN3, layer_act_bytes, outside_layers_bytes, param_count
-from memory import GiB, fit_report, fits, format_plan, plan
+from infra import footprint
+from infra import memory
+from infra.footprint import QWEN3, layer_act_bytes, outside_layers_bytes, param_count
+from infra.memory import GiB, fit_report, fits, format_plan, plan
 from tools.memory import main as memory_main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

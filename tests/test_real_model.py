@@ -18,15 +18,15 @@ import torch
 from gguf import GGUFWriter
 from transformers.utils import logging as hf_logging
 
-import data
 import eval as evaluation
-import footprint
-import launch
-import models
 import prompts
 import rollout
 import train
-from models import make_tokenizer, tiny_model
+from infra import data
+from infra import footprint
+from infra import launch
+from infra import models
+from infra.models import make_tokenizer, tiny_model
 
 # ------------------------------------------------------------------------------------- every kind of spec
 

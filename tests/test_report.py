@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import eval as ev
-import report
 import train
+from infra import report
 from tests.test_train import FAST
 
 ROLES = ["coder", "tester", "reasoner", "tool_user"]

@@ -8,7 +8,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import sampler
-from models import tiny_model
+from infra.models import tiny_model
 from sampler import STOP_CHECK, _sample, generate
 
 LENGTHS = (5, 17, 1, 30, 9)

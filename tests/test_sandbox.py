@@ -19,13 +19,13 @@ import uuid
 
 import pytest
 
-import cases
-import cgroups
-import sandbox
-import seccomp
 from attribution import attribute_code
-from cases import outputs_match, run_case, run_cases
-from sandbox import RunResult, run_program
+from infra import cases
+from infra import cgroups
+from infra import sandbox
+from infra import seccomp
+from infra.cases import outputs_match, run_case, run_cases
+from infra.sandbox import RunResult, run_program
 
 ROOT = os.geteuid() == 0
 JAIL = sandbox._setup()[1] is not None
@@ -375,7 +375,7 @@ def test_memory_cap_covers_the_whole_run():
 
 PID1 = """
 import os, sys, time
-import sandbox
+from infra import sandbox
 interpreter = sandbox._setup()[0]
 if sys.argv[1] != "native":
     sandbox._setup = lambda: (interpreter, None)
@@ -601,7 +601,7 @@ def test_sigterm_kills_the_runs_and_leaves_nothing(tmp_path):
         time.sleep(60)
     """)
     before = _workdirs()
-    script = (f"import cases, sandbox\nsandbox.stop_on_sigterm()\n"
+    script = (f"from infra import cases, sandbox\nsandbox.stop_on_sigterm()\n"
               f"cases.run_cases({{'format': 'stdio'}}, {src!r}, ['1'] * 8, timeout=60, workers=2)")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=root, stderr=subprocess.PIPE, text=True)

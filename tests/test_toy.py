@@ -13,8 +13,8 @@ import torch
 import toy.__main__ as toy_demo
 import train
 from attribution import HEADER, attribute_turn
-from data import check_problem, load_problems
-from models import load_model, make_tokenizer, tiny_model
+from infra.data import check_problem, load_problems
+from infra.models import load_model, make_tokenizer, tiny_model
 from prompts import build_context
 from rollout import RolloutConfig, code_env, math_env
 from sampler import sequence_logprobs

@@ -8,18 +8,18 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-import checkpoint
 import config
-import data
 import eval as evaluation
-import footprint
-import launch
-import memory
-import models
 import rollout
 import train
-from data import preset_line
-from models import make_tokenizer, tiny_model
+from infra import checkpoint
+from infra import data
+from infra import footprint
+from infra import launch
+from infra import memory
+from infra import models
+from infra.data import preset_line
+from infra.models import make_tokenizer, tiny_model
 from sampler import generate, sequence_logprobs
 
 FAST = ["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--max-new-tokens", "6", "--max-turns", "2",

@@ -11,10 +11,11 @@ import torch
 
 import config
 import eval as evaluation
+import teacher
 import train
 from attribution import HEADER
+from infra.models import make_tokenizer, tiny_model
 from loss import ras_advantage
-from models import make_tokenizer, tiny_model
 from prompts import Segment
 from rollout import Response
 from teacher import KAPPA, ROLE_CONDITIONS
@@ -39,7 +40,7 @@ def condition_of(text):
 
 
 class Recorder:
-    """train.score's stand-in, plus taps on train.build (the policies), train.update (the Scored items) and
+    """teacher.score's stand-in, plus taps on train.build (the policies), train.update (the Scored items) and
     train.sequence_logprobs (which model re-scores which contexts with grad)."""
 
     def __init__(self, monkeypatch, tok):
@@ -68,7 +69,7 @@ class Recorder:
             return built
 
         monkeypatch.setattr(train, "build", build)
-        monkeypatch.setattr(train, "score", score)
+        monkeypatch.setattr(teacher, "score", score)  # what score_both_passes calls
         monkeypatch.setattr(train, "update", update)
         monkeypatch.setattr(train, "sequence_logprobs", sequence_logprobs)
 

@@ -7,9 +7,9 @@ import torch
 
 import rollout
 from attribution import attribute_code, attribute_turn, verdicts_before
-from data import ProblemError, check_problem
-from metrics import format_counts, format_shares
-from models import SPECIAL_TOKENS
+from infra.data import ProblemError, check_problem
+from infra.metrics import format_counts, format_shares
+from infra.models import SPECIAL_TOKENS
 from prompts import (LAYOUT, NO_ANSWER, PLACEHOLDERS, ROLES, build_context, check_prompt_limit, extract_answer,
                      extract_program, extract_test_case, fit_context)
 from rollout import RolloutConfig, run_episodes

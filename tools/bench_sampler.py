@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from models import DEVICE, tiny_model
+from infra.models import DEVICE, tiny_model
 from sampler import generate
 
 

@@ -22,8 +22,8 @@ from transformers.utils import logging as hf_logging
 
 import config
 from attribution import attribute_episodes, verdicts_before
-from data import ProblemError, bounded, load_problems
-from models import load_model
+from infra.data import ProblemError, bounded, load_problems
+from infra.models import load_model
 from prompts import ROLE_NAMES, ROLES, check_prompt_limit
 from rollout import rollout_config, run_episodes
 from teacher import KAPPA, teacher_pieces

@@ -11,7 +11,7 @@ import pickle
 import zlib
 from collections import Counter
 
-from data import ProblemError
+from infra.data import ProblemError
 
 # One converter per source: from_x(rec, where, pid, stats) -> problem. `where` names the record in errors
 # ("FILE:LINE"), `pid` is its id (record_id), `stats` (a Counter) counts what was dropped and why. A malformed

@@ -13,8 +13,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
 import sampler
-import launch
-from models import first_line
+from infra import launch
+from infra.models import first_line
 from sampler import generate, release_decoder, sequence_logprobs
 
 

@@ -40,12 +40,12 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 from transformers.utils import logging as hf_logging
 
 import config
-import launch
-import memory
 import train
-from data import load_problems
-from footprint import QWEN3
-from models import make_tokenizer
+from infra import launch
+from infra import memory
+from infra.data import load_problems
+from infra.footprint import QWEN3
+from infra.models import make_tokenizer
 from prompts import Segment
 from rollout import Response
 from sampler import generate, release_decoder, sequence_logprobs

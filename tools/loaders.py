@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tqdm import tqdm
 
-from cases import run_case
-from data import COUNT, ProblemError, bounded, check_all, check_writable, write_atomic
+from infra.cases import run_case
+from infra.data import COUNT, ProblemError, bounded, check_all, check_writable, write_atomic
 from tools.converters import (Skip, from_apps, from_code_contests, from_evalplus, from_gsm8k, from_humaneval,
                               from_leetcode, from_livecodebench, from_math, from_mbpp, from_olympiadbench,
                               is_literal, record_id)

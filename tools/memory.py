@@ -12,8 +12,8 @@ import os
 import sys
 
 from config import get_args
-from data import COUNT, ProblemError
-from memory import dry_run
+from infra.data import COUNT, ProblemError
+from infra.memory import dry_run
 
 
 def main(argv=None):

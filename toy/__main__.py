@@ -16,10 +16,10 @@ import time
 
 import train
 from config import get_args
-from data import load_problems
 from eval import markdown
-from models import load_model
-from report import KEY_ROWS
+from infra.data import load_problems
+from infra.models import load_model
+from infra.report import KEY_ROWS
 from toy.expert import HandTeacher
 from toy.world import build_toy, train_args
 

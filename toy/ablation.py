@@ -23,9 +23,10 @@ import sys
 
 import train
 from config import get_args
-from data import SEED, load_problems, write_atomic
-from eval import evaluate_policies, load_policies, markdown
-from models import load_model
+from eval import evaluate_policies, markdown
+from infra.checkpoint import load_policies
+from infra.data import SEED, load_problems, write_atomic
+from infra.models import load_model
 from prompts import ROLES
 from toy.expert import HandTeacher
 from toy.world import build_toy, train_args

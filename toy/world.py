@@ -34,14 +34,15 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models as bpe, pre_tokenizers, trainers
 from tqdm import tqdm
 
-from attribution import answers_equivalent, attribute_math, describe_code
-from cases import outputs_match
-from models import SPECIAL_TOKENS, hf_tokenizer, make_tokenizer, tiny_model
+from attribution import attribute_math, describe_code
+from infra.answers import answers_equivalent
+from infra.cases import outputs_match
+from infra.models import SPECIAL_TOKENS, hf_tokenizer, make_tokenizer, tiny_model
+from infra.sandbox import ERROR, RunResult, is_error
 from prompts import (NO_CODE_BLOCK, ROLES, CodeArtefacts, MathArtefacts, build_context, extract_answer,
                      extract_program, extract_test_case, printed_answer)
 from rollout import stop_ids_of
 from sampler import sequence_logprobs
-from sandbox import ERROR, RunResult, is_error
 from teacher import KAPPA
 
 

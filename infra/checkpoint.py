@@ -10,11 +10,10 @@ import shutil
 
 import torch
 
-from data import longest_response, nearest_folder
-from footprint import checkpoint_bytes, config_of
-from memory import GiB
-from models import first_line
-
+from infra.data import longest_response, nearest_folder
+from infra.footprint import checkpoint_bytes, config_of
+from infra.memory import GiB
+from infra.models import first_line, load_model
 
 
 def distinct(policies):
@@ -107,3 +106,26 @@ def read_state(path):
     if missing or not {"torch", "python", "sampler"} <= set(state["rng"]):
         raise ValueError(f"{path}: not a checkpoint of train.py (missing {sorted(missing) or 'rng states'})")
     return state
+
+
+def policy_dirs(ckpt, roles):
+    """{role: directory} of the policies saved in a checkpoint directory: <role>/ each (one policy per role as in
+    §2.1) or one shared/ for every role. Raises ValueError (one line) when one is missing."""
+    if not os.path.isdir(ckpt):
+        raise ValueError(f"no checkpoint directory {ckpt}")
+    shared = os.path.isdir(os.path.join(ckpt, "shared"))
+    dirs = {r: os.path.join(ckpt, "shared" if shared else r) for r in roles}
+    for r, path in dirs.items():
+        if not os.path.isdir(path):
+            raise ValueError(f"{ckpt} has no policy for role {r!r}")
+    return dirs
+
+
+def load_policies(ckpt, roles, device, dtype=torch.float32):
+    """The policies saved in a checkpoint directory (policy_dirs) in their own seats, with parameters in `dtype`,
+    and the tokenizer saved with them."""
+    dirs, loaded = policy_dirs(ckpt, roles), {}
+    for path in dirs.values():
+        if path not in loaded:
+            loaded[path], tok = load_model(path, dtype=dtype, device=device)
+    return {r: loaded[path] for r, path in dirs.items()}, tok

@@ -12,7 +12,7 @@ import os
 
 from transformers import AutoConfig
 
-from models import TINY, gguf_config, local_files_only, tiny_model
+from infra.models import TINY, gguf_config, local_files_only, tiny_model
 from sampler import CACHE_BUCKET
 
 # Real shapes, from the Qwen3 model cards. All four: head_dim 128, vocab 151,936, per-head q/k RMSNorm, no bias.

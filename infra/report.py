@@ -11,8 +11,8 @@ import math
 import os
 import sys
 
-from checkpoint import step_of
-from data import write_atomic
+from infra.checkpoint import step_of
+from infra.data import write_atomic
 
 # Okabe-Ito colours: told apart by colour-blind readers, and none of them a shade of the heat map's blue or red
 ROLE_COLOURS = {"coder": "#e69f00", "tester": "#009e73", "reasoner": "#cc79a7", "tool_user": "#56b4e9"}

@@ -9,12 +9,11 @@ import random
 
 import torch
 
-import distributed
-from checkpoint import check_disk, distinct, read_state
-from data import load_problems
-from eval import load_policies
-from memory import check_fits
-from models import DTYPES, forget_gguf, load_model, same_tokenizer_specs, to_dtype
+from infra import distributed
+from infra.checkpoint import check_disk, distinct, load_policies, read_state
+from infra.data import load_problems
+from infra.memory import check_fits
+from infra.models import DTYPES, forget_gguf, load_model, same_tokenizer_specs, to_dtype
 from prompts import ROLES, check_prompt_limit
 
 

@@ -25,9 +25,9 @@ import re
 
 import torch
 
-from data import load_problems, longest_response
-from footprint import (autocast_params, config_of, layer_act_bytes, nograd_token_bytes, outside_layers_bytes,
-                       param_count, rollout_bytes, scoring_bytes, shape)
+from infra.data import load_problems, longest_response
+from infra.footprint import (autocast_params, config_of, layer_act_bytes, nograd_token_bytes, outside_layers_bytes,
+                             param_count, rollout_bytes, scoring_bytes, shape)
 from prompts import ROLES
 
 GiB = 2**30

@@ -36,8 +36,8 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
-import seccomp
-from cgroups import ATTACH, cgroup_homes, make_cgroups, remove_cgroups
+from infra import seccomp
+from infra.cgroups import ATTACH, cgroup_homes, make_cgroups, remove_cgroups
 
 MAX_STDOUT = 1 << 20       # bytes of stdout returned to the caller
 MAX_FILE_MB = 64           # RLIMIT_FSIZE: bounds every file the program writes, its stdout file included

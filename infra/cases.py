@@ -7,7 +7,7 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from sandbox import ERROR, MAX_STDOUT, RunResult, run_program
+from infra.sandbox import ERROR, MAX_STDOUT, RunResult, run_program
 
 # Function-format driver. Program output is sent to stderr (fd 1 too, so even os.write(1, ...) and child
 # processes cannot pollute the result); only repr(result) goes to the real stdout. The program is loaded as

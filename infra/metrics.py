@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import torch
 from tqdm import tqdm
 
+from infra.report import token_pieces
 from loss import opd_advantage, role_advantage
-from report import token_pieces
 
 
 
