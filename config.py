@@ -17,13 +17,14 @@ def get_args(argv=None):
                                  epilog="The laptop demo runs the toy world through this file: python -m toy")
     r = RolloutConfig()  # the source of every default the rollout shares with this command line
     add = ap.add_argument_group("data and models").add_argument
-    add("--problems", required=True, help="JSONL problem file (schema: data.py)")
+    add("--problems", required=True, help="JSONL problem file (schema: infra/data.py)")
     add("--student", required=True, help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id (paper: Qwen3-1.7B)")
     add("--teacher", help="(required, unless a program calling train.main hands it the teacher, as python -m toy "
         "does) same choices as --student, one tokenizer with it (paper: Qwen3-14B)")
     add("--eval-problems", default=None, help="held-out problems evaluated before and after training")
     add("--preset", choices=sorted(PRESETS), default="paper", help="defaults of the flags marked (preset): the "
-        "paper's schedule and limits, a first run on one GPU, or a first CPU run of real models (data.py, PRESETS); "
+        "paper's schedule and limits, a first run on one GPU, or a first CPU run of real models (infra/data.py, "
+        "PRESETS); "
         "explicit flags win [%(default)s]")
     add("--seed", type=SEED, default=0, help="[%(default)s]")
     add = ap.add_argument_group("the paper's schedule (App. D.6.3)").add_argument

@@ -4,7 +4,7 @@
     python eval.py --problems FILE --student DIR          # untrained students (one base model in every seat)
     python eval.py --problems FILE --single-agent DIR     # one model alone, one turn (SA+ST, e.g. the teacher)
 
-Problems: any problem file (data.py), e.g. examples/problems.jsonl or a benchmark converted by tools/loaders.py.
+Problems: any problem file (infra/data.py), e.g. examples/problems.jsonl or a benchmark converted by tools/loaders.py.
 Evaluation decoding (App. D.5): temperature 0.6, top-p 0.95, top-k 20, T = 4, over several seeds, mean +- std.
 Reports team accuracy / Pass@1 per domain and, for teams: the exchange penalty (Fig. 3a), the revise-iff-wrong
 rate per role with its two failure modes (Fig. 4a-b), turns to agreement (Fig. 4c), and how each role's artefacts
@@ -238,10 +238,10 @@ def main(argv=None):
     who.add_argument("--run", help="a train.py output directory")
     who.add_argument("--student", help="untrained: this model in every seat")
     who.add_argument("--single-agent", help="this model alone, one turn (e.g. the teacher)")
-    add("--problems", required=True, help="JSONL problem file (schema: data.py)")
+    add("--problems", required=True, help="JSONL problem file (schema: infra/data.py)")
     add("--teacher", help="the teacher of --heatmap, a model spec as for --student (required with --heatmap)")
     add("--preset", choices=sorted(PRESETS), default="paper", help="defaults of the flags marked (preset): the "
-        "paper's, a first GPU run's or a first CPU run's (data.py, PRESETS); explicit flags win [%(default)s]")
+        "paper's, a first GPU run's or a first CPU run's (infra/data.py, PRESETS); explicit flags win [%(default)s]")
     add = ap.add_argument_group("sampling (evaluation decoding, App. D.5)").add_argument
     add("--seeds", type=SEED, nargs="+", help=preset_help("seeds", "one evaluation per seed"))
     add("--max-new-tokens", type=COUNT, help=preset_help("max_new_tokens", "response limit"))

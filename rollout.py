@@ -295,7 +295,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="Run two-agent episodes with the student models and print them. "
                                  "Defaults in brackets.")
     d = RolloutConfig()  # the defaults below are RolloutConfig's, except this demo's short responses
-    ap.add_argument("--problems", default="examples/problems.jsonl", help="JSONL problem file (schema: data.py) "
+    ap.add_argument("--problems", default="examples/problems.jsonl", help="JSONL problem file (schema: infra/data.py) "
                     "[%(default)s]")
     ap.add_argument("--model", default="tiny-qwen3", help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id "
                     "(in every seat) [%(default)s]")

@@ -5,8 +5,9 @@ turn (attribution.py), then the frozen teacher scores every response twice, unde
 role condition (teacher.py); advantages A^RAS (Eq. 10); Phase 3 the loss of Eq. 13 (loss.py) updates each
 role's policy from its own responses, all policies synchronously. Verdicts and teacher scores are then dropped.
 The command line is config.py's, what a run starts from (models, optimizers, a resumed state, the bf16 rollout
-copies) launch.py's, the prompts and parsing rules prompts.py's, a step's figures and console line metrics.py's,
-checkpoints and resume checkpoint.py's, the run's report (curves, evaluation, heat maps) report.py's.
+copies) infra/launch.py's, the prompts and parsing rules prompts.py's, a step's figures and console line
+infra/metrics.py's, checkpoints and resume infra/checkpoint.py's, the run's report (curves, evaluation, heat maps)
+infra/report.py's.
 
     python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3 \
         --batch 2 --max-new-tokens 32      # tiny random models: every phase of the protocol, seconds

@@ -3,7 +3,7 @@ fetched): the learning curves of RUN/metrics.jsonl per role, the before/after ev
 the token-level role advantage A^role (Eq. 9, App. G.2) of a few responses sampled at the first and the last step
 (RUN/samples.jsonl). train.py writes it at the end of a run; this command rewrites it for any run directory:
 
-    python report.py RUN        # -> RUN/report.html
+    python -m infra.report RUN       # -> RUN/report.html
 """
 import html
 import json
@@ -282,7 +282,8 @@ def write_report(run_dir):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or argv[0].startswith("-"):
-        print("usage: python report.py RUN   (a train.py output directory; writes RUN/report.html)", file=sys.stderr)
+        print("usage: python -m infra.report RUN  (a train.py output directory; writes RUN/report.html)",
+              file=sys.stderr)
         sys.exit(2)
     try:
         print(f"wrote {write_report(argv[0])}")

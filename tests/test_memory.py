@@ -1,4 +1,4 @@
-"""memory.py, footprint.py and tools/memory.py: exact parameter counts, the activation formula against what
+"""infra/memory.py, infra/footprint.py and tools/memory.py: exact parameter counts, the activation formula against what
 autograd saves, monotonicity of the plan, its table and the fit report."""
 import os
 import re

@@ -1,4 +1,4 @@
-"""models.py: every kind of model spec; then a real pretrained model, offline, through the sampler, one MAS-OPD
+"""infra/models.py: every kind of model spec; then a real pretrained model, offline, through the sampler, one MAS-OPD
 training step and an evaluation rollout.
 
 The real model is SmolLM2-135M-Instruct (Llama family, Q4_1 GGUF, 49,152-token vocabulary) shipped inside the
@@ -266,7 +266,7 @@ def test_smollm2_one_mas_opd_step_then_an_evaluation_rollout(smol, tmp_path, cap
     assert set(m["format"]) == set(m["roles"]) and all(
         set(shares) <= rules and abs(sum(shares.values()) - 100) < 1e-6 for shares in m["format"].values())
 
-    # The checkpoint of a GGUF-born model is a plain transformers directory: it reloads through models.py.
+    # The checkpoint of a GGUF-born model is a plain transformers directory: it reloads through infra/models.py.
     model, tok = models.load_model(str(out / "checkpoint" / "shared"))
     models.check_same_vocab(tok.get_vocab(), base_tok.get_vocab(), ("the checkpoint", "SmolLM2"))
     assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), base.parameters()))  # it trained

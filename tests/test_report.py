@@ -1,4 +1,4 @@
-"""The run report (report.py): what train.py records for it, how it reads a run directory (resumed runs, empty
+"""The run report (infra/report.py): what train.py records for it, how it reads a run directory (resumed runs, empty
 logs, NaN), and, in headless Chromium, that the page draws a learning curve per role."""
 import json
 import math

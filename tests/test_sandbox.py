@@ -1,6 +1,6 @@
-"""Behavioural tests of sandbox.py, cgroups.py and cases.py: isolation (jail and the uid fallback), cleanup, caps,
-error strings, the function driver, output comparison. Each isolation test is an attack a generated program could
-make."""
+"""Behavioural tests of infra/sandbox.py, infra/cgroups.py and infra/cases.py: isolation (jail and the uid
+fallback), cleanup, caps, error strings, the function driver, output comparison. Each isolation test is an attack a
+generated program could make."""
 import ctypes
 import errno
 import fcntl

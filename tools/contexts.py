@@ -115,7 +115,7 @@ def main(argv=None):
     ap.add_argument("--cache", default=".cache", help="the toy world: where it is built once [%(default)s]")
     ap.add_argument("--student", help="a real student instead of the toy one (local dir | .gguf | hub id); needs "
                     "--problems")
-    ap.add_argument("--problems", help="JSONL problem file (schema: data.py) [the toy world's train.jsonl]")
+    ap.add_argument("--problems", help="JSONL problem file (schema: infra/data.py) [the toy world's train.jsonl]")
     ap.add_argument("--problem", "--index", type=bounded(int, 0), default=0,
                     help="which problem, counted from 0 among --domain's [%(default)s]")
     ap.add_argument("--domain", choices=tuple(ROLES), help="[the problem's; with --role, the role's]")

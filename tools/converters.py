@@ -1,4 +1,4 @@
-"""Benchmark converters: one pure function per source, record -> problem in data.py's schema, so each is testable
+"""Benchmark converters: one pure function per source, record -> problem in infra/data.py's schema, so each is testable
 on a hand-written record of that source. tools/loaders.py reads the files and hub datasets, picks the converter and
 computes the golden outputs of function problems.
 """

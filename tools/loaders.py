@@ -1,4 +1,4 @@
-"""Benchmark loaders: the paper's datasets and local benchmark files, converted into data.py's problem schema.
+"""Benchmark loaders: the paper's datasets and local benchmark files, converted into infra/data.py's problem schema.
 
 One pure converter per source (tools/converters.py), record -> problem, so each is testable on a hand-written
 record of that source. `load_dataset_as_problems` reads a local file (.jsonl, .jsonl.gz, .json) or a hub dataset
@@ -104,7 +104,7 @@ def detect_converter(rec, where):
     if conv is None and keys & {"problem", "question", "Problem"} and keys & {"answer", "Answer"}:
         conv = from_gsm8k if "####" in str(rec.get("answer")) and "question" in keys else from_math
     if conv is None:
-        raise ProblemError(f"{where}: unknown record layout (fields {sorted(keys)[:8]}); see data.py for the sources")
+        raise ProblemError(f"{where}: unknown record layout (fields {sorted(keys)[:8]}); see infra/data.py")
     return conv
 
 

@@ -1,4 +1,4 @@
-"""How much GPU memory one MAS-OPD training step needs on one GPU, before you rent the GPU: memory.py's plan for
+"""How much GPU memory one MAS-OPD training step needs on one GPU, before you rent the GPU: infra/memory.py's plan for
 the run train.py's flags would start.
 
     python -m tools.memory --problems examples/problems.jsonl --student Qwen3-1.7B --teacher Qwen3-14B

@@ -86,8 +86,8 @@ def value_of(spec, x=None):
 
 
 def toy_problems(split):
-    """'train', 'valid' or 'test': disjoint and deterministic, in the project's problem schema (data.py). A third of
-    each domain is held out and split in two: 'valid' for choosing settings, 'test' for the figures we report."""
+    """'train', 'valid' or 'test': disjoint and deterministic, in the project's problem schema (infra/data.py). A third
+    of each domain is held out and split in two: 'valid' for choosing settings, 'test' for the figures we report."""
     specs = [s for op in OPS for k in range(1, 20) for s in ((None, op, k), (k, op, None))]
     code = [{"id": f"code:{expr(s).replace(' ', '')}", "domain": "code", "format": "stdio",
              "question": f"The input is one integer x. Print {expr(s).replace(s[1], OPS[s[1]])}.",
