@@ -151,6 +151,12 @@ MATH_OUTCOMES = {
                    "difference between them lies only in how the answer is written."),
 }
 
+# Which check judges each role's own artefact (App. F.6, Eq. 11): the programs of the Coder and the Tool-User, the
+# Tester's declared case (Eq. 22; its oracle without a reference solution: DECISIONS.md D6), the Reasoner's
+# derivation. The evaluation's per-role figures (revise-iff-wrong, a single agent's accuracy) read it from here.
+ROLE_CHECK = {"coder": "program_correct", "tester": "test_correct", "reasoner": "derivation_correct",
+              "tool_user": "program_correct"}
+
 
 def attribute_math(problem: dict, derivation_answer: str | None, program_answer: str | None) -> Attribution:
     """Reasoner/Tool-User attribution: each answer is checked for equivalence with the reference.

@@ -23,7 +23,7 @@ import time
 import torch
 from tqdm import tqdm
 
-from attribution import attribute_episodes
+from attribution import ROLE_CHECK, attribute_episodes
 from infra.answers import answers_equivalent
 from infra.checkpoint import load_policies, policy_dirs
 from infra.data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
@@ -41,8 +41,6 @@ from sampler import Generation, release_decoder
 from teacher import KAPPA, score_both_passes, teacher_inputs
 
 EVAL_DECODING = dict(temperature=0.6, top_p=0.95, top_k=20, max_turns=4)  # App. D.5
-WRONG_CHECK = {"coder": "program_correct", "tester": "test_correct", "reasoner": "derivation_correct",
-               "tool_user": "program_correct"}
 
 
 def _squash_spaces(value):
@@ -55,7 +53,7 @@ def solved(episode, atts):
     if episode.final is None:
         return False
     if episode.problem["domain"] == "code":  # the final program is the last turn's: its check is already run
-        return bool(atts[-1].checks["program_correct"])
+        return bool(atts[-1].checks[ROLE_CHECK["coder"]])
     return answers_equivalent(episode.final, episode.problem["answer"])
 
 
@@ -70,7 +68,7 @@ def revision_stats(episodes, attributions):
             if e.turns[t].agree:
                 continue
             for role in ROLES[e.problem["domain"]]:
-                ok = atts[t].checks[WRONG_CHECK[role]]
+                ok = atts[t].checks[ROLE_CHECK[role]]
                 if ok is None:
                     continue
                 before, after = e.turns[t].artefacts.own(role), e.turns[t + 1].artefacts.own(role)
@@ -127,7 +125,7 @@ def single_agent_metrics(problems, model, tok, seed, cfg, on_run=None):
     episodes, attributions = run_team(problems, seats, tok, seed, one)
     m = {}
     for domain in ("code", "math"):
-        ok = [atts[0].checks["program_correct" if domain == "code" else "derivation_correct"]
+        ok = [atts[0].checks[ROLE_CHECK[ROLES[domain][0]]]  # the main role's own check
               for e, atts in zip(episodes, attributions) if e.problem["domain"] == domain]
         if ok:
             m[f"acc_{domain}"] = 100 * sum(map(bool, ok)) / len(ok)

@@ -6,10 +6,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import attribution
-from attribution import HEADER, Attribution, attribute_code, attribute_math, verdicts_before
+from attribution import HEADER, ROLE_CHECK, Attribution, attribute_code, attribute_math, verdicts_before
 from infra import answers
 from infra.answers import answers_equivalent
-from prompts import CodeArtefacts, MathArtefacts
+from prompts import ROLES, CodeArtefacts, MathArtefacts
 from rollout import Episode, Turn
 
 T = 5.0  # sandbox timeout for tests
@@ -186,6 +186,15 @@ def test_math_description_never_leaks_reference():
 
 
 # ----------------------------------------------------------------------------- equivalence
+
+def test_each_role_is_judged_by_a_check_of_its_own_artefact():
+    """ROLE_CHECK names, for every role, one of its domain's two checks, and the two roles of a domain differ."""
+    checks = {"code": set(attribute_code(SUM, SUM_BAD, ("5 2\n", "7\n"), timeout=T).checks),
+              "math": set(attribute_math({"answer": "29"}, "29", "30").checks)}
+    for domain, roles in ROLES.items():
+        assert {ROLE_CHECK[r] for r in roles} == checks[domain], domain
+    assert ROLE_CHECK["tester"] == "test_correct" and ROLE_CHECK["reasoner"] == "derivation_correct"
+
 
 @pytest.mark.parametrize("a, b, expected", [
     ("1.0000001", "1", True), ("1.001", "1", False), ("1000000.5", "1000000", True),
