@@ -238,7 +238,9 @@ def main(argv=None, teacher=None):
     try:
         check_writable(args.out, "--out", directory=True)  # before the models load, not at the first save
         held_out = load_problems(args.eval_problems) if args.eval_problems else None
-        problems, policies, teacher, tok, optims, gen, start, skipped = build(args, teacher)
+        s = build(args, teacher)  # infra.launch.Start: Algorithm 1's inputs and the step the run starts at
+        problems, policies, teacher, tok, optims, gen = s.problems, s.policies, s.teacher, s.tok, s.optims, s.gen
+        start, skipped = s.step, s.skipped
         rollout_models = rollout_copies(policies, args)
         check_prompt_limit(held_out or [], tok, args.max_prompt_tokens)
     except (ProblemError, ValueError, OSError) as e:
