@@ -4,8 +4,9 @@ App. D.6.1 (code: Coder + Tester; math: Reasoner + Tool-User), sampled with samp
     python rollout.py                  # tiny random models on examples/problems.jsonl: every step of the protocol
 
 Top to bottom: the rollout's configuration and records; the environment of each workflow (Table 3), which reads
-the responses with the parsing rules of prompts.py; the turn loop `run_episodes`; a command line that prints
-transcripts. The prompts themselves (App. F.1-F.2) and how a student context is built are prompts.py's.
+the responses with the parsing rules of prompts.py; the turn loop `run_episodes` (Eq. 1-3), then its helpers
+(batching, scripted agents, the progress line); a command line that prints transcripts. The prompts themselves
+(App. F.1-F.2) and how a student context is built are prompts.py's.
 """
 import argparse
 import sys
@@ -142,6 +143,108 @@ def stop_ids_of(tokenizer):
     return tuple(sorted(i for i in ids if i is not None and i != tokenizer.unk_token_id))
 
 
+def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_done=None):
+    """Algorithm 1, Phase 1: joint rollouts of a batch of problems, all episodes advancing turn by turn.
+
+    policies: role -> model, e.g. {"coder": m1, "tester": m2}; one model may sit in both seats. All prompts of a
+    turn that go to the same model with the same response limit (response_limit) are sampled in one `generate`
+    call (cfg.rollout_chunk at most). A policy may also be any function list[list[int]] -> Generation (scripted
+    agents in tests). on_done: called with each episode as soon as it stops (its transcript can be written while
+    the others go on). With cfg.progress a line shows the turn, responses done and tokens per second.
+    Returns one Episode per problem.
+    """
+    cfg = cfg or RolloutConfig()
+    check_policies(problems, policies)
+    episodes = [Episode(p, []) for p in problems]
+    with ThreadPoolExecutor(max(1, cfg.workers)) as pool:  # the episodes' programs run at once
+        for t in range(cfg.max_turns):                        # at most T turns
+            # Eq. 1: each role's input x_i^t = P_i(s^t, r_i), s^t = (q, e^{t-1}, h^t): the task, the last feedback
+            # and the episode's history, within the prompt limit (None: it no longer fits, the episode stops)
+            contexts = {k: {r: fit_context(build_context(tokenizer, e.problem, r, e.turns), cfg.max_prompt_tokens)
+                            for r in ROLES[e.problem["domain"]]} for k, e in enumerate(episodes) if not e.stopped}
+            for k in [k for k, ctxs in contexts.items() if any(c is None for c in ctxs.values())]:
+                _finish(episodes[k], "prompt_too_long", cfg, on_done)
+                del contexts[k]
+            if not contexts:
+                break
+            live = TurnProgress.open(t, cfg, sum(map(len, contexts.values())))
+            # Eq. 2: y_i^t ~ pi_theta_i(. | x_i^t), every role of every episode sampled together, so that no
+            # student sees a teammate's same-turn response (the parallel workflow, §2.1)
+            out = sample_turn(policies, episodes, contexts, tokenizer, cfg, generator, live)  # out[k]: role -> y_i^t
+            # the environment reads y^t = (y_1^t, y_2^t) and returns its feedback e^t (Table 3)
+            live.running_programs()
+            stepped = [k for k, responses in enumerate(out) if responses]
+            feedback = pool.map(lambda k: environment(episodes[k], out[k], cfg), stepped)  # (artefacts, agree)
+            for k, (artefacts, agree) in zip(stepped, feedback):
+                episodes[k].turns.append(Turn(t, out[k], artefacts, agree))  # Eq. 3: tau, one joint sample
+                if agree:                                                    # the workflow's stop (§2.1)
+                    _finish(episodes[k], "agreed", cfg, on_done)
+            live.close()
+    for e in episodes:
+        if not e.stopped:
+            _finish(e, "max_turns", cfg, on_done)
+    return episodes
+
+
+def check_policies(problems, policies):
+    """Refuse, before any sampling, a problem whose workflow has a role without a policy."""
+    for p in problems:
+        missing = [r for r in ROLES[p["domain"]] if r not in policies]
+        if missing:
+            raise ValueError(f"run_episodes: problem {p['id']!r} needs a policy for {missing}")
+
+
+def sample_turn(policies, episodes, contexts, tokenizer, cfg, generator, live):
+    """One turn's responses (Eq. 2) to contexts ({episode index: {role: context}}), each from its role's policy:
+    the prompts that go to the same model with the same response limit (response_limit) are sampled together
+    (sample_prompts). -> a list aligned with episodes of {role: Response} (empty for an episode not running)."""
+    stops = stop_ids_of(tokenizer)
+    jobs = [(k, r, c) for k, ctxs in contexts.items() for r, c in ctxs.items()]
+    out = [{} for _ in episodes]
+    group = lambda job: (policies[job[1]], response_limit(cfg, episodes[job[0]].problem["domain"]))
+    for key in dict.fromkeys(map(group, jobs)):  # each (model, limit) once, in the order of the jobs
+        mine = [j for j in jobs if group(j) == key]
+        (model, limit), prompts = key, [[i for s in c for i in s.ids] for _, _, c in mine]
+        gen = sample_prompts(model, prompts, limit, stops, cfg, generator, live)
+        for (k, r, c), toks, lps in zip(mine, gen.tokens, gen.logprobs):
+            text = tokenizer.decode(toks, skip_special_tokens=True)
+            cut = bool(toks) and len(toks) >= limit and toks[-1] not in stops
+            out[k][r] = Response(r, c, toks, lps, text, cut)
+    return out
+
+
+def sample_prompts(model, prompts, limit, stops, cfg, generator, live):
+    """Prompts sampled by one model with one response limit, in rounds of at most cfg.rollout_chunk prompts (the
+    bound of the KV cache). model: a torch module, sampled with sampler.generate; or a scripted agent or another
+    sampler, any function list[list[int]] -> Generation. -> one Generation, rows in the order of prompts."""
+    step = cfg.rollout_chunk or len(prompts)
+    gen = Generation([], [])
+    for lo in range(0, len(prompts), step):
+        chunk = prompts[lo:lo + step]
+        if isinstance(model, torch.nn.Module):
+            live.reading(len(chunk))
+            part = generate(model, chunk, limit, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k,
+                            stop_ids=stops, generator=generator, compiled=cfg.compile, on_check=live.check)
+        else:
+            part = model(chunk)
+        live.call_done(part)
+        gen.tokens += part.tokens
+        gen.logprobs += part.logprobs
+    return gen
+
+
+def environment(episode, responses, cfg):
+    """e^t of one turn: its workflow's environment (Table 3) on the responses' texts -> (artefacts, agree)."""
+    env = {"code": code_env, "math": math_env}[episode.problem["domain"]]
+    return env(episode.problem, {r: x.text for r, x in responses.items()}, cfg)
+
+
+def _finish(e, stopped, cfg, on_done):
+    e.stopped, e.final = stopped, final_answer(e, cfg)
+    if on_done:
+        on_done(e)
+
+
 @dataclass
 class TurnProgress:
     """The figures of run_episodes' progress line for one turn: what runs (a generate call's prefill reads its
@@ -154,6 +257,13 @@ class TurnProgress:
     rows: int = 0
     call_tokens: int = 0   # of the call under way, as far as its host reads tell
     call_rows: int = 0
+
+    @classmethod
+    def open(cls, t, cfg, n_responses):
+        """Turn t's line (shown with cfg.progress), counting n_responses."""
+        head = f"turn {t + 1}/{cfg.max_turns}"
+        return cls(tqdm(total=n_responses, desc=head, leave=False, disable=not cfg.progress,
+                        bar_format="{desc}: {n}/{total} responses{postfix} [{elapsed}]"), head)
 
     def reading(self, n_prompts):
         self.bar.set_description_str(f"{self.turn}: reading {n_prompts} prompts")
@@ -175,87 +285,11 @@ class TurnProgress:
         self.bar.n = self.rows + self.call_rows
         self.bar.set_postfix_str(f"{tokens:,} tokens, {tokens / (time.perf_counter() - self.start):.1f} tok/s")
 
+    def running_programs(self):
+        self.bar.set_description_str(f"{self.turn}: running programs")
 
-def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_done=None):
-    """Algorithm 1, Phase 1: joint rollouts of a batch of problems, all episodes advancing turn by turn.
-
-    policies: role -> model, e.g. {"coder": m1, "tester": m2}; one model may sit in both seats. All prompts of a
-    turn that go to the same model with the same response limit (response_limit) are sampled in one `generate`
-    call (cfg.rollout_chunk at most). A policy may also be any function list[list[int]] -> Generation (scripted
-    agents in tests). on_done: called with each episode as soon as it stops (its transcript can be written while
-    the others go on). With cfg.progress a line shows the turn, responses done and tokens per second.
-    Returns one Episode per problem.
-    """
-    cfg = cfg or RolloutConfig()
-    for p in problems:
-        missing = [r for r in ROLES[p["domain"]] if r not in policies]
-        if missing:
-            raise ValueError(f"run_episodes: problem {p['id']!r} needs a policy for {missing}")
-    episodes = [Episode(p, []) for p in problems]
-    stops = stop_ids_of(tokenizer)
-    pool = ThreadPoolExecutor(max(1, cfg.workers))
-    for t in range(cfg.max_turns):
-        jobs = []  # (the episode's index, role, context)
-        for k, e in enumerate(episodes):
-            if e.stopped:
-                continue
-            ctxs = {r: fit_context(build_context(tokenizer, e.problem, r, e.turns), cfg.max_prompt_tokens)
-                    for r in ROLES[e.problem["domain"]]}
-            if any(c is None for c in ctxs.values()):
-                _finish(e, "prompt_too_long", cfg, on_done)
-                continue
-            jobs += [(k, r, c) for r, c in ctxs.items()]
-        if not jobs:
-            break
-        head = f"turn {t + 1}/{cfg.max_turns}"
-        bar = tqdm(total=len(jobs), desc=head, leave=False, disable=not cfg.progress,
-                   bar_format="{desc}: {n}/{total} responses{postfix} [{elapsed}]")
-        out, live = [{} for _ in episodes], TurnProgress(bar, head)  # out[k]: role -> Response, episode k's turn
-        group = lambda job: (policies[job[1]], response_limit(cfg, episodes[job[0]].problem["domain"]))
-        for key in dict.fromkeys(map(group, jobs)):  # each (model, limit) once, in the order of the jobs
-            mine = [j for j in jobs if group(j) == key]
-            model, limit = policies[mine[0][1]], key[1]
-            prompts = [[i for s in c for i in s.ids] for _, _, c in mine]
-            step = cfg.rollout_chunk or len(prompts)
-            gen = Generation([], [])
-            for lo in range(0, len(prompts), step):  # in rounds of at most rollout_chunk prompts
-                chunk = prompts[lo:lo + step]
-                if isinstance(model, torch.nn.Module):
-                    live.reading(len(chunk))
-                    part = generate(model, chunk, limit, temperature=cfg.temperature, top_p=cfg.top_p,
-                                    top_k=cfg.top_k, stop_ids=stops, generator=generator, compiled=cfg.compile,
-                                    on_check=live.check)
-                else:  # a scripted agent or another sampler: prompts -> Generation
-                    part = model(chunk)
-                live.call_done(part)
-                gen.tokens += part.tokens
-                gen.logprobs += part.logprobs
-            for (k, r, c), toks, lps in zip(mine, gen.tokens, gen.logprobs):
-                text = tokenizer.decode(toks, skip_special_tokens=True)
-                cut = bool(toks) and len(toks) >= limit and toks[-1] not in stops
-                out[k][r] = Response(r, c, toks, lps, text, cut)
-        bar.set_description_str(f"{head}: running programs")
-        stepped = [k for k, responses in enumerate(out) if responses]
-        env = {"code": code_env, "math": math_env}
-        run_env = lambda k: env[episodes[k].problem["domain"]](episodes[k].problem,
-                                                                {r: x.text for r, x in out[k].items()}, cfg)
-        results = pool.map(run_env, stepped)
-        for k, (artefacts, agree) in zip(stepped, results):
-            episodes[k].turns.append(Turn(t, out[k], artefacts, agree))
-            if agree:
-                _finish(episodes[k], "agreed", cfg, on_done)
-        bar.close()
-    pool.shutdown()
-    for e in episodes:
-        if not e.stopped:
-            _finish(e, "max_turns", cfg, on_done)
-    return episodes
-
-
-def _finish(e, stopped, cfg, on_done):
-    e.stopped, e.final = stopped, final_answer(e, cfg)
-    if on_done:
-        on_done(e)
+    def close(self):
+        self.bar.close()
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@
     no_grad it is the teacher score l_k of Eq. 7; with grad it is the student's log pi_theta term of Eq. 13.
 
 Nothing here knows about roles, prompts or verifiers, so either function can be copied into another project.
+Top to bottom: the two functions; the model's forward on our own cache; the static-shape bucket that generate
+decodes on; then the CUDA-graph recording of its decode step and torch.compile. Measured speeds: docs/sampler.md.
 """
 import functools
 import warnings
@@ -21,6 +23,120 @@ from torch.utils.checkpoint import checkpoint
 class Generation:
     tokens: list[list[int]]     # per prompt: the new token ids (a produced stop token is included)
     logprobs: list[list[float]]  # same lengths: log-prob of each token under the unmodified model
+
+
+CACHE_BUCKET = 128   # cache lengths are rounded up to a multiple of this, so nearby prompt lengths share a graph
+STOP_CHECK = 16      # decode steps between host reads of "has every row stopped?" (each read is a device sync)
+
+
+@torch.inference_mode()
+def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_k=0, stop_ids=(), generator=None,
+             compiled=False, on_check=None):
+    """Sample continuations of a batch of token-id prompts with our own KV cache.
+
+    model: a transformers Llama- or Qwen3-style CausalLM (its weights are used; its forward and cache are not).
+    prompts: list of B non-empty lists of token ids, any lengths (left-padded internally).
+    Sampling: temperature (0 = greedy), then top-k (0 = off), then top-p (1.0 = off), with `generator`.
+    A row stops after producing any id in `stop_ids` (that token is kept and scored) or after max_new_tokens.
+    compiled: the decode step through torch.compile (compiled_decode_one; for CUDA; its first calls compile).
+
+    Returns Generation(tokens, logprobs): per row the new ids and, for each, log_softmax of the model's raw
+    logits (temperature 1, no top-k/top-p) at that position. These are the student log-probs of Eq. 8 and the
+    ones training differentiates; when temperature != 1 or top-k/top-p are active they are NOT the
+    probabilities of the distribution the token was drawn from.
+
+    Prefill runs once over the prompts; then each token is one decode_one step on a static-shape bucket (decoder),
+    on CUDA without autocast a replayed CUDA graph (_decode_step; with compiled=True, gpt-fast's recipe).
+    The host reads the stop state every STOP_CHECK steps only; rows that stopped keep decoding until then, and
+    their extra tokens are dropped. on_check: called at each of those reads as on_check(new_tokens, rows_done), the
+    tokens kept since the last read and the rows stopped so far (a progress line's figures, at no extra sync).
+    """
+    _check_supported(model)
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("generate: prompts must be a non-empty list of non-empty token-id lists")
+    B, T = len(prompts), max(len(p) for p in prompts)
+    tokens, logprobs = [[] for _ in range(B)], [[] for _ in range(B)]
+    if max_new_tokens <= 0:
+        return Generation(tokens, logprobs)
+    param = next(model.parameters())
+    # Under autocast (bf16 compute over fp32 master weights) K and V come out in the autocast dtype: cache them
+    # so, at half the bytes of the weights' dtype.
+    amp = torch.is_autocast_enabled(param.device.type)
+    d = decoder(model, B, T + max_new_tokens, torch.get_autocast_dtype(param.device.type) if amp else param.dtype,
+                compiled)
+    h = prefill(model, d, prompts)                                                     # (B, C)
+    logits = model.lm_head(h).float()                                                  # (B, V)
+
+    stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=param.device)
+    done = torch.zeros(B, dtype=torch.bool, device=param.device)
+    new_ids, new_lps = [], []
+    for step in range(max_new_tokens):
+        nxt = _sample(logits, temperature, top_p, top_k, generator)                    # (B,)
+        lp = logits.log_softmax(dim=-1).gather(1, nxt[:, None]).squeeze(1)             # (B,)
+        new_ids.append(torch.where(done, -1, nxt))
+        new_lps.append(lp)
+        done = done | (nxt[:, None] == stop).any(-1)  # not isin: with ~10+ ids it calls unique, which syncs
+        if step == max_new_tokens - 1:
+            break
+        if (step + 1) % STOP_CHECK == 0:  # one host read: rows stopped, tokens kept since the last read
+            rows_done, kept = torch.stack((done.sum(), (torch.stack(new_ids[-STOP_CHECK:]) >= 0).sum())).tolist()
+            if on_check:
+                on_check(kept, rows_done)
+            if rows_done == B:
+                break
+        d.tok.copy_(nxt)
+        d.cur.fill_(T + step)                                                          # this token's slot
+        logits = _decode_step(model, d, T + step + 1)                                  # (B, V)
+
+    # One device->host copy at the end instead of one per step.
+    ids_cpu, lps_cpu = torch.stack(new_ids, 1).tolist(), torch.stack(new_lps, 1).tolist()
+    for b in range(B):
+        for tok, lp in zip(ids_cpu[b], lps_cpu[b]):
+            if tok < 0:
+                break
+            tokens[b].append(tok)
+            logprobs[b].append(lp)
+    return Generation(tokens, logprobs)
+
+
+def _gather_logprobs(head_weight, h, targets):
+    """log_softmax(h @ W^T)[targets] for one chunk of positions: h (N, C), targets (N,) -> (N,) float32."""
+    logits = F.linear(h, head_weight).float()                                      # (N, V)
+    return logits.gather(1, targets[:, None]).squeeze(1) - logits.logsumexp(dim=-1)
+
+
+def sequence_logprobs(model, contexts, responses, *, chunk=1024):
+    """Force-decode: per response, log p(y_k | context, y_<k) for every response token.
+
+    contexts, responses: lists of B token-id lists (responses non-empty). Returns B float32 tensors of shape
+    (len(response),). Differentiable when called with grad enabled (the student's loss term of Eq. 13);
+    under no_grad it is the teacher score of Eq. 7. The LM head runs on response positions only, `chunk`
+    positions at a time; with grad each chunk is recomputed in backward (checkpoint), so at most one
+    (chunk, V) logit block is alive at once.
+    """
+    if len(contexts) != len(responses) or any(len(r) == 0 for r in responses):
+        raise ValueError("sequence_logprobs: need one non-empty response per context")
+    device = next(model.parameters()).device
+    seqs = [list(c) + list(r) for c, r in zip(contexts, responses)]
+    L = max(len(s) for s in seqs)
+    ids = torch.tensor([s + [0] * (L - len(s)) for s in seqs], device=device)                  # (B, L) right-padded
+    mask = torch.tensor([[1] * len(s) + [0] * (L - len(s)) for s in seqs], device=device)      # (B, L)
+    h = model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state                 # (B, L, C)
+    # the position before each response token predicts it
+    rows = torch.tensor([b for b, r in enumerate(responses) for _ in r], device=device)        # (N,)
+    cols = torch.tensor([len(c) - 1 + k for c, r in zip(contexts, responses) for k in range(len(r))], device=device)
+    targets = torch.tensor([t for r in responses for t in r], device=device)                   # (N,)
+    hs, weight = h[rows, cols], model.get_output_embeddings().weight                           # (N, C), (V, C)
+    parts = []
+    for i in range(0, len(targets), chunk):
+        args = (weight, hs[i:i + chunk], targets[i:i + chunk])
+        parts.append(checkpoint(_gather_logprobs, *args, use_reentrant=False) if torch.is_grad_enabled()
+                     else _gather_logprobs(*args))
+    return list(torch.cat(parts).split([len(r) for r in responses]))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The model's forward over our own cache, and the draw
 
 
 def _rotate_half(x):
@@ -45,8 +161,7 @@ def _rms_norm(module, x):
 
 def _fold_heads(device):
     """Whether a decode step folds the query heads into rows of their K/V head (_grouped_attention): on CUDA, for
-    its fused kernels. The CPU's fused kernel takes GQA and a mask together, and there the folded layout ran the
-    decode step ~10% slower (its attention ~30%)."""
+    its fused kernels. The CPU's fused kernel takes GQA and a mask together, and there the folded layout is slower."""
     return device.type == "cuda"
 
 
@@ -120,8 +235,8 @@ def _sample(logits, temperature, top_p, top_k, generator):
         # keep a token while the mass strictly before it is < top_p, so the top token always survives
         drop = (probs.cumsum(dim=-1) - probs) >= top_p
         logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
-    # Inverse-CDF draw, one uniform per row: exact categorical sampling, and on CPU ~40x faster than
-    # torch.multinomial at Qwen3's 152k vocabulary. Zero-probability tokens are never drawn (side="right").
+    # Inverse-CDF draw, one uniform per row: exact categorical sampling, and on a CPU far faster than
+    # torch.multinomial over Qwen3's vocabulary. Zero-probability tokens are never drawn (side="right").
     cdf = logits.softmax(dim=-1).cumsum(dim=-1)                                        # (B, V)
     u = torch.rand(cdf.size(0), 1, generator=generator, device=cdf.device) * cdf[:, -1:]
     return torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.size(-1) - 1).squeeze(1)
@@ -129,13 +244,8 @@ def _sample(logits, temperature, top_p, top_k, generator):
 
 # ----------------------------------------------------------------------------------------------------------
 # Static-shape decoding (the way gpt-fast does it): every decode step of a generate call has the same shapes and
-# reads its position from a tensor, so on CUDA the step is recorded once as a CUDA graph and replayed, one launch
-# per token instead of one per kernel. One recording per (batch, cache length, dtype) bucket; the last one is kept.
-# A recorded step attends over the whole bucket (future slots masked): more reads than the used prefix, fixed
-# shapes. A step run as a call (CPU, autocast) has no shapes to keep and attends over the used prefix only.
-
-CACHE_BUCKET = 128   # cache lengths are rounded up to a multiple of this, so nearby prompt lengths share a graph
-STOP_CHECK = 16      # decode steps between host reads of "has every row stopped?" (each read is a device sync)
+# reads its position from a tensor, on buffers of one (batch, cache length, dtype) bucket; the last bucket is kept.
+# A step run as a call (CPU, autocast) attends over the used prefix of the cache only; CUDA records it (below).
 
 
 @dataclass
@@ -168,69 +278,6 @@ def decode_one(model, d, n, block=_block):
     mask = (d.valid[:, :n] & (d.slot[:n] <= d.cur))[:, None, None]                     # (B, 1, 1, n)
     h = _forward(model, d.tok[:, None], cos, sin, mask, d.cache_k, d.cache_v, d.cur, n, block)
     d.logits.copy_(model.lm_head(h[:, -1]))                                            # (B, V) float32
-    return d.logits
-
-
-@functools.cache
-def compiled_decode_one():
-    """decode_one (Phase 1 decoding, App. C) with each layer's _block through torch.compile, as gpt-fast compiles
-    its decode step: a layer's elementwise work (norms, RoPE, the cache writes, the mask, SiLU, residuals) fused
-    into a few kernels, about 15 launches per layer (7 of them the projections) where the plain block makes about
-    30. That matters at small batches: a Qwen3-1.7B layer's weights take ~30 us to read on an H200, and even
-    replayed, each launch costs a few us. One layer is compiled, not the whole step: every layer has the same code
-    and shapes, so all share one compilation (seconds instead of minutes at 28 layers). dynamic=True: batch and
-    cache length are symbolic from the start, so one compilation serves every bucket (batch 1 gets its own). Made
-    on first use (importing the compiler takes seconds)."""
-    block = torch.compile(_block, fullgraph=True, dynamic=True)
-    return lambda model, d, n: decode_one(model, d, n, block)
-
-
-def _recordable(device):
-    """Whether decode steps on `device` are recorded as a CUDA graph: on CUDA, unless autocast is on (its weight
-    casts would be recorded with the weights of the moment)."""
-    return device.type == "cuda" and not torch.is_autocast_enabled("cuda")
-
-
-def _record(model, d):
-    """Record d.step as a CUDA graph on d's buffers. The warm-up call on a side stream comes first, as capture
-    requires; it is also where a compiled step compiles and tunes its kernels for these shapes (nothing may
-    synchronise during capture)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        d.step(model, d, d.slot.numel())
-    torch.cuda.current_stream().wait_stream(side)
-    d.graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(d.graph):
-        d.step(model, d, d.slot.numel())
-
-
-# The first replay of a recording against the step run as a call with the recorded shapes: the same kernels on the
-# same inputs, so a correct replay matches it to the last bit (as the tests' stand-in graph does) and this
-# tolerance only absorbs a reduction that is not bitwise reproducible from run to run (rounding noise, ~1e-6 in
-# fp32). A broken recording (a position, a weight or a buffer fixed at capture, a kernel that does not replay)
-# moves log-probs by whole nats. A false alarm costs speed, not correctness: the bucket then decodes as calls.
-REPLAY_TOL = 1e-3
-
-
-def _check_replay(model, d):
-    """Compare the first replay of d's recording (its logits in d.logits) with d.step run as a call on the same
-    buffers, -> the call's logits (B, V). A step writes K/V into slot d.cur only, and each layer of the call writes
-    it before reading it, so the call's result does not depend on what the replay wrote there and overwrites it:
-    the same K/V again if the replay was right, the right K/V if not. (A broken recording that wrote into other
-    slots would leave them wrong until the next call's prefill rewrites the cache.) On a mismatch (a row's most
-    likely token differs, or a log-prob by more than REPLAY_TOL) warn once and decode this bucket as calls from then
-    on: a warning, not a print, because this is a library call that a training script or a user can silence or
-    turn into an error (python -W error). One host read, once per recording."""
-    replayed = d.logits.log_softmax(-1)                                                # (B, V)
-    called = d.step(model, d, d.slot.numel()).log_softmax(-1)                          # (B, V)
-    d.checked = True
-    gap = (replayed - called).abs().max()
-    if not ((replayed.argmax(-1) == called.argmax(-1)).all() & (gap <= REPLAY_TOL)):   # a NaN gap fails too
-        warnings.warn(f"sampler: the recorded decode step (batch {d.tok.numel()}, cache {d.slot.numel()}) does not "
-                      f"replay as it runs (log-prob gap {gap.item():.3g}); this bucket decodes without the recording",
-                      RuntimeWarning)
-        d.graph = None
     return d.logits
 
 
@@ -298,117 +345,76 @@ def prefill(model, d, prompts):
     return h[:, -1]
 
 
-@torch.inference_mode()
-def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_k=0, stop_ids=(), generator=None,
-             compiled=False, on_check=None):
-    """Sample continuations of a batch of token-id prompts with our own KV cache.
-
-    model: a transformers Llama- or Qwen3-style CausalLM (its weights are used; its forward and cache are not).
-    prompts: list of B non-empty lists of token ids, any lengths (left-padded internally).
-    Sampling: temperature (0 = greedy), then top-k (0 = off), then top-p (1.0 = off), with `generator`.
-    A row stops after producing any id in `stop_ids` (that token is kept and scored) or after max_new_tokens.
-    compiled: run the decode step through torch.compile (compiled_decode_one; worth it on CUDA, where it is then
-    recorded; its first calls compile).
-
-    Returns Generation(tokens, logprobs): per row the new ids and, for each, log_softmax of the model's raw
-    logits (temperature 1, no top-k/top-p) at that position. These are the student log-probs of Eq. 8 and the
-    ones training differentiates; when temperature != 1 or top-k/top-p are active they are NOT the
-    probabilities of the distribution the token was drawn from.
-
-    Prefill runs once over the prompts; then each token is one decode_one step on a static-shape bucket
-    (decoder), replayed as a CUDA graph on CUDA without autocast (with compiled=True this is gpt-fast's recipe;
-    the first replay of each recording is checked against the step run as a call, _check_replay).
-    The host reads the stop state every STOP_CHECK steps only; rows that stopped keep decoding until then, and
-    their extra tokens are dropped. on_check: called at each of those reads as on_check(new_tokens, rows_done), the
-    tokens kept since the last read and the rows stopped so far (a progress line's figures, at no extra sync).
-    """
-    _check_supported(model)
-    if not prompts or any(len(p) == 0 for p in prompts):
-        raise ValueError("generate: prompts must be a non-empty list of non-empty token-id lists")
-    B, T = len(prompts), max(len(p) for p in prompts)
-    tokens, logprobs = [[] for _ in range(B)], [[] for _ in range(B)]
-    if max_new_tokens <= 0:
-        return Generation(tokens, logprobs)
-    param = next(model.parameters())
-    # Under autocast (bf16 compute over fp32 master weights) K and V come out in the autocast dtype: cache them
-    # so, at half the bytes of the weights' dtype.
-    amp = torch.is_autocast_enabled(param.device.type)
-    d = decoder(model, B, T + max_new_tokens, torch.get_autocast_dtype(param.device.type) if amp else param.dtype,
-                compiled)
-    h = prefill(model, d, prompts)                                                     # (B, C)
-    logits = model.lm_head(h).float()                                                  # (B, V)
-
-    stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=param.device)
-    done = torch.zeros(B, dtype=torch.bool, device=param.device)
-    new_ids, new_lps = [], []
-    for step in range(max_new_tokens):
-        nxt = _sample(logits, temperature, top_p, top_k, generator)                    # (B,)
-        lp = logits.log_softmax(dim=-1).gather(1, nxt[:, None]).squeeze(1)             # (B,)
-        new_ids.append(torch.where(done, -1, nxt))
-        new_lps.append(lp)
-        done = done | (nxt[:, None] == stop).any(-1)  # not isin: with ~10+ ids it calls unique, which syncs
-        if step == max_new_tokens - 1:
-            break
-        if (step + 1) % STOP_CHECK == 0:  # one host read: rows stopped, tokens kept since the last read
-            rows_done, kept = torch.stack((done.sum(), (torch.stack(new_ids[-STOP_CHECK:]) >= 0).sum())).tolist()
-            if on_check:
-                on_check(kept, rows_done)
-            if rows_done == B:
-                break
-        d.tok.copy_(nxt)
-        d.cur.fill_(T + step)                                                          # this token's slot
-        if d.graph is None:
-            logits = d.step(model, d, T + step + 1)
-        else:
-            d.graph.replay()
-            logits = d.logits if d.checked else _check_replay(model, d)
-
-    # One device->host copy at the end instead of one per step.
-    ids_cpu, lps_cpu = torch.stack(new_ids, 1).tolist(), torch.stack(new_lps, 1).tolist()
-    for b in range(B):
-        for tok, lp in zip(ids_cpu[b], lps_cpu[b]):
-            if tok < 0:
-                break
-            tokens[b].append(tok)
-            logprobs[b].append(lp)
-    return Generation(tokens, logprobs)
-
-
 # ----------------------------------------------------------------------------------------------------------
-# Teacher forcing
+# CUDA graphs and torch.compile of the decode step: recorded once per bucket, replayed at one launch per token; a
+# recorded step attends over the whole bucket (future slots masked): more reads than the used prefix, fixed shapes.
 
 
-def _gather_logprobs(head_weight, h, targets):
-    """log_softmax(h @ W^T)[targets] for one chunk of positions: h (N, C), targets (N,) -> (N,) float32."""
-    logits = F.linear(h, head_weight).float()                                      # (N, V)
-    return logits.gather(1, targets[:, None]).squeeze(1) - logits.logsumexp(dim=-1)
+def _decode_step(model, d, n):
+    """One decode step on d's buffers -> the next token's logits (B, V): the recording replayed (its first replay
+    checked, _check_replay), or, without one, d.step run as a call over cache slots [0, n)."""
+    if d.graph is None:
+        return d.step(model, d, n)
+    d.graph.replay()
+    return d.logits if d.checked else _check_replay(model, d)
 
 
-def sequence_logprobs(model, contexts, responses, *, chunk=1024):
-    """Force-decode: per response, log p(y_k | context, y_<k) for every response token.
+@functools.cache
+def compiled_decode_one():
+    """decode_one (Phase 1 decoding, App. C) with each layer's _block through torch.compile, as gpt-fast compiles
+    its decode step: a layer's elementwise work (norms, RoPE, the cache writes, the mask, SiLU, residuals) fused
+    into a few kernels, about half the launches of the plain block: at small batches a layer's weights read in the
+    time of a few launches. One layer is compiled, not the whole step: all layers have the same code and shapes, so
+    they share one compilation. dynamic=True: batch and cache length are symbolic from the start, so one
+    compilation serves every bucket (batch 1 gets its own). Made on first use (importing the compiler takes seconds)."""
+    block = torch.compile(_block, fullgraph=True, dynamic=True)
+    return lambda model, d, n: decode_one(model, d, n, block)
 
-    contexts, responses: lists of B token-id lists (responses non-empty). Returns B float32 tensors of shape
-    (len(response),). Differentiable when called with grad enabled (the student's loss term of Eq. 13);
-    under no_grad it is the teacher score of Eq. 7. The LM head runs on response positions only, `chunk`
-    positions at a time; with grad each chunk is recomputed in backward (checkpoint), so at most one
-    (chunk, V) logit block is alive at once.
-    """
-    if len(contexts) != len(responses) or any(len(r) == 0 for r in responses):
-        raise ValueError("sequence_logprobs: need one non-empty response per context")
-    device = next(model.parameters()).device
-    seqs = [list(c) + list(r) for c, r in zip(contexts, responses)]
-    L = max(len(s) for s in seqs)
-    ids = torch.tensor([s + [0] * (L - len(s)) for s in seqs], device=device)                  # (B, L) right-padded
-    mask = torch.tensor([[1] * len(s) + [0] * (L - len(s)) for s in seqs], device=device)      # (B, L)
-    h = model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state                 # (B, L, C)
-    # the position before each response token predicts it
-    rows = torch.tensor([b for b, r in enumerate(responses) for _ in r], device=device)        # (N,)
-    cols = torch.tensor([len(c) - 1 + k for c, r in zip(contexts, responses) for k in range(len(r))], device=device)
-    targets = torch.tensor([t for r in responses for t in r], device=device)                   # (N,)
-    hs, weight = h[rows, cols], model.get_output_embeddings().weight                           # (N, C), (V, C)
-    parts = []
-    for i in range(0, len(targets), chunk):
-        args = (weight, hs[i:i + chunk], targets[i:i + chunk])
-        parts.append(checkpoint(_gather_logprobs, *args, use_reentrant=False) if torch.is_grad_enabled()
-                     else _gather_logprobs(*args))
-    return list(torch.cat(parts).split([len(r) for r in responses]))
+
+def _recordable(device):
+    """Whether decode steps on `device` are recorded as a CUDA graph: on CUDA, unless autocast is on (its weight
+    casts would be recorded with the weights of the moment)."""
+    return device.type == "cuda" and not torch.is_autocast_enabled("cuda")
+
+
+def _record(model, d):
+    """Record d.step as a CUDA graph on d's buffers. The warm-up call on a side stream comes first, as capture
+    requires; it is also where a compiled step compiles and tunes its kernels for these shapes (nothing may
+    synchronise during capture)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        d.step(model, d, d.slot.numel())
+    torch.cuda.current_stream().wait_stream(side)
+    d.graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(d.graph):
+        d.step(model, d, d.slot.numel())
+
+
+# The first replay of a recording against the step run as a call with the recorded shapes: the same kernels on the
+# same inputs, so a correct replay matches it to the last bit (as the tests' stand-in graph does) and this
+# tolerance only absorbs a reduction that is not bitwise reproducible from run to run (rounding noise, far below
+# it). A broken recording (a position, a weight or a buffer fixed at capture, a kernel that does not replay)
+# moves log-probs by whole nats. A false alarm costs speed, not correctness: the bucket then decodes as calls.
+REPLAY_TOL = 1e-3
+
+
+def _check_replay(model, d):
+    """Compare the first replay of d's recording (its logits in d.logits) with d.step run as a call on the same
+    buffers, -> the call's logits (B, V). A step writes K/V into slot d.cur only, and each layer of the call writes
+    it before reading it, so the call's result does not depend on what the replay wrote there and overwrites it:
+    the same K/V again if the replay was right, the right K/V if not. (A broken recording that wrote into other
+    slots would leave them wrong until the next call's prefill rewrites the cache.) On a mismatch (a row's most
+    likely token differs, or a log-prob by more than REPLAY_TOL) warn once and decode this bucket as calls from then
+    on: a warning, which a training script or a user can silence or make an error (python -W error). One host read,
+    once per recording."""
+    replayed = d.logits.log_softmax(-1)                                                # (B, V)
+    called = d.step(model, d, d.slot.numel()).log_softmax(-1)                          # (B, V)
+    d.checked = True
+    gap = (replayed - called).abs().max()
+    if not ((replayed.argmax(-1) == called.argmax(-1)).all() & (gap <= REPLAY_TOL)):   # a NaN gap fails too
+        warnings.warn(f"sampler: the recorded decode step (batch {d.tok.numel()}, cache {d.slot.numel()}) does not "
+                      f"replay as it runs (log-prob gap {gap.item():.3g}); this bucket decodes without the recording",
+                      RuntimeWarning)
+        d.graph = None
+    return d.logits

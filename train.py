@@ -39,8 +39,8 @@ from infra import distributed
 from infra.checkpoint import distinct, save_checkpoint, start_log
 from infra.data import ProblemError, check_writable, json_text, load_problems, preset_line, write_atomic
 from infra.launch import build, refresh, rollout_copies
-from infra.metrics import (PhaseClock, add_counts, peak_memory_mb, rollout_counts, rollout_metrics, step_line,
-                           step_samples)
+from infra.metrics import (PhaseClock, add_counts, gap_metrics, logprob_gap, peak_memory_mb, rollout_counts,
+                           rollout_metrics, step_line, step_samples)
 from infra.models import cpu_threads
 from infra.report import write_report
 from infra.sandbox import describe, stop_on_sigterm
@@ -167,53 +167,58 @@ def update(items, n_episodes, policies, optims, args):
     Under torchrun `items` are this rank's share; every decision below is taken on all ranks' figures together, and
     the gradients are summed over ranks before the step, so each rank takes the update of the whole batch."""
     out = {"loss": [], "updates": 0, "skipped": int(distributed.total(len(items)) == 0)}
-    if distributed.total(not all(torch.isfinite(it.adv).all() for it in items)):
-        print("!!! non-finite advantage; step skipped, no update", file=sys.stderr)
+    if nonfinite_advantage(items):
         return {**out, "skipped": 1}
-    unique = distinct(policies)
+    unique, gap = distinct(policies), None
     for model in unique:
         model.train()
-    for first in range(0, n_episodes, args.mini_batch):
+    for first in range(0, n_episodes, args.mini_batch):  # one optimizer step per mini-batch of episodes
         mb = [it for it in items if first <= it.episode < first + args.mini_batch]
         n_mb = distributed.total(len({it.episode for it in mb}))  # E of Eq. 13: the mini-batch's episodes, all ranks
         if not n_mb:
             continue
-        weights = eq13_weights([it.role for it in mb], [it.episode for it in mb], n_mb)  # from the whole mini-batch
+        weights = eq13_weights([it.role for it in mb], [it.episode for it in mb], n_mb)  # w_i of Eq. 13
         loss_sum = 0.0
-        for lo in range(0, len(mb), args.micro_batch):
-            chunk = mb[lo:lo + args.micro_batch]
+        for lo in range(0, len(mb), args.micro_batch):  # gradients accumulated over micro-batches of responses
+            chunk, w = mb[lo:lo + args.micro_batch], weights[lo:lo + args.micro_batch]
             with autocast(args):
-                logps = author_logprobs(chunk, policies)
-            if "gaps" not in out:  # on-policy here: the trainer's log-probs must match the sampler's
-                out["gaps"] = torch.cat([(lp.detach().cpu() - it.lp_student).abs() for lp, it in zip(logps, chunk)])
-            loss = mas_opd_loss(logps, [it.adv.to(lp.device) for it, lp in zip(chunk, logps)],
-                                weights[lo:lo + args.micro_batch])
+                logps = author_logprobs(chunk, policies)                         # log pi_theta_i(y_k | x, y_<k)
+            gap = gap or logprob_gap(logps, chunk)  # the first micro-batch, before any update: on-policy here
+            loss = mas_opd_loss(logps, [it.adv.to(lp.device) for it, lp in zip(chunk, logps)], w)  # Eq. 13
             loss.backward()
             loss_sum += loss.item()
-        distributed.sum_grads(unique)
-        loss_sum = distributed.total(loss_sum)
-        out["grad_norm"] = [torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip).item()
-                            for model in unique]
-        if all(math.isfinite(x) for x in out["grad_norm"] + [loss_sum]):
-            for opt in optims:
-                opt.step()
-            out["updates"] += 1
-        else:
-            print(f"!!! non-finite loss/gradient (loss {loss_sum}, grad norms {out['grad_norm']}); update skipped",
-                  file=sys.stderr)
-            out["skipped"] = 1
-        for opt in optims:
-            opt.zero_grad(set_to_none=True)
-        out["loss"].append(loss_sum)
+        optimizer_step(unique, optims, loss_sum, args, out)  # every policy at once, on all ranks' gradients
     for model in unique:
         model.eval()
-    mine = out.pop("gaps", None)  # |sampler - trainer| per token of the first micro-batch, before any update
-    gaps = [g for g in distributed.gather(None if mine is None else (mine.max().item(), mine.sum().item(),
-                                                                     mine.numel())) if g is not None]
-    if not gaps:
-        return out
-    return {**out, "logprob_gap": max(g[0] for g in gaps),
-            "logprob_gap_mean": sum(g[1] for g in gaps) / max(1, sum(g[2] for g in gaps))}
+    return {**out, **gap_metrics(distributed.gather(gap))}  # over every rank's first micro-batch
+
+
+def nonfinite_advantage(items):
+    """Whether any rank holds a non-finite A^RAS (Eq. 10): then no rank updates this step."""
+    if not distributed.total(not all(torch.isfinite(it.adv).all() for it in items)):
+        return False
+    print("!!! non-finite advantage; step skipped, no update", file=sys.stderr)
+    return True
+
+
+def optimizer_step(unique, optims, loss_sum, args, out):
+    """One step of every policy on the mini-batch's gradients, summed over ranks and clipped to args.grad_clip; a
+    non-finite loss or gradient skips it. Appends the mini-batch's loss (all ranks) to out["loss"], sets
+    out["grad_norm"], counts out["updates"] and marks out["skipped"]."""
+    distributed.sum_grads(unique)
+    loss_sum = distributed.total(loss_sum)
+    out["grad_norm"] = [torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip).item() for model in unique]
+    if all(math.isfinite(x) for x in out["grad_norm"] + [loss_sum]):
+        for opt in optims:
+            opt.step()
+        out["updates"] += 1
+    else:
+        print(f"!!! non-finite loss/gradient (loss {loss_sum}, grad norms {out['grad_norm']}); update skipped",
+              file=sys.stderr)
+        out["skipped"] = 1
+    for opt in optims:
+        opt.zero_grad(set_to_none=True)
+    out["loss"].append(loss_sum)
 
 
 def main(argv=None, teacher=None):
@@ -238,7 +243,9 @@ def main(argv=None, teacher=None):
     try:
         check_writable(args.out, "--out", directory=True)  # before the models load, not at the first save
         held_out = load_problems(args.eval_problems) if args.eval_problems else None
-        problems, policies, teacher, tok, optims, gen, start, skipped = build(args, teacher)
+        s = build(args, teacher)  # infra.launch.Start: Algorithm 1's inputs and the step the run starts at
+        problems, policies, teacher, tok, optims, gen = s.problems, s.policies, s.teacher, s.tok, s.optims, s.gen
+        start, skipped = s.step, s.skipped
         rollout_models = rollout_copies(policies, args)
         check_prompt_limit(held_out or [], tok, args.max_prompt_tokens)
     except (ProblemError, ValueError, OSError) as e:

@@ -6,6 +6,7 @@ copies the students sample with, refreshed from their fp32 masters before every 
 import copy
 import os
 import random
+from dataclasses import dataclass
 
 import torch
 
@@ -17,10 +18,24 @@ from infra.models import DTYPES, forget_gguf, load_model, same_tokenizer_specs, 
 from prompts import ROLES, check_prompt_limit
 
 
+@dataclass
+class Start:
+    """What build returns: Algorithm 1's inputs (App. C) and the step the run starts at."""
+    problems: list                # the training problems (infra/data.py's schema)
+    policies: dict                # role -> policy pi_theta_i (one model in every seat under --shared-policy)
+    teacher: torch.nn.Module      # the frozen teacher, on the device (on the CPU under --teacher-offload)
+    tok: object                   # the students' tokenizer, the teacher's too
+    optims: list                  # one AdamW per distinct policy, in distinct(policies)' order
+    gen: torch.Generator          # this rank's sampler RNG
+    step: int = 0                 # the first step to run: 0, or the resumed checkpoint's step + 1
+    skipped: int = 0              # steps skipped before it (resumed)
+
+
 def build(args, teacher=None):
-    """Algorithm 1's inputs (App. C): problems, policies (one per role from one base checkpoint, §2.1, or
-    shared), the frozen teacher, tokenizer, optimizers, sampler RNG. teacher: an already-built teacher (any module
-    sampler.sequence_logprobs can score, over the students' tokenizer) to use instead of loading --teacher."""
+    """Algorithm 1's inputs (App. C) as a Start: problems, policies (one per role from one base checkpoint, §2.1,
+    or shared), the frozen teacher, tokenizer, optimizers, sampler RNG, and the step to start at (a resumed
+    state). teacher: an already-built teacher (any module sampler.sequence_logprobs can score, over the students'
+    tokenizer) to use instead of loading --teacher."""
     problems = load_problems(args.problems)
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
     n_policies = 1 if args.shared_policy else len(roles)
@@ -75,7 +90,7 @@ def build(args, teacher=None):
             gen.set_state(samplers[rank])
         else:  # another world size: a fresh stream per rank, fixed by seed, step and rank
             gen.manual_seed(random.Random(f"{args.seed}-{start}-{rank}").getrandbits(63))
-    return problems, policies, teacher, tok, optims, gen, start, skipped
+    return Start(problems, policies, teacher, tok, optims, gen, step=start, skipped=skipped)
 
 
 def rollout_copies(policies, args):

@@ -110,6 +110,23 @@ def rollout_metrics(c):
             "format": format_shares(c.get("format", {})), "teacher_overlong": c["teacher_overlong"]}
 
 
+def logprob_gap(logps, items):
+    """|trainer - sampler| log pi_theta (Eq. 8) per token of one micro-batch of train.Scored items and their
+    re-scored log-probs, as (max, sum, count), so that ranks add up (gap_metrics)."""
+    gaps = torch.cat([(lp.detach().cpu() - it.lp_student).abs() for lp, it in zip(logps, items)])
+    return gaps.max().item(), gaps.sum().item(), gaps.numel()
+
+
+def gap_metrics(parts):
+    """logprob_gap (the max) and logprob_gap_mean from every rank's logprob_gap (None: a rank without one); 0 would
+    be exactly on-policy (train.joint_rollout says where a gap comes from)."""
+    gaps = [g for g in parts if g is not None]
+    if not gaps:
+        return {}
+    return {"logprob_gap": max(g[0] for g in gaps),
+            "logprob_gap_mean": sum(g[1] for g in gaps) / max(1, sum(g[2] for g in gaps))}
+
+
 def step_line(m):
     """A step's one console line, from its metrics.jsonl record m: the loss of Eq. 13 (the mean over the step's
     optimizer updates), per scored token the reverse-KL estimate log pi_theta - log pi_T (Eq. 5) and A^role (Eq. 9)

@@ -400,7 +400,8 @@ def test_every_bf16_model_made_here_keeps_rope_in_fp32_as_transformers_loads_it(
         reference = score(theirs)
         args = config.get_args(["--problems", problems, "--student", spec, "--teacher", spec, "--precision", "bf16",
                                "--batch", "2", "--max-new-tokens", "8", "--max-prompt-tokens", "512"])
-        policies, teacher = launch.build(args)[1:3]
+        built = launch.build(args)
+        policies, teacher = built.policies, built.teacher
         copies = launch.rollout_copies(policies, args)
         made = {"load_model": models.load_model(spec, dtype=torch.bfloat16)[0], "teacher": teacher,
                 "rollout copy": copies["coder"]}

@@ -65,7 +65,7 @@ class Recorder:
 
         def build(args, teacher=None):
             built = real_build(args, teacher)
-            self.policies.update(built[1])  # (problems, policies, ...): role -> the policy trained for that role
+            self.policies.update(built.policies)  # role -> the policy trained for that role
             return built
 
         monkeypatch.setattr(train, "build", build)
