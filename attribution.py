@@ -73,7 +73,7 @@ CODE_OUTCOMES = {
 def attribute_code(problem: dict, program: str | None, test_case: tuple[str, str] | None, *,
                    program_output: str | None = None, timeout: float = 30.0) -> Attribution:
     """Coder/Tester attribution. program_correct: the program passes every golden test.
-    test_correct: a reference run on the declared input reproduces the declared expected output;
+    test_correct: a reference run on the declared input reproduces the declared expected output (Eq. 22);
     the test's layout is not judged on its own [App. F.6]. program_output: what the program printed
     (or its "error: ..." string) on the declared input, if the environment already ran it."""
     fmt, tests = problem["format"], problem["tests"]

@@ -124,7 +124,7 @@ def math_env(problem, texts, cfg):
 
 
 def final_answer(episode, cfg):
-    """Eq. 17's submitted answer: the Coder's last program; for math see RolloutConfig.math_final."""
+    """The submitted answer: the Coder's last program (Eq. 20); math's y-hat (Eq. 17) per RolloutConfig.math_final."""
     last = episode.turns[-1].artefacts if episode.turns else None  # none: the first prompt was already too long
     if episode.problem["domain"] == "code":
         return None if last is None else last.program

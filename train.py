@@ -67,8 +67,8 @@ class Scored:
     episode: int                 # its episode's index in the step's batch (Eq. 13 averages per episode)
     role: str                    # its author's role: its gradient goes to policies[role] only
     response: Response           # the student's context x_i^t and its sampled tokens y_i^t
-    ctx_target: list             # u~ with the target role's condition r_i (Eq. 12), token ids
-    ctx_contrast: list           # u~ with the contrast role's condition kappa(r_i) (Eq. 23), token ids
+    ctx_target: list             # u~ (Eq. 12) under the target role's condition r_i, token ids
+    ctx_contrast: list           # u~ (Eq. 12) under the contrast role's condition kappa(r_i) (Eq. 23), token ids
     lp_student: torch.Tensor     # log pi_theta_i(y_k | x, y_<k) kept from the sampler (App. C)
     lp_target: torch.Tensor = None    # l^(i)_k, the teacher under r_i (Eq. 7)
     lp_contrast: torch.Tensor = None  # l^(j)_k, the teacher under r_j, j = kappa(i)
