@@ -1,7 +1,8 @@
 """Phase 1 of Algorithm 1 (App. C): the students' joint rollout in the two parallel, multi-turn workflows of
 App. D.6.1 (code: Coder + Tester; math: Reasoner + Tool-User), sampled with sampler.generate.
 
-    python rollout.py                  # tiny random models on examples/problems.jsonl: every step of the protocol
+    python rollout.py                  # the toy student on held-out toy problems: every step of the protocol
+    python rollout.py --model tiny-qwen3 --problems examples/problems.jsonl   # any model, any problem file
 
 Top to bottom: the rollout's configuration and records; the environment of each workflow (Table 3), which reads
 the responses with the parsing rules of prompts.py; the turn loop `run_episodes` (Eq. 1-3), then its helpers
@@ -9,6 +10,7 @@ the responses with the parsing rules of prompts.py; the turn loop `run_episodes`
 (App. F.1-F.2) and how a student context is built are prompts.py's.
 """
 import argparse
+import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -325,14 +327,32 @@ def print_transcript(e, attributions, width=400):
     print(f"=== submitted: {e.final!r}\n")
 
 
+# The toy world's build, where `python -m toy` caches it (toy/world.py, build_toy): a model directory and problem
+# files like any others, named here as paths since the paper's files never import the toy world.
+TOY = os.path.join(".cache", "toy-v10")
+
+
+def toy_built(path):
+    """`path`, or ValueError naming the command that builds it when it lies in the toy build (TOY) not built yet."""
+    if path.startswith(TOY) and not os.path.exists(path):
+        raise ValueError(f"{path} is not built yet: build the toy student once with `python -m toy --build-only`, "
+                         f"or pass --model and --problems")
+    return path
+
+
 def main(argv=None):
+    """Transcripts of two-agent episodes. By default the toy student in every seat on the toy world's held-out
+    problems (TOY/test.jsonl, written by its build): a model that writes real answers, and only to the problems it
+    was built for; any model and problem file by flag. Without the toy build, one line names the command that
+    builds it and the exit code is 2, as for any missing file."""
     ap = argparse.ArgumentParser(description="Run two-agent episodes with the student models and print them. "
                                  "Defaults in brackets.")
     d = RolloutConfig()  # the defaults below are RolloutConfig's, except this demo's short responses
-    ap.add_argument("--problems", default="examples/problems.jsonl", help="JSONL problem file (schema: infra/data.py) "
-                    "[%(default)s]")
-    ap.add_argument("--model", default="tiny-qwen3", help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id "
-                    "(in every seat) [%(default)s]")
+    ap.add_argument("--problems", default=os.path.join(TOY, "test.jsonl"), help="JSONL problem file (schema: "
+                    "infra/data.py) [%(default)s, the toy world's held-out problems]")
+    ap.add_argument("--model", default=os.path.join(TOY, "student"), help="local dir | .gguf | hub id | tiny-qwen3 | "
+                    "tiny-llama (random weights), in every seat [%(default)s, the toy student: python -m toy "
+                    "--build-only]")
     ap.add_argument("--max-turns", type=COUNT, default=d.max_turns, help="T [%(default)s]")
     ap.add_argument("--max-new-tokens", type=COUNT, default=96, help="response limit [%(default)s]")
     ap.add_argument("--temperature", type=bounded(float, 0), default=d.temperature, help="0 = greedy [%(default)s]")
@@ -348,8 +368,8 @@ def main(argv=None):
     try:
         if args.out:
             check_writable(args.out, "--out")  # before the run, not after it
-        problems = load_problems(args.problems)
-        model, tok = load_model(args.model, seed=args.seed)
+        problems = load_problems(toy_built(args.problems))
+        model, tok = load_model(toy_built(args.model), seed=args.seed)
         check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -11,7 +11,7 @@ from attribution import HEADER
 from prompts import OPENING, REVISE
 from teacher import ROLE_CONDITIONS
 from tools.contexts import main
-from toy.world import build_toy
+from toy.world import build_line, build_toy
 
 FAST = ["--device", "cpu", "--max-new-tokens", "16", "--max-turns", "3"]
 
@@ -87,5 +87,6 @@ def test_bad_flags_get_one_line_and_exit_code_2(cache, flags, start, error_line)
     out = io.StringIO()
     with pytest.raises(SystemExit) as e, contextlib.redirect_stdout(out):
         main(["--cache", cache, *FAST, *flags])
-    assert e.value.code == 2 and out.getvalue() == ""  # nothing half-printed
+    said = out.getvalue().splitlines()  # the threads and the toy build said, then nothing half-printed
+    assert e.value.code == 2 and said[0].startswith("threads: ") and said[1:] == [build_line(cache)]
     error_line(start)

@@ -13,10 +13,11 @@ import torch
 from infra import sandbox
 from infra.data import ProblemError, load_problems, longest_response, response_limit, write_atomic
 from infra.models import make_tokenizer, tiny_model
-from rollout import main
+from rollout import TOY, main
 
 MATH = {"id": "m", "domain": "math", "question": "1+1?", "answer": "2"}
 STDIO = {"id": "c", "domain": "code", "format": "stdio", "question": "echo", "tests": [{"input": "a\n", "output": "a\n"}]}
+EXAMPLES = "examples/problems.jsonl"  # with --model, so that no test depends on a toy build being in .cache
 
 
 def _write(path, lines):
@@ -75,7 +76,7 @@ def test_cli_bad_input_one_line_exit_2_nothing_written(tmp_path):
 
 def test_cli_bad_model_exits_2(capsys):
     with pytest.raises(SystemExit) as e:
-        main(["--model", "/no/such/dir"])
+        main(["--model", "/no/such/dir", "--problems", EXAMPLES])
     assert e.value.code == 2 and "/no/such/dir" in capsys.readouterr().err
 
 
@@ -83,7 +84,8 @@ def test_cli_runs_episodes_and_writes_records(tmp_path, capsys):
     f, out = _write(tmp_path / "p.jsonl", [MATH, STDIO]), tmp_path / "episodes.jsonl"
     default = signal.getsignal(signal.SIGTERM)
     try:
-        main(["--problems", f, "--max-new-tokens", "6", "--max-turns", "2", "--out", str(out)])
+        main(["--problems", f, "--model", "tiny-qwen3", "--max-new-tokens", "6", "--max-turns", "2",
+              "--out", str(out)])
         assert signal.getsignal(signal.SIGTERM) is sandbox._on_sigterm  # a SIGTERM cleans up the sandboxed runs
     finally:
         signal.signal(signal.SIGTERM, default)
@@ -99,6 +101,31 @@ def test_cli_runs_episodes_and_writes_records(tmp_path, capsys):
     assert set(records[1]["turns"][0]["artefacts"]) == {"program", "test_input", "test_output", "program_output",
                                                         "parsed_by"}
     assert set(records[1]["turns"][0]["artefacts"]["parsed_by"]) == {"coder", "tester"}
+
+
+def test_cli_without_the_toy_build_names_the_command_that_builds_it(tmp_path, monkeypatch, error_line):
+    monkeypatch.chdir(tmp_path)  # no .cache here
+    monkeypatch.setattr("rollout.load_model", lambda *a, **k: pytest.fail("a model loaded without the toy build"))
+    f = _write(tmp_path / "p.jsonl", [MATH])
+    for flags, missing in (([], "test.jsonl"), (["--problems", f], "student")):  # the problems given, not the model
+        with pytest.raises(SystemExit) as e:
+            main(flags)
+        assert e.value.code == 2
+        error_line(f"{os.path.join(TOY, missing)} is not built yet: build the toy student once with "
+                   f"`python -m toy --build-only`, or pass --model and --problems")
+
+
+def test_cli_runs_the_toy_build_by_default(tmp_path, monkeypatch, capsys):
+    """A stand-in for the toy build where `python -m toy` caches it: a tiny model directory and a problem file."""
+    monkeypatch.chdir(tmp_path)
+    tiny_model("qwen3", layers=1, hidden=32).save_pretrained(os.path.join(TOY, "student"))
+    make_tokenizer().save_pretrained(os.path.join(TOY, "student"))
+    _write(tmp_path / TOY / "test.jsonl", [MATH, STDIO])
+    capsys.readouterr()
+    main(["--max-new-tokens", "4", "--max-turns", "1"])
+    printed = capsys.readouterr().out
+    assert f"'model': '{os.path.join(TOY, 'student')}'" in printed
+    assert "=== m (math) -- 1 turn(s)" in printed and "=== c (code) -- 1 turn(s)" in printed
 
 
 def test_unicode_line_separator_inside_a_string_is_not_a_line_break(tmp_path):
@@ -122,7 +149,7 @@ def test_cli_damaged_model_files_exit_2(tmp_path, error_line, truncated_model):
     gguf.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1))  # version 3, no tensors, one metadata entry: cut off
     for model in (str(gguf), truncated_model(tmp_path / "dir")):
         with pytest.raises(SystemExit) as e:
-            main(["--model", model])
+            main(["--model", model, "--problems", EXAMPLES])
         assert e.value.code == 2
         error_line(f"model {model!r}: ")
 

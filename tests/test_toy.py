@@ -10,8 +10,10 @@ import shutil
 import pytest
 import torch
 
+import rollout
 import toy.__main__ as toy_demo
 import train
+from toy import world
 from attribution import HEADER, attribute_turn
 from infra.data import check_problem, load_problems
 from infra.models import load_model, make_tokenizer, tiny_model
@@ -19,11 +21,12 @@ from prompts import build_context
 from rollout import RolloutConfig, code_env, math_env
 from sampler import sequence_logprobs
 from teacher import ROLE_CONDITIONS
+from tools.contexts import main as contexts_main
 from toy import ablation
 from toy.__main__ import main as toy_main
 from toy.expert import HandTeacher
-from toy.world import (NOUN, ROLE_BLIND, SPLITS, TOY_VERSION, build_toy, make_phrase_tokenizer, sft, sft_examples,
-                       simulate, toy_problems, train_args)
+from toy.world import (NOUN, ROLE_BLIND, SPLITS, TOY_VERSION, build_line, build_toy, make_phrase_tokenizer, sft,
+                       sft_examples, simulate, toy_problems, toy_root, train_args)
 
 
 def test_problems_are_valid_and_splits_disjoint():
@@ -201,6 +204,48 @@ def test_ablation_trains_each_variant_per_seed_and_tables_four_systems(tmp_path,
 def test_over_runs_is_mean_and_std_over_training_runs():
     runs = [{"acc_code": {"mean": 10.0, "std": 3.0}}, {"acc_code": {"mean": 20.0, "std": 1.0}}]
     assert ablation.over_runs(runs) == {"acc_code": {"mean": 15.0, "std": pytest.approx(7.0710678)}}
+
+
+# ---------------------------------------------------------------------------------- the start of a toy command
+
+class Built(Exception):
+    """Raised by a stand-in build: the command stops there, as nothing after the build is under test."""
+
+
+@pytest.mark.parametrize("command", [toy_main, ablation.main, contexts_main], ids=["toy", "ablation", "contexts"])
+def test_each_toy_command_sets_the_threads_then_says_what_it_builds_before_the_build(command, tmp_path, monkeypatch,
+                                                                                       capsys):
+    """torch's default thread count on a busy machine slowed the build ~20x: --threads (train.py's flag, 0 = the
+    free cores) is applied before the build starts, and the line saying what is built is out before it too."""
+    calls = []
+    monkeypatch.setattr(world, "cpu_threads", lambda n: calls.append(("threads", n)) or "threads: chosen")
+
+    def build(cache):
+        calls.append(("build", cache, capsys.readouterr().out.splitlines()[-2:]))
+        raise Built
+    monkeypatch.setattr(world, "build_toy", build)
+    cache = str(tmp_path)
+    with pytest.raises(Built):
+        command(["--cache", cache, "--threads", "1"])
+    assert calls == [("threads", 1), ("build", cache, ["threads: chosen", build_line(cache)])]
+
+
+def test_the_build_line_says_what_is_built_how_long_it_takes_and_where_or_that_it_is_cached(tmp_path):
+    cache = str(tmp_path)
+    root = os.path.join(cache, TOY_VERSION)
+    line = build_line(cache)
+    assert "\n" not in line and line.startswith("toy world: building the toy student (a tokenizer, 4,000 SFT steps")
+    assert "about 3 minutes on an idle 2-core CPU" in line and line.endswith(f"cached in {root}/")
+    os.makedirs(os.path.join(root, "student"))
+    assert build_line(cache) == f"toy world: the toy student and problems are loaded from the cache, {root}/"
+
+
+def test_build_only_builds_and_stops_and_rollout_names_that_build_where_it_lies(small_toy, tmp_path, capsys):
+    cache, _ = small_toy
+    out = tmp_path / "run"
+    toy_main(["--cache", cache, "--out", str(out), "--build-only"])
+    assert capsys.readouterr().out.splitlines()[-1] == build_line(cache) and not out.exists()
+    assert rollout.TOY == toy_root(".cache")  # `python rollout.py`'s default model and problems: this build's
 
 
 # ---------------------------------------------------------------------------------- learning, in direction

@@ -10,8 +10,8 @@
 One episode is rolled out with the student in both seats and attributed as in train.py; any other flag is
 train.py's (--no-pac, --seed, --max-new-tokens, --preset, ...) and sets the rollout and the teacher contexts as it
 does in training. The marked pieces are teacher.teacher_pieces', the very pieces train.py's contexts are joined from.
-The toy student is built once, shared with `python -m toy` (about 4 minutes on 2 cores from an empty cache); then a
-run takes seconds.
+The toy student is built once, shared with `python -m toy` (about 3 minutes on an idle 2-core CPU from an empty
+cache, said before it starts); then a run takes seconds.
 """
 import argparse
 import os
@@ -27,7 +27,7 @@ from infra.models import load_model
 from prompts import ROLE_NAMES, ROLES, check_prompt_limit
 from rollout import rollout_config, run_episodes
 from teacher import KAPPA, teacher_pieces
-from toy.world import build_toy, train_args
+from toy.world import start_toy, toy_root, train_args
 
 DOMAIN_OF = {r: d for d, roles in ROLES.items() for r in roles}
 COLOUR = {"opening": "35", "condition": "36", "verdict": "33"}  # ANSI magenta, cyan, yellow (on a terminal only)
@@ -131,9 +131,11 @@ def main(argv=None):
         if args.student:
             targv = ["--problems", args.problems, "--student", args.student]
         else:  # the toy preset's limits; its --out is never written here
-            targv = train_args(build_toy(args.cache), os.devnull) + (["--problems", args.problems] if args.problems
-                                                                     else [])
+            targv = train_args(toy_root(args.cache), os.devnull) + (["--problems", args.problems] if args.problems
+                                                                    else [])
         targs = config.get_args(targv + rest)
+        if not args.student:
+            start_toy(args.cache, targs.threads)
         problem, role = choose(load_problems(targs.problems), targs.problems, args)
         cfg = rollout_config(targs)
         model, tok = load_model(targs.student, seed=targs.seed, device=targs.device)

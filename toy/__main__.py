@@ -2,6 +2,7 @@
 
     python -m toy                      # build the toy student once (cached), evaluate, train, evaluate, sum up
     python -m toy --steps 4            # any train.py flag is passed on and overrides the preset (world.PRESET)
+    python -m toy --build-only         # only build the toy student (what `python rollout.py` runs by default)
 
 The toy student and problems are plain files under CACHE/toy-vN (student/, train.jsonl, valid.jsonl, test.jsonl),
 so eval.py reads them like any others, e.g. `python eval.py --problems .cache/toy-v10/test.jsonl --run runs/toy`.
@@ -21,7 +22,7 @@ from infra.data import load_problems
 from infra.models import load_model
 from infra.report import KEY_ROWS
 from toy.expert import HandTeacher
-from toy.world import build_toy, train_args
+from toy.world import start_toy, toy_root, train_args
 
 LEGEND = """acc_D: team accuracy on domain D (%).
 exchange_penalty_D: the accuracy lost when the two policies swap seats (points; role-specific policies
@@ -50,12 +51,16 @@ def main(argv=None):
                                  "train.py flag is passed on.")
     ap.add_argument("--cache", default=".cache", help="where the toy student and problems are built once")
     ap.add_argument("--out", default="runs/toy", help="train.py's --out")
+    ap.add_argument("--build-only", action="store_true", help="build the toy student and problems (cached) and stop")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
-    root = build_toy(args.cache)
-    teacher = HandTeacher(load_model(os.path.join(root, "student"))[1])
+    root = toy_root(args.cache)
     targv = train_args(root, args.out) + ["--eval-problems", os.path.join(root, "test.jsonl")] + rest
+    targs = get_args(targv)  # a bad flag stops the demo here, before the build; --threads holds for the build too
+    start_toy(args.cache, targs.threads)
+    if args.build_only:
+        return
+    teacher = HandTeacher(load_model(os.path.join(root, "student"))[1])
     train.main(targv, teacher=teacher)
-    targs = get_args(targv)
     with open(os.path.join(args.out, "results.json")) as f:
         results = json.load(f)
     print(summary(results, load_problems(targs.eval_problems), targs.eval_seeds,

@@ -29,7 +29,7 @@ from infra.data import SEED, load_problems, write_atomic
 from infra.models import load_model
 from prompts import ROLES
 from toy.expert import HandTeacher
-from toy.world import build_toy, train_args
+from toy.world import start_toy, toy_root, train_args
 
 VARIANTS = {"MAS-OPD": [], "w/o RAS (lambda=0)": ["--lam", "0"], "w/o PAC": ["--no-pac"]}
 
@@ -67,10 +67,10 @@ def main(argv=None):
                     "cores, start one process per share of the seeds (with --threads 1), then evaluate all of them "
                     "in one --reuse run")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
-    root = build_toy(args.cache)
-    common = train_args(root, args.out) + rest  # e.g. --eval-seeds, over the toy preset's
+    common = train_args(toy_root(args.cache), args.out) + rest  # e.g. --eval-seeds, over the toy preset's
     print("config:", json.dumps({**vars(args), "train_args": common}))
     targs = get_args(common)  # the shared settings, also those of the evaluation below
+    root = start_toy(args.cache, targs.threads)
     base, tok = load_model(targs.student, device=targs.device)
     teacher = HandTeacher(tok)  # frozen: one for every run
     runs = {name: [os.path.join(args.out, f"{_slug(name)}_seed{s}") for s in args.train_seeds] for name in VARIANTS}

@@ -37,7 +37,7 @@ from tqdm import tqdm
 from attribution import attribute_math, describe_code
 from infra.answers import answers_equivalent
 from infra.cases import outputs_match
-from infra.models import SPECIAL_TOKENS, hf_tokenizer, make_tokenizer, tiny_model
+from infra.models import SPECIAL_TOKENS, cpu_threads, hf_tokenizer, make_tokenizer, tiny_model
 from infra.sandbox import ERROR, RunResult, is_error
 from prompts import (NO_CODE_BLOCK, ROLES, CodeArtefacts, MathArtefacts, build_context, extract_answer,
                      extract_program, extract_test_case, printed_answer)
@@ -274,6 +274,7 @@ def sft_examples(tok, problems, n, seed, first_turns=0.3):
     of the history), the first turn what is quick (copying the question)."""
     rng, out, end = random.Random(seed), [], [stop_ids_of(tok)[0]]
     by_domain = [[p for p in problems if p["domain"] == d] for d in ("code", "math")]
+    bar = tqdm(total=n, desc="toy examples", leave=False)
     while len(out) < n:
         p = rng.choice(rng.choice([ps for ps in by_domain if ps]))  # domains equally often, whatever their sizes
         turns = simulate(p, ROLE_BLIND, rng)
@@ -283,6 +284,8 @@ def sft_examples(tok, problems, n, seed, first_turns=0.3):
             for r in ROLES[p["domain"]]:
                 ctx = [i for s in build_context(tok, p, r, turns[:t]) for i in s.ids]
                 out.append((ctx, tok(turns[t].responses[r], add_special_tokens=False)["input_ids"] + end))
+        bar.update(min(len(out), n) - bar.n)
+    bar.close()
     return out[:n]
 
 
@@ -315,17 +318,48 @@ TOY_VERSION = "toy-v10"  # bump when anything above (or the prompts, parsing or 
 # Untied input and output embeddings: with tied ones, every push down on a sampled token (a guessed digit, say)
 # would also move how that token is read in the question, and the toy students drifted into garbage.
 SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2, tie_word_embeddings=False)
+STUDENT_STEPS = 4000  # the base student's SFT steps: the bulk of the build's ~3 minutes on an idle 2-core CPU
 
 
-def build_toy(cache=".cache", student_steps=4000, examples=16000, seed=0):
+def toy_root(cache):
+    """The directory build_toy(cache) builds and returns (`python rollout.py` names the default one as a path)."""
+    return os.path.join(cache, TOY_VERSION)
+
+
+def built(root):
+    return os.path.isdir(os.path.join(root, "student"))
+
+
+def build_line(cache):
+    """The one line said before build_toy(cache) starts: what it builds, how long it takes and where it caches it,
+    or that the cache already holds it (then the build is a directory check)."""
+    root = toy_root(cache)
+    if built(root):
+        return f"toy world: the toy student and problems are loaded from the cache, {root}/"
+    return (f"toy world: building the toy student (a tokenizer, {STUDENT_STEPS:,} SFT steps of a 0.25M-parameter "
+            f"model) and the toy problems, once: about 3 minutes on an idle 2-core CPU, cached in {root}/")
+
+
+def start_toy(cache, threads=0):
+    """The start of every command on the toy world (python -m toy, python -m toy.ablation, python -m tools.contexts):
+    torch's CPU threads set first, as train.py sets them (train.py's --threads, 0 = the cores other work leaves
+    free; torch's default oversubscribes a busy machine and slowed the build from 22 steps/s to 1), then the build
+    said in one line (build_line), then build_toy(cache) with its progress bars on stderr. -> the toy world's
+    directory."""
+    print(cpu_threads(threads), flush=True)
+    print(build_line(cache), flush=True)
+    return build_toy(cache)
+
+
+def build_toy(cache=".cache", student_steps=STUDENT_STEPS, examples=16000, seed=0):
     """Build the tokenizer and the base student once; -> the directory holding student/ (save_pretrained, with the
     tokenizer) and the problem files train.jsonl, valid.jsonl and test.jsonl, under cache/TOY_VERSION. Written to a
     temporary directory and renamed, so an interrupted build leaves nothing half-made.
 
     The base student learns the formats, copying and the role-blind habits from simulated episodes: the
     "pretraining" a real checkpoint would bring. The teacher is not built: it is written by hand (toy/expert.py)."""
-    root = os.path.join(cache, TOY_VERSION)
-    if os.path.isdir(os.path.join(root, "student")):
+    root = toy_root(cache)
+    if built(root):
         return root
     train = toy_problems("train")
     rng, corpus = random.Random(seed), []
