@@ -198,7 +198,8 @@ def get_args(argv=None):
     add("--grad-checkpointing", action="store_true")
     add("--rollout-chunk", type=bounded(int, 0), default=ROLLOUT_CHUNK,
         help="prompts per generate call, 0 = all (bounds the KV cache) [%(default)s]")
-    add("--teacher-batch-tokens", type=COUNT, default=TEACHER_BATCH_TOKENS, help="padded tokens per teacher forward [%(default)s]")
+    add("--teacher-batch-tokens", type=COUNT, default=TEACHER_BATCH_TOKENS, help="padded tokens per teacher forward "
+        "[%(default)s]")
     add("--teacher-offload", action="store_true", help="keep the teacher on the CPU except while it scores")
     add("--compile", action="store_true", help="compile the sampler's decode step (fused kernels, for a GPU; the "
         "first rollout compiles for tens of seconds)")

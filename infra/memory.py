@@ -37,7 +37,8 @@ GiB = 2**30
 def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_checkpointing=True,
          prompt_len=PAPER["max_prompt_tokens"], response_len=PAPER["max_new_tokens"],
          teacher_prompt_len=PAPER["teacher_max_prompt_tokens"], micro_batch=PAPER["micro_batch"],
-         rollout_batch=PAPER["batch"], teacher_batch_tokens=TEACHER_BATCH_TOKENS, lm_head_chunk=1024, kv_bytes=None, rollout_attention="fused", teacher_offload=False, rollout_chunk=0):
+         rollout_batch=PAPER["batch"], teacher_batch_tokens=TEACHER_BATCH_TOKENS, lm_head_chunk=1024,
+         kv_bytes=None, rollout_attention="fused", teacher_offload=False, rollout_chunk=0):
     """Estimated bytes per item and per phase of one train.py step. Returns a dict:
       settings, params {student, teacher}, bytes {item: bytes}, phases {rollout, teacher, update: bytes},
       persistent, peak_phase, total (= persistent + the largest phase).
@@ -367,7 +368,8 @@ def _eval_changes(kw):
     """Changes to try when nothing fits, in order of preference: none (a smaller chunk alone), bf16 weights, then
     shorter responses (each with and without bf16)."""
     precisions = [{}] + ([{"precision": "bf16"}] if kw.get("precision") != "bf16" else [])
-    lengths = [{}] + [{"response_len": n} for n in (2048, 1024, 512) if n < kw.get("response_len", PAPER["max_new_tokens"])]
+    longest = kw.get("response_len", PAPER["max_new_tokens"])
+    lengths = [{}] + [{"response_len": n} for n in (2048, 1024, 512) if n < longest]
     return [{**length, **prec} for length in lengths for prec in precisions]
 
 

@@ -276,7 +276,8 @@ def test_every_preset_has_every_key_and_help_lists_each_value(capsys):
     assert all(set(p) == keys for p in config.PRESETS.values()), {n: keys ^ set(p) for n, p in config.PRESETS.items()}
     show = lambda v: " ".join(map(str, v)) if isinstance(v, list) else str(v)
     for main, flags in ((config.get_args, keys - {"seeds"}),
-                        (evaluation.main, {"seeds", "max_new_tokens", "math_max_new_tokens", "teacher_max_prompt_tokens"})):
+                        (evaluation.main, {"seeds", "max_new_tokens", "math_max_new_tokens",
+                                           "teacher_max_prompt_tokens"})):
         with pytest.raises(SystemExit):
             main(["--help"])
         text = " ".join(capsys.readouterr().out.split("options:")[1].split())  # the flags, past the usage line

@@ -209,7 +209,8 @@ def main(argv=None):
     ap.add_argument("--max-tests", type=COUNT, default=100, help="golden tests kept per code problem (default 100)")
     ap.add_argument("--workers", type=COUNT, help="parallel reference runs (default: twice the CPU count)")
     ap.add_argument("--timeout", type=bounded(float, 0, low_open=True), default=CODE_TIMEOUT,
-                    help="seconds per reference run (default %(default)s, the verifier's: a slower reference is no use)")
+                    help="seconds per reference run (default %(default)s, the verifier's: a slower reference is no "
+                    "use)")
     args = ap.parse_args(argv)
     stats = Counter()
     try:
