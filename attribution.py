@@ -10,6 +10,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from config import CODE_TIMEOUT, WORKERS
 from infra.answers import answers_equivalent
 from infra.cases import outputs_match, run_case, run_cases
 from infra.sandbox import is_error
@@ -71,7 +72,7 @@ CODE_OUTCOMES = {
 
 
 def attribute_code(problem: dict, program: str | None, test_case: tuple[str, str] | None, *,
-                   program_output: str | None = None, timeout: float = 30.0) -> Attribution:
+                   program_output: str | None = None, timeout: float = CODE_TIMEOUT) -> Attribution:
     """Coder/Tester attribution. program_correct: the program passes every golden test.
     test_correct: a reference run on the declared input reproduces the declared expected output (Eq. 22);
     the test's layout is not judged on its own [App. F.6]. program_output: what the program printed
@@ -184,7 +185,7 @@ def verdicts_before(attributions: list[Attribution], t: int) -> list[str]:
 
 
 def attribute_turn(problem: dict, artefacts: CodeArtefacts | MathArtefacts, *,
-                   timeout: float = 30.0) -> Attribution:
+                   timeout: float = CODE_TIMEOUT) -> Attribution:
     """a^t for one completed turn of rollout.py, read from what its environment recorded [Eq. 11]."""
     if problem["domain"] == "math":
         return attribute_math(problem, artefacts.derivation_answer, artefacts.program_answer)
@@ -193,7 +194,7 @@ def attribute_turn(problem: dict, artefacts: CodeArtefacts | MathArtefacts, *,
                           timeout=timeout)
 
 
-def attribute_episodes(episodes, *, timeout: float = 30.0, workers: int = 4) -> list[list[Attribution]]:
+def attribute_episodes(episodes, *, timeout: float = CODE_TIMEOUT, workers: int = WORKERS) -> list[list[Attribution]]:
     """a^t (Eq. 11) of every turn of every episode (rollout.Episode): Alg. 1 Phase 2a, also used by evaluation.
     `workers` turns at a time, since most of a code turn's cost is waiting on sandboxed runs.
     Returns one list per episode, in the order of `episodes`, of the Attributions of its turns 0, 1, ... (an

@@ -26,8 +26,9 @@ from tqdm import tqdm
 from attribution import ROLE_CHECK, attribute_episodes
 from infra.answers import answers_equivalent
 from infra.checkpoint import load_policies, policy_dirs
-from infra.data import (COUNT, PRESETS, SEED, ProblemError, apply_preset, bounded, check_writable, json_text,
-                        load_problems, preset_help, preset_line, response_limit, write_atomic)
+from config import EVAL_DECODING, PRESETS, apply_preset, preset_help, preset_line
+from infra.data import (COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems, response_limit,
+                        write_atomic)
 from infra.footprint import config_of
 from infra.memory import check_eval_fits
 from infra.metrics import format_counts, format_shares
@@ -40,7 +41,6 @@ from rollout import append_episodes, rollout_config, run_episodes, stop_ids_of
 from sampler import Generation, release_decoder
 from teacher import KAPPA, score_both_passes, teacher_inputs
 
-EVAL_DECODING = dict(temperature=0.6, top_p=0.95, top_k=20, max_turns=4)  # App. D.5
 
 
 def _squash_spaces(value):
@@ -239,7 +239,8 @@ def main(argv=None):
     add("--problems", required=True, help="JSONL problem file (schema: infra/data.py)")
     add("--teacher", help="the teacher of --heatmap, a model spec as for --student (required with --heatmap)")
     add("--preset", choices=sorted(PRESETS), default="paper", help="defaults of the flags marked (preset): the "
-        "paper's, a first GPU run's or a first CPU run's (infra/data.py, PRESETS); explicit flags win [%(default)s]")
+        "paper's, a first GPU run's, a first CPU run's or the toy world's (config.py, PRESETS); explicit flags win "
+        "[%(default)s]")
     add = ap.add_argument_group("sampling (evaluation decoding, App. D.5)").add_argument
     add("--seeds", type=SEED, nargs="+", help=preset_help("seeds", "one evaluation per seed"))
     add("--max-new-tokens", type=COUNT, help=preset_help("max_new_tokens", "response limit"))

@@ -22,8 +22,9 @@ from tqdm import tqdm
 from attribution import attribute_turn
 from infra.answers import answers_equivalent
 from infra.cases import outputs_match, run_case, run_once
-from infra.data import (COUNT, PRESETS, SEED, ProblemError, bounded, check_writable, json_text, load_problems,
-                        response_limit)
+from config import (CODE_TIMEOUT, MATH_FINAL, MATH_TIMEOUT, MAX_TURNS, PAPER, ROLLOUT_CHUNK, TEMPERATURE, TOP_K,
+                    TOP_P, WORKERS)
+from infra.data import COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems, response_limit
 from infra.models import load_model
 from infra.sandbox import is_error, stop_on_sigterm
 from prompts import (NO_CODE_BLOCK, ROLE_NAMES, ROLES, CodeArtefacts, MathArtefacts, Segment, build_context,
@@ -41,26 +42,26 @@ from sampler import Generation, generate
 
 @dataclass
 class RolloutConfig:
-    # The limits' defaults are the paper preset's (data.PRESETS), the one place they are typed; the other fields'
-    # defaults are typed here alone and the command lines (train.py, eval.py, this file's) read them from here.
-    max_turns: int = 4              # T (App. D.6.1)
-    max_new_tokens: int = PRESETS["paper"]["max_new_tokens"]  # student response limit (App. D.6.3)
+    # Every default is config.py's, where each value is typed once with its source: the limits the paper preset's,
+    # the rest the values that do not depend on the scale of a run.
+    max_turns: int = MAX_TURNS      # T (App. D.6.1)
+    max_new_tokens: int = PAPER["max_new_tokens"]  # student response limit (App. D.6.3)
     # The math roles' limit, when it differs (0: max_new_tokens). The paper has one limit for both domains; on a
     # CPU the time of a rollout is its longest response, and small models' programs need more tokens than their
     # math answers (measured in docs/cpu.md).
-    math_max_new_tokens: int = PRESETS["paper"]["math_max_new_tokens"]
-    max_prompt_tokens: int = PRESETS["paper"]["max_prompt_tokens"]  # student prompt limit (App. D.6.3)
-    temperature: float = 1.0        # training sampling (App. D.6.1); eval uses 0.6 / 0.95 / 20
-    top_p: float = 1.0
-    top_k: int = 0
-    code_timeout: float = 30.0      # sandbox wall clock (App. D.6.1)
-    math_timeout: float = 20.0
+    math_max_new_tokens: int = PAPER["math_max_new_tokens"]
+    max_prompt_tokens: int = PAPER["max_prompt_tokens"]  # student prompt limit (App. D.6.3)
+    temperature: float = TEMPERATURE  # training sampling (App. D.6.1); eval.py's is config.EVAL_DECODING (App. D.5)
+    top_p: float = TOP_P
+    top_k: int = TOP_K
+    code_timeout: float = CODE_TIMEOUT  # sandbox wall clock (App. D.6.1)
+    math_timeout: float = MATH_TIMEOUT
     # Which answer a math episode submits when the roles never agree: the paper is silent (DECISIONS.md D7).
     # Default: the Reasoner's, since it exists whenever the format is followed while a crashing program prints
     # nothing; each choice falls back to the other answer when its own is missing.
-    math_final: str = "reasoner"
-    workers: int = 4                # episodes whose programs run at once
-    rollout_chunk: int = 0          # prompts per generate call (0 = all of a turn at once); bounds the KV cache
+    math_final: str = MATH_FINAL
+    workers: int = WORKERS          # episodes whose programs run at once
+    rollout_chunk: int = ROLLOUT_CHUNK  # prompts per generate call (0 = all of a turn at once); bounds the KV cache
     compile: bool = False           # the sampler's decode step through torch.compile (sampler.compiled_decode_one)
     progress: bool = False          # a live line while episodes run: turn, responses done, tokens per second
 

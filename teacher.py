@@ -13,6 +13,7 @@ train.py (Algorithm 1) and eval.py (the heat map of App. G.2) both call teacher_
 import torch
 
 from attribution import verdicts_before
+from config import PAPER, TEACHER_BATCH_TOKENS
 from infra.models import encode_text
 from sampler import sequence_logprobs
 
@@ -60,7 +61,7 @@ ROLE_CONDITIONS = {
 KAPPA = {"coder": "tester", "tester": "coder", "reasoner": "tool_user", "tool_user": "reasoner"}
 
 
-def teacher_pieces(tokenizer, segments, roles, verdicts=None, limit=12288):
+def teacher_pieces(tokenizer, segments, roles, verdicts=None, limit=PAPER["teacher_max_prompt_tokens"]):
     """u~ (Eq. 6, 12) in labelled pieces, one list per role condition in `roles`, or None when they cannot fit.
 
     A piece is (kind, turn, ids): the student's segments in order (kind and turn as in prompts.Segment) with the
@@ -102,7 +103,7 @@ def teacher_pieces(tokenizer, segments, roles, verdicts=None, limit=12288):
     return [[(kind, t, cond if ids is None else ids) for kind, t, ids in pieces] for cond in conditions]
 
 
-def teacher_contexts(tokenizer, segments, roles, verdicts=None, limit=12288):
+def teacher_contexts(tokenizer, segments, roles, verdicts=None, limit=PAPER["teacher_max_prompt_tokens"]):
     """u~ (Eq. 6, 12) as token ids: teacher_pieces joined, one context per role condition in `roles`, or None when
     they cannot fit within `limit` (arguments as teacher_pieces')."""
     pieces = teacher_pieces(tokenizer, segments, roles, verdicts, limit)
@@ -131,7 +132,7 @@ def teacher_inputs(episodes, attributions, tokenizer, limit, pac=True):
     return inputs, overlong
 
 
-def score_both_passes(teacher, targets, contrasts, responses, max_batch_tokens=16384):
+def score_both_passes(teacher, targets, contrasts, responses, max_batch_tokens=TEACHER_BATCH_TOKENS):
     """The frozen teacher force-decodes every response under both of its contexts (Eq. 7, twice): the two terms of
     A^role (Eq. 9). targets, contrasts: B token-id lists (teacher_inputs); responses: the B stored response token-id
     lists. Returns (lp_target, lp_contrast), each B float32 tensors of shape (len(response),) on the CPU."""
@@ -141,7 +142,7 @@ def score_both_passes(teacher, targets, contrasts, responses, max_batch_tokens=1
 
 
 @torch.no_grad()
-def score(teacher, contexts, responses, *, max_batch_tokens=16384, chunk=1024):
+def score(teacher, contexts, responses, *, max_batch_tokens=TEACHER_BATCH_TOKENS, chunk=1024):
     """Teacher log-probs l_k (Eq. 7) of stored responses after their teacher contexts, batched.
 
     contexts: B token-id lists (from teacher_contexts); responses: B stored response token-id lists.

@@ -33,11 +33,11 @@ from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
 from attribution import attribute_episodes
-from config import get_args
+from config import get_args, preset_line
 from eval import evaluate_policies, markdown
 from infra import distributed
 from infra.checkpoint import distinct, save_checkpoint, start_log
-from infra.data import ProblemError, check_writable, json_text, load_problems, preset_line, write_atomic
+from infra.data import ProblemError, check_writable, json_text, load_problems, write_atomic
 from infra.launch import build, refresh, rollout_copies
 from infra.metrics import (PhaseClock, add_counts, gap_metrics, logprob_gap, peak_memory_mb, rollout_counts,
                            rollout_metrics, step_line, step_samples)

@@ -41,7 +41,7 @@ _REMEMBERED, REMEMBER_RUNS, REMEMBER_CHARS = {}, 4096, 16384
 _remembered_lock = threading.Lock()
 
 
-def run_once(program: str, stdin: str = "", *, timeout: float = 30.0) -> RunResult:
+def run_once(program: str, stdin: str = "", *, timeout: float) -> RunResult:
     """run_program, remembered per (program, stdin, timeout) within this process (see above)."""
     key = (program, stdin, timeout)
     with _remembered_lock:
@@ -56,7 +56,7 @@ def run_once(program: str, stdin: str = "", *, timeout: float = 30.0) -> RunResu
     return result
 
 
-def run_case(problem: dict, program: str, test_input: str, *, timeout: float = 30.0) -> RunResult:
+def run_case(problem: dict, program: str, test_input: str, *, timeout: float) -> RunResult:
     """Run `program` on one test input of a code problem (format "stdio" or "function", see the schema), once
     per process (run_once)."""
     if problem["format"] == "stdio":
@@ -67,7 +67,7 @@ def run_case(problem: dict, program: str, test_input: str, *, timeout: float = 3
     raise ValueError(f"unknown problem format {problem['format']!r}")
 
 
-def run_cases(problem: dict, program: str, inputs: list[str], *, timeout: float = 30.0, workers: int = 4,
+def run_cases(problem: dict, program: str, inputs: list[str], *, timeout: float, workers: int = 4,
               stop=None) -> list[RunResult | None]:
     """run_case on each input, `workers` at a time (each is a separate process); results in input order. The
     verifier's golden-test check (App. F.6) runs through here.

@@ -16,8 +16,8 @@ program. Reference answers, golden tests and solutions are read by the verifier 
 no agent context is ever built from them.
 
 Benchmark and hub datasets are converted into this schema by tools/loaders.py. Also here, for every command line:
-atomic writes, strict JSON, the up-front check of output paths, the argparse type of numeric flags and the
-presets of train.py and eval.py.
+atomic writes, strict JSON, the up-front check of output paths, the argparse type of numeric flags and the response
+limit of a domain (the presets themselves are config.py's).
 """
 import argparse
 import ast
@@ -100,54 +100,6 @@ def bounded(kind, low, high=math.inf, low_open=False):
     return parse
 
 
-# Presets: the defaults of the flags whose right value depends on the scale of the run. A flag given explicitly
-# always wins (apply_preset fills only flags left unset). train.py reads the training keys, eval.py `seeds` and
-# the response limits (`max_new_tokens`, and `math_max_new_tokens` for the math roles, 0 = the same).
-PRESETS = {
-    # App. D.6.1 / D.6.3 (and D.5 for evaluation): steps, batches, lr, lengths; one evaluation per trained run,
-    # five for a prompt-only system (Table 1). micro_batch is not the paper's (it does not fix one), nor save_every:
-    # a checkpoint of two 1.7B students is 38.5 GiB (fp32 weights + AdamW), so every 10 steps, 15 in all, each
-    # replacing the last; a crash loses at most 10 steps.
-    "paper": dict(steps=150, batch=128, mini_batch=64, micro_batch=8, lr=1e-6, max_new_tokens=4096,
-                  math_max_new_tokens=0, max_prompt_tokens=8192, teacher_max_prompt_tokens=12288, save_every=10,
-                  eval_seeds=[1000], seeds=[0, 1, 2, 3, 4]),
-    # A first run on one GPU (Qwen3-1.7B students, a Qwen3-8B or 14B teacher, one H200): the paper's recipe at 1/32
-    # of its tokens per step and a third of its steps. Per step at most 16 episodes x 2 roles x 4 turns x 1,024
-    # tokens = 131,072 sampled (the paper's 128 x 2 x 4 x 4,096 is 4.2M) and teacher contexts of 3,072 instead of
-    # 12,288; two updates per step (16 / 8, as the paper's 128 / 64) at its learning rate. The students answer
-    # without thinking (App. D.5), so 1,024 tokens hold most answers (the cut ones show in metrics.jsonl, `stopped`
-    # and `format`); prompts of 2,048 hold a problem and earlier turns. Each policy's generate call holds 16
-    # prompts (no --rollout-chunk needed) and micro-batches of 2 keep the update without gradient checkpointing:
-    # for two policies (a one-domain file) the plan (python -m tools.memory --gib 141) is 116.3 GiB with the 14B
-    # teacher, 104.0 with the 8B, in the 126.9 an H200 leaves usable. A mixed file's four policies need
-    # --shared-policy. Checkpoints every 10 steps: at most 10 steps lost, 5 written.
-    "gpu": dict(steps=50, batch=16, mini_batch=8, micro_batch=2, lr=1e-6, max_new_tokens=1024,
-                math_max_new_tokens=0, max_prompt_tokens=2048, teacher_max_prompt_tokens=3072, save_every=10,
-                eval_seeds=[1000], seeds=[0]),
-    # A first run of real models on a CPU: every phase once or twice at short lengths, in minutes per step. The
-    # response limits come from measured responses of a small instruct model (SmolLM2-135M, evaluation decoding,
-    # limit 1,024, 8 + 8 problems, two turns; docs/cpu.md): each Coder program written was
-    # complete within 256 tokens, each Tester case within 290, 13 of 14 Tool-User programs within 256 (one 261),
-    # 10 of 16 Reasoner answers within 160 (most other responses looped to the limit). A 1.5B coder model that
-    # writes its analysis before its program was seen running past 256 inside the code block. So 512 for code and
-    # 256 for math, where a longer limit mostly buys longer loops.
-    "cpu": dict(steps=2, batch=2, mini_batch=2, micro_batch=2, lr=1e-6, max_new_tokens=512, math_max_new_tokens=256,
-                max_prompt_tokens=2048, teacher_max_prompt_tokens=3072, save_every=1, eval_seeds=[1000], seeds=[0]),
-}
-
-
-def apply_preset(args):
-    """Fill every flag of `args` (an argparse namespace with a `preset` attribute) that was left unset (None)
-    from PRESETS[args.preset] (the paper preset: App. D.5, D.6.1, D.6.3). A preset's two response limits go
-    together: --max-new-tokens given alone is the limit of every domain, as in the paper."""
-    alone = getattr(args, "max_new_tokens", None) is not None and getattr(args, "math_max_new_tokens", 0) is None
-    for k, v in PRESETS[args.preset].items():
-        if getattr(args, k, v) is None:
-            setattr(args, k, v)
-    if alone:
-        args.math_max_new_tokens = 0
-
-
 def response_limit(cfg, domain):
     """The most tokens a student response of `domain` ("code" or "math") may have under `cfg` (a RolloutConfig or
     parsed args, App. D.6.3): math_max_new_tokens for the math roles where set (not 0), else max_new_tokens."""
@@ -158,20 +110,6 @@ def longest_response(cfg):
     """The longest response any domain may have under `cfg` (response_limit): what a memory plan or a disk check
     budgets each response for."""
     return max(response_limit(cfg, domain) for domain in ("code", "math"))
-
-
-def preset_help(key, text=""):
-    """The help of a flag that --preset fills: "(preset) TEXT [paper: V, gpu: V, cpu: V]", the values read from
-    PRESETS, so that --help shows what each preset sets without a second copy of them."""
-    show = lambda v: " ".join(map(str, v)) if isinstance(v, list) else str(v)
-    values = ", ".join(f"{name}: {show(p[key])}" for name, p in PRESETS.items())
-    return f"(preset) {text} [{values}]" if text else f"(preset) [{values}]"
-
-
-def preset_line(args):
-    """The start-up line of a command with --preset: the preset and the values of it in effect."""
-    kept = [f"{k}={v}" for k, v in PRESETS[args.preset].items() if getattr(args, k, None) == v]
-    return f"preset: {args.preset} ({', '.join(kept) or 'none of its values'} in effect; explicit flags win)"
 
 
 COUNT = bounded(int, 1)  # steps, batch sizes, token and turn limits, workers: 0 would do nothing

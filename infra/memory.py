@@ -25,6 +25,7 @@ import re
 
 import torch
 
+from config import PAPER, TEACHER_BATCH_TOKENS
 from infra.data import load_problems, longest_response
 from infra.footprint import (autocast_params, config_of, layer_act_bytes, nograd_token_bytes, outside_layers_bytes,
                              param_count, rollout_bytes, scoring_bytes, shape)
@@ -33,9 +34,11 @@ from prompts import ROLES
 GiB = 2**30
 
 
-def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_checkpointing=True, prompt_len=8192,
-         response_len=4096, teacher_prompt_len=12288, micro_batch=8, rollout_batch=128, teacher_batch_tokens=16384,
-         lm_head_chunk=1024, kv_bytes=None, rollout_attention="fused", teacher_offload=False, rollout_chunk=0):
+def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_checkpointing=True,
+         prompt_len=PAPER["max_prompt_tokens"], response_len=PAPER["max_new_tokens"],
+         teacher_prompt_len=PAPER["teacher_max_prompt_tokens"], micro_batch=PAPER["micro_batch"],
+         rollout_batch=PAPER["batch"], teacher_batch_tokens=TEACHER_BATCH_TOKENS, lm_head_chunk=1024,
+         kv_bytes=None, rollout_attention="fused", teacher_offload=False, rollout_chunk=0):
     """Estimated bytes per item and per phase of one train.py step. Returns a dict:
       settings, params {student, teacher}, bytes {item: bytes}, phases {rollout, teacher, update: bytes},
       persistent, peak_phase, total (= persistent + the largest phase).
@@ -321,8 +324,9 @@ def check_fits(args, n_policies, world=1, reserve=0.1):
 
 # ------------------------------------------------------------------------------ evaluation (eval.py)
 
-def eval_plan(student_cfg, teacher_cfg=None, *, n_models=1, precision="bf16", prompt_len=8192, response_len=4096,
-              prompts=1, rollout_chunk=0, teacher_batch_tokens=16384, lm_head_chunk=1024, rollout_attention="fused"):
+def eval_plan(student_cfg, teacher_cfg=None, *, n_models=1, precision="bf16", prompt_len=PAPER["max_prompt_tokens"],
+              response_len=PAPER["max_new_tokens"], prompts=1, rollout_chunk=0,
+              teacher_batch_tokens=TEACHER_BATCH_TOKENS, lm_head_chunk=1024, rollout_attention="fused"):
     """Estimated bytes of eval.py (§4, App. D.5; with teacher_cfg the heat map of App. G.2), a dict like plan's:
     settings, params, bytes, phases, persistent, peak_phase, total. eval.py loads its models in --precision's dtype
     outright (e bytes: 2 bf16, 4 fp32; no fp32 masters, no autocast), so its KV cache is in e too:
@@ -364,7 +368,8 @@ def _eval_changes(kw):
     """Changes to try when nothing fits, in order of preference: none (a smaller chunk alone), bf16 weights, then
     shorter responses (each with and without bf16)."""
     precisions = [{}] + ([{"precision": "bf16"}] if kw.get("precision") != "bf16" else [])
-    lengths = [{}] + [{"response_len": n} for n in (2048, 1024, 512) if n < kw.get("response_len", 4096)]
+    longest = kw.get("response_len", PAPER["max_new_tokens"])
+    lengths = [{}] + [{"response_len": n} for n in (2048, 1024, 512) if n < longest]
     return [{**length, **prec} for length in lengths for prec in precisions]
 
 

@@ -335,7 +335,7 @@ def _error_line(returncode: int, stderr: str, jailed: bool) -> str:
 
 # ----------------------------------------------------------------------------- one run
 
-def run_program(source: str, stdin: str = "", *, timeout: float = 30.0, memory_mb: int = 1024,
+def run_program(source: str, stdin: str = "", *, timeout: float, memory_mb: int = 1024,
                 max_procs: int = 64) -> RunResult:
     """Run Python `source` as main.py in a fresh directory with `stdin` as input; return its stdout or error.
 

@@ -1,10 +1,11 @@
 """The architecture as the README states it: the paper's files alone at the top level (PAPER), every support in
 the package infra/, the toy world in toy/ and the commands in tools/. Imports run one way: the paper's files and
 infra/ import neither the toy world nor the tools; infra/ imports none of the paper's files but the few leaves
-INFRA_READS names; train.py's command line and start-up are imported by train.py alone; no cycles, and only at the
-top of a file. No method file grows past its size, no support, toy or tool file outgrows one concept (MAX_LINES),
-and the sampler can be copied without the rest; the decisions the paper leaves open are numbered in DECISIONS.md and
-cited by those numbers; every relative link of the README and of docs/ resolves."""
+INFRA_READS names; config.py, the one table of values, imports none of the paper's files, so that every file may
+read it; train.py's start-up is imported by train.py alone; no cycles, and only at the top of a file. No method
+file grows past its size, no support, toy or tool file outgrows one concept (MAX_LINES), and the sampler can be
+copied without the rest; the decisions the paper leaves open are numbered in DECISIONS.md and cited by those
+numbers; every relative link of the README and of docs/ resolves."""
 import ast
 import os
 import re
@@ -16,11 +17,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # loss, Algorithm 1 with its table of values, the evaluation, and the sampler every phase decodes with.
 PAPER = ["rollout", "prompts", "attribution", "teacher", "loss", "train", "config", "eval", "sampler"]
 # What infra/ may read of the paper's files, each a leaf of them: the step's A^OPD and A^role means (metrics), the
-# sampler's cache bucket (footprint), the roles of a workflow (memory) and the prompt limit (launch).
-INFRA_READS = {"infra.metrics": {"loss"}, "infra.footprint": {"sampler"}, "infra.memory": {"prompts"},
+# sampler's cache bucket (footprint), the roles of a workflow and, for the plan's defaults, the paper preset's lengths
+# and batches (memory), and the prompt limit (launch).
+INFRA_READS = {"infra.metrics": {"loss"}, "infra.footprint": {"sampler"}, "infra.memory": {"prompts", "config"},
                "infra.launch": {"prompts"}}
-# train.py's plumbing, apart so that train.py reads as Algorithm 1: its command line and what a run starts from
-TRAIN_PARTS = ["config", "infra.launch"]
+# train.py's plumbing, apart so that train.py reads as Algorithm 1: what a run starts from. (config.py, the table of
+# values, is read by every paper file; it imports none of them.)
+TRAIN_PARTS = ["infra.launch"]
 MOST_LINES = {"train": 300, "sampler": 420}  # any other method file or part of train.py: 400
 MAX_LINES = 420  # a support, toy or tool file: one concept, read top to bottom, ~400 lines at most
 
@@ -85,7 +88,13 @@ def test_infra_imports_no_paper_file_but_the_leaves_it_reads():
             assert not inner, f"{leaf}.py, read by {name}, imports the paper's {sorted(inner)}: no longer a leaf"
 
 
-def test_only_train_py_imports_its_command_line_and_start_up():
+def test_config_the_table_of_values_imports_no_paper_file():
+    modules = project_modules()
+    top = imports(modules["config"], modules)[0]
+    assert top and all(m.startswith("infra.") for m in top), f"config.py imports {sorted(top)}: not a leaf"
+
+
+def test_only_train_py_imports_its_start_up():
     modules = project_modules()
     for name in PAPER + infra_modules():
         parts = {m for m in imports(modules[name], modules)[0] if m in TRAIN_PARTS}

@@ -189,7 +189,7 @@ def test_uid_kill_helper_runs_only_when_a_process_of_the_uid_is_left(monkeypatch
     helpers = []
     real_run = sandbox.subprocess.run
     monkeypatch.setattr(sandbox.subprocess, "run", lambda argv, **kw: helpers.append(argv) or real_run(argv, **kw))
-    assert run_program("print(2)").stdout == "2\n" and helpers == []  # nothing left: no helper process
+    assert run_program("print(2)", timeout=3).stdout == "2\n" and helpers == []  # nothing left: no helper process
     tag, src = _marked("import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid(); os.write(w, b'x'); "
                        "time.sleep(60)\nos.read(r, 1)\nprint('ok')")
     r = run_program(src, timeout=3)
@@ -796,7 +796,7 @@ def test_a_run_that_timed_out_or_printed_a_lot_is_run_again(monkeypatch):
     # long output, so that the memory stays bounded
     calls = []
 
-    def fake(source, stdin="", *, timeout=30.0):
+    def fake(source, stdin="", *, timeout):
         calls.append(source)
         if source == "slow" and calls.count("slow") == 1:
             return RunResult("", "error: timed out after 1 s")
@@ -805,5 +805,5 @@ def test_a_run_that_timed_out_or_printed_a_lot_is_run_again(monkeypatch):
     monkeypatch.setattr(cases, "run_program", fake)
     assert cases.run_once("slow", timeout=1).error.startswith("error: timed out")
     assert cases.run_once("slow", timeout=1).ok and cases.run_once("slow", timeout=1).ok
-    cases.run_once("long"), cases.run_once("long")
+    cases.run_once("long", timeout=1), cases.run_once("long", timeout=1)
     assert calls == ["slow", "slow", "long", "long"]  # the finished short run was remembered, the others not

@@ -10,11 +10,13 @@ import shutil
 import pytest
 import torch
 
+import config
 import rollout
 import toy.__main__ as toy_demo
 import train
 from toy import world
 from attribution import HEADER, attribute_turn
+from config import get_args
 from infra.data import check_problem, load_problems
 from infra.models import load_model, make_tokenizer, tiny_model
 from prompts import build_context
@@ -115,6 +117,7 @@ def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path, small_toy, c
               "--max-new-tokens", "12", "--max-turns", "2", "--eval-seeds", "5", "--eval-problems", held])
     printed = capsys.readouterr().out
     assert '"teacher": null' in printed and "teacher: HandTeacher" in printed
+    assert any(line.startswith("preset: toy (") for line in printed.splitlines())  # names the preset that runs
     with open(os.path.join(out, "results.json")) as f:
         results = json.load(f)
     assert set(results) == {"before", "after"}
@@ -133,6 +136,18 @@ def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path, small_toy, c
     closing = printed[printed.index("== summary"):]
     assert "evaluation seeds 5" in closing and "| acc_code |" in closing and "| exchange_penalty_math |" in closing
     assert "parse_" not in closing.split(toy_demo.LEGEND)[0] and re.search(r"wall time: \d+ min \d+ s", closing)
+
+
+def test_the_demo_runs_train_py_with_the_toy_preset_and_nothing_else():
+    """The toy's schedule is a preset of config.py's one table: the demo's arguments name the files and the preset,
+    no value of their own, and the toy preset is what a run of those arguments gets."""
+    targv = train_args("ROOT", "OUT")
+    assert targv == ["--problems", os.path.join("ROOT", "train.jsonl"), "--student", os.path.join("ROOT", "student"),
+                     "--out", "OUT", "--preset", "toy"]
+    args = get_args(targv)
+    assert {k: getattr(args, k) for k in config.TOY if k != "seeds"} == {k: v for k, v in config.TOY.items()
+                                                                          if k != "seeds"}
+    assert config.preset_line(args).startswith("preset: toy (steps=100, batch=16, mini_batch=8, micro_batch=64, ")
 
 
 def test_the_summary_shows_the_rows_that_matter_in_order_and_what_a_problem_is_worth():

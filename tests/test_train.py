@@ -1,4 +1,5 @@
 """train.py end to end on tiny models: metrics, checkpoints, resume exactness, non-finite guards."""
+import ast
 import json
 import os
 import re
@@ -13,12 +14,11 @@ import eval as evaluation
 import rollout
 import train
 from infra import checkpoint
-from infra import data
 from infra import footprint
 from infra import launch
 from infra import memory
 from infra import models
-from infra.data import preset_line
+from config import preset_line
 from infra.models import make_tokenizer, tiny_model
 from sampler import generate, sequence_logprobs
 
@@ -198,11 +198,53 @@ def test_presets_fill_only_the_flags_not_given():
     assert (paper.save_every, cpu.save_every) == (10, 1)  # the checkpoint interval is a preset value too
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Values config.py types once (the paper preset's lengths, the sandbox timeouts, the teacher's batch, the evaluation
+# decoding, weight decay); another default with one of them is a second copy. And knobs whose default is config's.
+TYPED_ONCE = (12288, 16384, 8192, 4096, 30.0, 20.0, 0.6, 0.95, 0.01)
+DEFAULT_NAMES = {"max_turns", "temperature", "top_p", "top_k", "timeout", "code_timeout", "math_timeout", "limit",
+                 "max_batch_tokens", "teacher_batch_tokens", "lam", "weight_decay", "grad_clip"}
+
+
+def _typed_once(value):
+    """Whether `value` is one of TYPED_ONCE, of the same type (top-k's 20 is not the math timeout's 20.0)."""
+    return any(type(value) is type(v) and value == v for v in TYPED_ONCE)
+
+
+def _paper_and_infra_files():
+    """The paper's files but config.py (the one place) and sampler.py (copied alone, torch only: its own neutral
+    sampling defaults), and every file of infra/."""
+    paper = [os.path.join(ROOT, n) for n in os.listdir(ROOT) if n.endswith(".py") and n not in ("config.py",
+                                                                                                   "sampler.py")]
+    infra = [os.path.join(ROOT, "infra", n) for n in os.listdir(os.path.join(ROOT, "infra")) if n.endswith(".py")]
+    return sorted(paper + infra)
+
+
+def _literal_defaults(path):
+    """(line, name, value) of every literal default in a file: a function parameter's, a dataclass field's and an
+    argparse flag's (default=)."""
+    for node in ast.walk(ast.parse(open(path).read())):
+        pairs = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            positional = a.posonlyargs + a.args
+            pairs = [(p.arg, d) for p, d in zip(positional[len(positional) - len(a.defaults):], a.defaults)]
+            pairs += [(p.arg, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+        elif isinstance(node, ast.ClassDef):
+            pairs = [(s.target.id, s.value) for s in node.body if isinstance(s, ast.AnnAssign) and s.value is not None]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            flag = str(node.args[0].value).lstrip("-").replace("-", "_")
+            pairs = [(flag, k.value) for k in node.keywords if k.arg == "default"]
+        for name, d in pairs:
+            if isinstance(d, ast.Constant) and d.value is not None and not isinstance(d.value, bool):
+                yield d.lineno, name, d.value
+
+
 def test_help_groups_the_flags_and_each_default_is_typed_once(capsys, monkeypatch):
     base = ["--problems", "p.jsonl", "--student", "tiny-qwen3"]
     # the defaults train.py shares with the rollout (and the paper preset's limits) reach it unchanged
     assert rollout.rollout_config(config.get_args(base)) == rollout.RolloutConfig()
-    monkeypatch.setitem(data.PRESETS["paper"], "steps", 77)  # a preset value typed once: in effect and in --help
+    monkeypatch.setitem(config.PRESETS["paper"], "steps", 77)  # a preset value typed once: in effect and in --help
     assert config.get_args(base).steps == 77
     with pytest.raises(SystemExit) as e:
         config.get_args(["--help"])
@@ -213,11 +255,37 @@ def test_help_groups_the_flags_and_each_default_is_typed_once(capsys, monkeypatc
     assert [text.index(t) for t in titles] == sorted(text.index(t) for t in titles)
     text = text[text.index(titles[0]):]  # the groups, past the usage line
     steps = " ".join(text[text.index("--steps STEPS"):text.index("--batch BATCH")].split())
-    assert steps == "--steps STEPS (preset) [paper: 77, gpu: 50, cpu: 2]"
+    assert steps == "--steps STEPS (preset) [paper: 77, gpu: 50, cpu: 2, toy: 100]"
     teacher = " ".join(text[text.index("--teacher TEACHER"):text.index("--eval-problems")].split())
     assert "(required" in teacher
     top_k = " ".join(text[text.index("--top-k TOP_K"):].split())
     assert top_k.startswith(f"--top-k TOP_K 0 = off [{rollout.RolloutConfig().top_k}]")
+    # no default of the paper's files or infra/ repeats a value config.py types (a literal of TYPED_ONCE, or any
+    # literal for a knob of DEFAULT_NAMES: they take config's value or an argument), and config types each once
+    repeated = [f"{path}:{line} {name}={value!r}" for path in _paper_and_infra_files()
+                for line, name, value in _literal_defaults(path) if name in DEFAULT_NAMES or _typed_once(value)]
+    assert not repeated, f"defaults typed again outside config.py: {repeated}"
+    numbers = [tok.value for tok in ast.walk(ast.parse(open(os.path.join(ROOT, "config.py")).read()))
+               if isinstance(tok, ast.Constant) and _typed_once(tok.value)]
+    assert sorted(numbers) == sorted(TYPED_ONCE), f"config.py types these more or less than once: {numbers}"
+
+
+def test_every_preset_has_every_key_and_help_lists_each_value(capsys):
+    keys = set(config.PAPER)
+    assert set(config.PRESETS) == {"paper", "gpu", "cpu", "toy"}
+    assert all(set(p) == keys for p in config.PRESETS.values()), {n: keys ^ set(p) for n, p in config.PRESETS.items()}
+    show = lambda v: " ".join(map(str, v)) if isinstance(v, list) else str(v)
+    for main, flags in ((config.get_args, keys - {"seeds"}),
+                        (evaluation.main, {"seeds", "max_new_tokens", "math_max_new_tokens",
+                                           "teacher_max_prompt_tokens"})):
+        with pytest.raises(SystemExit):
+            main(["--help"])
+        text = " ".join(capsys.readouterr().out.split("options:")[1].split())  # the flags, past the usage line
+        for key in flags:
+            flag = "--" + key.replace("_", "-")
+            listed = ", ".join(f"{name}: {show(p[key])}" for name, p in config.PRESETS.items())
+            assert re.search(re.escape(flag) + r" [^(]*?\(preset\)[^[]*\[" + re.escape(listed) + r"\]", text), \
+                (flag, listed)
 
 
 class Loaded(Exception):

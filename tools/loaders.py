@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tqdm import tqdm
 
+from config import CODE_TIMEOUT
 from infra.cases import run_case
 from infra.data import COUNT, ProblemError, bounded, check_all, check_writable, write_atomic
 from tools.converters import (Skip, from_apps, from_code_contests, from_evalplus, from_gsm8k, from_humaneval,
@@ -32,7 +33,7 @@ def _count(stats, reason, n=1):
         stats[reason] += n
 
 
-def reference_tests(pairs, stats, *, max_tests=None, workers=None, timeout=30.0):
+def reference_tests(pairs, stats, *, max_tests=None, workers=None, timeout=CODE_TIMEOUT):
     """Fill in the golden tests of function problems: for each distinct argument list (the first `max_tests`),
     the repr of what the reference solution returns on it in the sandbox, as a set literal when the benchmark
     compares results as sets (so that outputs_match does too). pairs: [(problem, [args, ...], as_set)].
@@ -158,7 +159,7 @@ def hub_records(name, split=None, limit=None):
                            f"{type(e).__name__}: {str(e)[:200]}") from None
 
 
-def load_dataset_as_problems(source, split=None, limit=None, *, max_tests=100, workers=None, timeout=30.0,
+def load_dataset_as_problems(source, split=None, limit=None, *, max_tests=100, workers=None, timeout=CODE_TIMEOUT,
                              stats=None):
     """Problems, each passing check_problem, from a local benchmark file or a hub source (HUB name or hub id).
     split: hub only. limit: the first N records. max_tests: golden tests kept per code problem, in source order
@@ -207,8 +208,9 @@ def main(argv=None):
     ap.add_argument("--limit", type=COUNT, help="convert the first N records only")
     ap.add_argument("--max-tests", type=COUNT, default=100, help="golden tests kept per code problem (default 100)")
     ap.add_argument("--workers", type=COUNT, help="parallel reference runs (default: twice the CPU count)")
-    ap.add_argument("--timeout", type=bounded(float, 0, low_open=True), default=30.0,
-                    help="seconds per reference run (default 30, the verifier's: a slower reference is no use)")
+    ap.add_argument("--timeout", type=bounded(float, 0, low_open=True), default=CODE_TIMEOUT,
+                    help="seconds per reference run (default %(default)s, the verifier's: a slower reference is no "
+                    "use)")
     args = ap.parse_args(argv)
     stats = Counter()
     try:

@@ -1,7 +1,7 @@
 """The laptop demo: the toy world's problems and models through the real train.py (docs/toy.md).
 
     python -m toy                      # build the toy student once (cached), evaluate, train, evaluate, sum up
-    python -m toy --steps 4            # any train.py flag is passed on and overrides the preset (world.PRESET)
+    python -m toy --steps 4            # any train.py flag is passed on and overrides the toy preset (config.py, TOY)
     python -m toy --build-only         # only build the toy student (what `python rollout.py` runs by default)
 
 The toy student and problems are plain files under CACHE/toy-vN (student/, train.jsonl, valid.jsonl, test.jsonl),

@@ -35,6 +35,7 @@ from tokenizers import Regex, Tokenizer, decoders, models as bpe, pre_tokenizers
 from tqdm import tqdm
 
 from attribution import attribute_math, describe_code
+from config import MAX_TURNS
 from infra.answers import answers_equivalent
 from infra.cases import outputs_match
 from infra.models import SPECIAL_TOKENS, cpu_threads, hf_tokenizer, make_tokenizer, tiny_model
@@ -251,7 +252,7 @@ class SimTurn:  # what prompts.build_context reads of a turn (artefacts), plus t
     verdict: str
 
 
-def simulate(problem, b, rng, max_turns=4):
+def simulate(problem, b, rng, max_turns=MAX_TURNS):
     """One episode of the workflow in which both agents follow behaviour b."""
     turns = []
     for _ in range(max_turns):
@@ -389,24 +390,9 @@ def build_toy(cache=".cache", student_steps=STUDENT_STEPS, examples=16000, seed=
     return root
 
 
-# The toy preset: what 2 CPU cores finish in minutes at the toy models' size. The paper's values are train.py's
-# defaults; the toy differs in steps, batch, learning rate (tiny models from scratch, not lr 1e-6) and lengths.
-# Two updates per rollout batch, as the paper's 128 / 64: with four (mini-batch 4) at this learning rate, one
-# seed in three on the valid split saw a student degenerate into junk tokens after ~55 steps, a state the
-# sampled-token estimator of Eq. 8 cannot leave (it only pushes down what was sampled).
-# lambda 0.3 rather than the paper's 0.1 (App. D.6.3): lambda scales A^role against A^OPD, and this teacher is far
-# surer than a 14B model (DECIDE, SURE), so on a decision token A^OPD is a few nats and 0.1 * A^role added a tenth
-# to it. Chosen on the valid split (training seeds 0-2, evaluation seeds 500-502): the exchange penalty (mean over
-# the domains) was 23 +- 1 at lambda 0, 29 +- 5 at 0.1, 34 +- 3 at 0.3, 41 +- 9 at 1, with no loss of accuracy at
-# 0.3; it grows with lambda as in the paper's Fig. 3b.
-# Evaluation: three seeds (one held-out problem is ~5 points, so one seed's figure moves in steps of 5) and the
-# exchange penalty, the coordination figure RAS is judged on; 12 evaluation runs take about a minute here.
-PRESET = ["--steps", "100", "--batch", "16", "--mini-batch", "8", "--micro-batch", "64", "--lr", "3e-4",
-          "--lam", "0.3", "--max-new-tokens", "64", "--eval-seeds", "2000", "2001", "2002", "--eval-exchange"]
-
-
 def train_args(root, out):
-    """train.py's arguments for the toy world built at `root` (build_toy), writing to `out`; the caller hands
-    train.main the hand-written teacher (toy/expert.py), so there is no --teacher."""
+    """train.py's arguments for the toy world built at `root` (build_toy), writing to `out`, with the toy preset
+    (config.py, TOY); the caller hands train.main the hand-written teacher (toy/expert.py), so there is no
+    --teacher."""
     return ["--problems", os.path.join(root, "train.jsonl"), "--student", os.path.join(root, "student"),
-            "--out", out] + PRESET
+            "--out", out, "--preset", "toy"]
