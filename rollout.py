@@ -354,6 +354,8 @@ def main(argv=None):
     ap.add_argument("--model", default=os.path.join(TOY, "student"), help="local dir | .gguf | hub id | tiny-qwen3 | "
                     "tiny-llama (random weights), in every seat [%(default)s, the toy student: python -m toy "
                     "--build-only]")
+    ap.add_argument("--per-domain", type=bounded(int, 0), default=2, help="the first N problems of each domain in "
+                    "the file, 0 = all: a walk-through, not an evaluation [%(default)s]")
     ap.add_argument("--max-turns", type=COUNT, default=d.max_turns, help="T [%(default)s]")
     ap.add_argument("--max-new-tokens", type=COUNT, default=96, help="response limit [%(default)s]")
     ap.add_argument("--temperature", type=bounded(float, 0), default=d.temperature, help="0 = greedy [%(default)s]")
@@ -370,6 +372,9 @@ def main(argv=None):
         if args.out:
             check_writable(args.out, "--out")  # before the run, not after it
         problems = load_problems(toy_built(args.problems))
+        if args.per_domain:  # in the file's order
+            problems = [p for k, p in enumerate(problems)
+                        if sum(q["domain"] == p["domain"] for q in problems[:k]) < args.per_domain]
         model, tok = load_model(toy_built(args.model), seed=args.seed)
         check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
     except (ProblemError, ValueError, OSError) as e:

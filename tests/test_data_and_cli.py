@@ -120,12 +120,14 @@ def test_cli_runs_the_toy_build_by_default(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     tiny_model("qwen3", layers=1, hidden=32).save_pretrained(os.path.join(TOY, "student"))
     make_tokenizer().save_pretrained(os.path.join(TOY, "student"))
-    _write(tmp_path / TOY / "test.jsonl", [MATH, STDIO])
+    _write(tmp_path / TOY / "test.jsonl", [MATH, STDIO, {**MATH, "id": "m2"}, {**MATH, "id": "m3"}])
     capsys.readouterr()
     main(["--max-new-tokens", "4", "--max-turns", "1"])
     printed = capsys.readouterr().out
     assert f"'model': '{os.path.join(TOY, 'student')}'" in printed
     assert "=== m (math) -- 1 turn(s)" in printed and "=== c (code) -- 1 turn(s)" in printed
+    # a walk-through: the first two problems of each domain, not the whole file
+    assert "=== m2 (math)" in printed and "=== m3 (math)" not in printed
 
 
 def test_unicode_line_separator_inside_a_string_is_not_a_line_break(tmp_path):
