@@ -11,9 +11,12 @@ isolation levels is active (train.py and eval.py print it at start):
   /dev/shm of JAIL_TMP_MB each, its own read-only /proc, no network but its own loopback, and none of the host's
   files: not the problem file, not the golden tests, not its parent. Its IPC objects and files vanish with the
   namespaces, and it dies with its parent (--die-with-parent), also when the parent is killed.
-- uid (root without bubblewrap): the program runs in a fresh temp dir under a fresh uid; cleanup kills every
-  process of that uid and deletes what it left in /tmp & co. It can read world-readable files.
-- process (neither): process-group kill only. Not a security boundary.
+- namespaces (root without bubblewrap, util-linux's unshare): the same namespaces but the user namespace, and the
+  same view of the host, built by namespaces.py from mounts; the program runs under a fresh uid. The jail's promises.
+- uid (root where neither works): the program runs in a fresh temp dir under a fresh uid; cleanup kills every
+  process of that uid and deletes what it left in /tmp & co. It can read world-readable files, reach the host's
+  loopback, and leave IPC objects behind: not the jail's promises (isolation_refusal).
+- process (not root, no bubblewrap): process-group kill only. Not a security boundary.
 
 Caps in every level: per-process rlimits (address space, file size, CPU seconds, open files, no core; processes
 per uid as root), and a seccomp filter (seccomp.py: keyrings, ptrace, file locks, io_uring & co. return ENOSYS).
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 
 from infra import seccomp
 from infra.cgroups import ATTACH, cgroup_homes, make_cgroups, remove_cgroups
+from infra.namespaces import jail_argv, shown_paths
 
 MAX_STDOUT = 1 << 20       # bytes of stdout returned to the caller
 MAX_FILE_MB = 64           # RLIMIT_FSIZE: bounds every file the program writes, its stdout file included
@@ -152,26 +156,39 @@ def _as_user(argv: list[str], uid: int | None) -> list[str]:
 
 # ----------------------------------------------------------------------------- the jail
 
-def _jail(prefix: str) -> list[str]:
-    """bwrap options (up to the command) for a jail that sees /usr and the interpreter's `prefix` read-only.
+@dataclass(frozen=True)
+class Jail:
+    kind: str            # "bubblewrap", or "namespaces" (namespaces.py: unshare, as root)
+    shown: tuple         # the host paths the program sees read-only (namespaces.shown_paths)
+
+
+def _bwrap(shown) -> list[str]:
+    """bwrap options (up to the command) for a jail that sees `shown` read-only.
     No --new-session: a run already starts in a session of its own without a terminal (start_new_session), and
     bwrap's would take the namespace's init out of the run's process group, out of reach of its kill and reaping.
     The program leaves that group instead (_BOOT), so that it cannot stop bwrap with killpg(0, SIGSTOP)."""
     argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-            "--uid", "65534", "--gid", "65534", "--ro-bind", "/usr", "/usr"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):  # merged-/usr symlinks, or real dirs elsewhere
+            "--uid", "65534", "--gid", "65534"]
+    for path in shown:
+        argv += ["--ro-bind", path, path]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):  # merged-/usr symlinks
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            argv += ["--ro-bind", top, top]
-    if prefix != "/usr" and not prefix.startswith("/usr/"):
-        argv += ["--ro-bind", prefix, prefix]
     size = str(JAIL_TMP_MB << 20)
     # /proc read-only: the pid namespace's init (bubblewrap) runs under the program's uid, and /proc/1/mem,
     # oom_score_adj & co. would let the program write into it or have it killed
     return argv + ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp", "--size", size,
                    "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/proc", "--remount-ro", "/",
                    "--chdir", "/tmp"]
+
+
+def _jailed(jail: Jail, interpreter: str, uid: int | None, fd: int | None, command: list[str]) -> list[str]:
+    """The argv that runs `command` in `jail` under `uid`, with the program's source from the inherited `fd` as
+    /tmp/main.py (None: no program, the interpreter probe)."""
+    if jail.kind == "namespaces":  # root until its mounts are made: it drops to the uid itself
+        return jail_argv(interpreter, uid, JAIL_TMP_MB << 20, -1 if fd is None else fd, list(jail.shown), command)
+    source = [] if fd is None else ["--file", str(fd), "/tmp/main.py"]
+    return _as_user(_bwrap(jail.shown) + source + ["--", *command], uid)
 
 
 # The probe makes the same re-exec as _BOOT. Where setpriv still holds root's capabilities for its own exec (as in
@@ -181,15 +198,18 @@ _PROBE = "import os, sys; os.execv(sys.executable, [sys.executable, '-I', '-c', 
 
 
 @functools.cache
-def _setup() -> tuple[str, list[str] | None]:
-    """(interpreter, jail options or None): the jail when bubblewrap works here, and in it (or without it) the first
-    Python that starts as the sandbox user (/root is 0700, so a pyenv sys.executable may not)."""
+def _setup() -> tuple[str, Jail | None]:
+    """(interpreter, jail or None): bubblewrap's jail where it works here, else as root the namespaces jail where
+    unshare works, and in it (or without one) the first Python that starts as the sandbox user (/root is 0700, so
+    a pyenv sys.executable may not)."""
     candidates = [exe for exe in (sys.executable, "/usr/bin/python3", shutil.which("python3")) if exe]
-    jailed = [(exe, _jail(os.path.dirname(os.path.dirname(os.path.realpath(exe))))) for exe in candidates] \
-        if shutil.which("bwrap") else []
+    kinds = ["bubblewrap"] * bool(shutil.which("bwrap")) + ["namespaces"] * bool(IS_ROOT and shutil.which("unshare"))
+    jails = [(exe, Jail(kind, tuple(shown_paths(os.path.dirname(os.path.dirname(os.path.realpath(exe)))))))
+             for kind in kinds for exe in candidates]
     with _fresh_uid() as uid:
-        for exe, options in jailed + [(exe, None) for exe in candidates]:  # every jailed try before any bare one
-            argv = _as_user((options + ["--"] if options else []) + [exe, "-I", "-S", "-c", _PROBE], uid)
+        for exe, jail in jails + [(exe, None) for exe in candidates]:  # every jailed try before any bare one
+            probe = [exe, "-I", "-S", "-c", _PROBE]
+            argv = _jailed(jail, exe, uid, None, probe) if jail else _as_user(probe, uid)
             try:
                 probe = subprocess.Popen(argv, env=_env("/tmp"), cwd="/", stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, start_new_session=True)
@@ -199,7 +219,7 @@ def _setup() -> tuple[str, list[str] | None]:
                 probe.wait(timeout=30)
             _end_group(probe)  # what is left of it, the jail's init included
             if probe.returncode == 0:
-                return exe, options
+                return exe, jail
     raise RuntimeError("sandbox: no Python interpreter runs as an unprivileged user "
                        f"(tried {', '.join(candidates)})")
 
@@ -208,11 +228,15 @@ def describe() -> str:
     """One line: the isolation level and caps in force for the isolated, stateless runs of App. D.6.1 on this
     machine."""
     interpreter, jail = _setup()
-    if jail:
+    if jail and jail.kind == "bubblewrap":
         level = (f"jail (bubblewrap: own user, mount, pid, IPC, network namespaces; read-only /usr; private /tmp of "
                  f"{JAIL_TMP_MB} MiB)")
+    elif jail:
+        level = (f"jail (namespaces, no bubblewrap: unshare as root, own mount, pid, IPC, network namespaces; "
+                 f"read-only /usr; private /tmp of {JAIL_TMP_MB} MiB)")
     elif IS_ROOT:
-        level = "uid (no bubblewrap: a fresh uid per run, its processes and files removed afterwards)"
+        level = ("uid (no bubblewrap, no namespaces: a fresh uid per run, its processes and files removed afterwards; "
+                 "NOT kept: the host's files hidden, its network and IPC out of reach)")
     else:
         level = "process (no bubblewrap, not root: process-group kill only, not a security boundary)"
     caps = "cgroup caps per run (memory, processes, CPU) + rlimits" if cgroup_homes() else "rlimits per process"
@@ -362,14 +386,13 @@ def run_program(source: str, stdin: str = "", *, timeout: float, memory_mb: int 
             if jail:  # the program goes in through an fd: it never exists on the host's file system
                 fsrc.write(code)
                 fsrc.seek(0)
-                argv = jail + ["--file", str(fsrc.fileno()), "/tmp/main.py", "--"] + boot
+                argv = _jailed(jail, interpreter, uid, fsrc.fileno(), boot)
             else:
                 with open(os.path.join(workdir, "main.py"), "wb") as f:
                     f.write(code)
                 if uid is not None:
                     os.chown(workdir, uid, uid)
-                argv = boot
-            argv = _as_user(argv, uid)
+                argv = _as_user(boot, uid)
             if cgroups:
                 argv = ["/bin/sh", "-c", ATTACH, "sh", *[os.path.join(d, "cgroup.procs") for d in cgroups], "--",
                         *argv]

@@ -1,0 +1,90 @@
+"""The sandbox's jail where bubblewrap is not installed, for a trainer running as root: util-linux's `unshare` (part
+of every Debian or Ubuntu base system) gives the run its own mount, pid, IPC, network and UTS namespaces, and SETUP,
+still root inside them, builds the run's file system from mounts before it drops to the run's fresh uid. The program
+then sees what it sees in bubblewrap's jail (sandbox.py): /usr and the interpreter's prefix read-only, a private /tmp
+and /dev/shm of JAIL_TMP_MB each, its own read-only /proc, a few device nodes, no network but a loopback that is
+down, and none of the host's files. Its IPC objects, files and processes vanish with the namespaces.
+
+The one difference from bubblewrap: no user namespace. The program runs under the fresh uid sandbox.py draws for
+each run (as at the uid level), with no capabilities, so it can neither undo a mount nor leave the chroot.
+"""
+import os
+
+# SETUP runs as root and as PID 1 of the new pid namespace (unshare --fork). argv: the run's uid, the size of /tmp
+# and /dev/shm in bytes, the fd holding the program's source (-1: none, the interpreter probe), the host paths to
+# show read-only, "--", the command to run as the uid. It stays PID 1, a plain init: when the program's process
+# ends, it exits with the program's status (a signal as 128 + its number, as bubblewrap reports one), and its exit
+# ends the namespace and every process left in it. It is killed when unshare is (--kill-child), and the uid has no
+# way to signal or trace it (another uid; /proc read-only).
+SETUP = """\
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, MOVE, REC, PRIVATE = 1, 2, 4, 8, 32, 4096, 8192, 16384, 1 << 18
+def mount(source, target, fstype, flags, data=None):
+    args = [None if s is None else s.encode() for s in (source, target, fstype, data)]
+    if libc.mount(args[0], args[1], args[2], flags, args[3]):
+        sys.exit(f"sandbox setup: mount {target}: {os.strerror(ctypes.get_errno())}")
+uid, size, fd = map(int, sys.argv[1:4])
+cut = sys.argv.index("--")
+shown, command = sys.argv[4:cut], sys.argv[cut + 1:]
+mount(None, "/", None, REC | PRIVATE)  # nothing mounted from here on reaches the host
+new = "/tmp"  # the new root, a tmpfs over the namespace's own view of /tmp (the host's /tmp is untouched)
+mount("tmpfs", new, "tmpfs", NOSUID | NODEV, "size=1m,mode=755")
+def bind(path, flags):
+    target = new + path
+    if os.path.isdir(path):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "a").close()
+    mount(path, target, None, BIND | REC)
+    mount(None, target, None, REMOUNT | BIND | flags)
+for path in shown:  # /usr, the interpreter's prefix, and /bin, /lib & co. where they are real directories
+    bind(path, RDONLY | NOSUID | NODEV)
+for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):  # merged-/usr symlinks
+    if os.path.islink(top):
+        os.symlink(os.readlink(top), new + top)
+for node in ("null", "zero", "full", "random", "urandom"):
+    bind("/dev/" + node, NOSUID)
+for path in ("/tmp", "/dev/shm"):
+    os.makedirs(new + path, exist_ok=True)
+    mount("tmpfs", new + path, "tmpfs", NOSUID | NODEV, f"size={size},mode=1777")
+os.makedirs(new + "/proc")
+mount("proc", new + "/proc", "proc", NOSUID | NODEV | NOEXEC | RDONLY)
+if fd >= 0:  # the program goes in through an fd: it never exists on the host's file system
+    with os.fdopen(fd, "rb") as source, open(new + "/tmp/main.py", "wb") as f:
+        f.write(source.read())
+    os.chown(new + "/tmp/main.py", uid, uid)
+mount(None, new, None, REMOUNT | RDONLY | NOSUID | NODEV)
+os.chdir(new)
+mount(new, "/", None, MOVE)  # the new root over the old one, whose files are then out of every path
+os.chroot(".")
+os.chdir("/tmp")
+pid = os.fork()
+if pid == 0:
+    try:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)  # from root to a uid: every capability is gone with it
+        os.execv(command[0], command)
+    finally:
+        os._exit(127)
+status = os.waitpid(pid, 0)[1]
+os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+"""
+
+
+def jail_argv(interpreter: str, uid: int, size: int, fd: int, shown: list[str], command: list[str]) -> list[str]:
+    """The argv that runs `command` as `uid` in the namespaces jail. interpreter: a Python that runs SETUP as root;
+    size: bytes of /tmp and of /dev/shm; fd: an inherited fd holding the program's source (-1: none); shown: the
+    host paths the program sees read-only (shown_paths)."""
+    return ["unshare", "--mount", "--pid", "--ipc", "--net", "--uts", "--fork", "--kill-child", "--",
+            interpreter, "-I", "-S", "-c", SETUP, str(uid), str(size), str(fd), *shown, "--", *command]
+
+
+def shown_paths(prefix: str) -> list[str]:
+    """What a program sees of the host, read-only: /usr, the interpreter's `prefix` (outside /usr) and those of
+    /bin, /sbin, /lib, /lib32, /lib64 that are real directories rather than merged-/usr symlinks."""
+    tops = [p for p in ("/bin", "/sbin", "/lib", "/lib32", "/lib64") if os.path.isdir(p) and not os.path.islink(p)]
+    outside = [] if prefix == "/usr" or prefix.startswith("/usr/") else [prefix]
+    return ["/usr", *tops, *outside]
