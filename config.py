@@ -28,6 +28,7 @@ PAPER = dict(
     save_every=10,
     eval_seeds=[1000],                # Table 1 caption: one evaluation per trained run
     eval_exchange=False,              # ours: the exchange penalty (Fig. 3a) doubles the evaluation's time
+    unisolated_programs=False,        # ours: no run without the sandbox's jail (DECISIONS.md D11)
     seeds=[0, 1, 2, 3, 4],            # Table 1 caption: five evaluations of a prompt-only system (eval.py)
 )
 # A first run on one GPU (Qwen3-1.7B students, a Qwen3-8B or 14B teacher, one H200): the paper's recipe at 1/32 of
@@ -51,6 +52,7 @@ GPU = dict(
     save_every=10,                    # ours: at most 10 steps lost, 5 checkpoints written
     eval_seeds=[1000],                # Table 1 caption
     eval_exchange=False,              # ours: as the paper preset
+    unisolated_programs=False,        # ours: as the paper preset
     seeds=[0],                        # ours: one evaluation of a first run
 )
 # A first run of real models on a CPU: every phase once or twice at short lengths, in minutes per step. The response
@@ -74,6 +76,7 @@ CPU = dict(
     save_every=1,                     # ours: a checkpoint every step
     eval_seeds=[1000],                # Table 1 caption
     eval_exchange=False,              # ours: as the paper preset
+    unisolated_programs=False,        # ours: as the paper preset
     seeds=[0],                        # ours: one evaluation of a first run
 )
 # The toy world (python -m toy, docs/toy.md): what 2 CPU cores finish in minutes at the toy models' size. It differs
@@ -102,6 +105,9 @@ TOY = dict(
     # exchange penalty, the coordination figure RAS is judged on; 12 evaluation runs take about a minute here
     eval_seeds=[2000, 2001, 2002],
     eval_exchange=True,
+    # ours: the toy student's programs are a 0.25M-parameter model's arithmetic prints, and the demo must run on a
+    # new user's laptop without bubblewrap or root (DECISIONS.md D11)
+    unisolated_programs=True,
     seeds=[2000, 2001, 2002],         # ours: eval.py on a toy run, the seeds of train.py's evaluation
 )
 PRESETS = {"paper": PAPER, "gpu": GPU, "cpu": CPU, "toy": TOY}
@@ -153,6 +159,13 @@ def preset_line(args):
 # train.py's command line
 
 
+def add_unisolated_flag(add):
+    """--unisolated-programs, for train.py and eval.py (infra/sandbox.py, check_isolation). add: an argparse add."""
+    add("--unisolated-programs", action="store_true", default=None, help=preset_help("unisolated_programs", "run the "
+        "students' programs even where the sandbox has no jail (sandbox: at start), giving up what it hides: the "
+        "host's files, the golden tests among them, its loopback, its IPC"))
+
+
 def get_args(argv=None):
     """The run's configuration, one argparse namespace: the values above as defaults, the scale-dependent flags
     from --preset where not given; --help prints them in brackets."""
@@ -168,6 +181,7 @@ def get_args(argv=None):
     add("--preset", choices=sorted(PRESETS), default="paper", help="defaults of the flags marked (preset): the "
         "paper's schedule and limits, a first run on one GPU, a first CPU run of real models, or the toy world's "
         "(config.py, PRESETS); explicit flags win [%(default)s]")
+    add_unisolated_flag(add)
     add("--seed", type=SEED, default=0, help="[%(default)s]")
     add = ap.add_argument_group("the paper's schedule (App. D.6.3)").add_argument
     add("--steps", type=COUNT, help=preset_help("steps"))

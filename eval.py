@@ -26,7 +26,7 @@ from tqdm import tqdm
 from attribution import ROLE_CHECK, attribute_episodes
 from infra.answers import answers_equivalent
 from infra.checkpoint import load_policies, policy_dirs
-from config import EVAL_DECODING, PRESETS, apply_preset, preset_help, preset_line
+from config import EVAL_DECODING, PRESETS, add_unisolated_flag, apply_preset, preset_help, preset_line
 from infra.data import (COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems, response_limit,
                         write_atomic)
 from infra.footprint import config_of
@@ -34,7 +34,7 @@ from infra.memory import check_eval_fits
 from infra.metrics import format_counts, format_shares
 from infra.models import DEVICE, DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs
 from infra.report import heatmap, page, table_rows, token_pieces
-from infra.sandbox import describe, stop_on_sigterm
+from infra.sandbox import check_isolation, describe, stop_on_sigterm
 from loss import role_advantage
 from prompts import ROLES, check_prompt_limit
 from rollout import append_episodes, rollout_config, run_episodes, stop_ids_of
@@ -241,6 +241,7 @@ def main(argv=None):
     add("--preset", choices=sorted(PRESETS), default="paper", help="defaults of the flags marked (preset): the "
         "paper's, a first GPU run's, a first CPU run's or the toy world's (config.py, PRESETS); explicit flags win "
         "[%(default)s]")
+    add_unisolated_flag(add)
     add = ap.add_argument_group("sampling (evaluation decoding, App. D.5)").add_argument
     add("--seeds", type=SEED, nargs="+", help=preset_help("seeds", "one evaluation per seed"))
     add("--max-new-tokens", type=COUNT, help=preset_help("max_new_tokens", "response limit"))
@@ -277,6 +278,8 @@ def main(argv=None):
     stop_on_sigterm()
     print("sandbox:", describe())
     try:
+        if note := check_isolation(args.unisolated_programs):  # before anything loads
+            print(note)
         for flag, path in (("--json", args.json), ("--heatmap", args.heatmap), ("--episodes", args.episodes)):
             if path:  # before the run, not after it
                 check_writable(path, flag)

@@ -43,7 +43,7 @@ from infra.metrics import (PhaseClock, add_counts, gap_metrics, logprob_gap, pea
                            rollout_metrics, step_line, step_samples)
 from infra.models import cpu_threads
 from infra.report import write_report
-from infra.sandbox import describe, stop_on_sigterm
+from infra.sandbox import check_isolation, describe, stop_on_sigterm
 from loss import eq13_weights, mas_opd_loss, ras_advantage
 from prompts import check_prompt_limit
 from rollout import Response, append_episodes, rollout_config, run_episodes
@@ -241,6 +241,8 @@ def main(argv=None, teacher=None):
     torch.manual_seed(args.seed)
     random.seed(args.seed)
     try:
+        if note := check_isolation(args.unisolated_programs):  # before anything loads
+            say(note)
         check_writable(args.out, "--out", directory=True)  # before the models load, not at the first save
         held_out = load_problems(args.eval_problems) if args.eval_problems else None
         s = build(args, teacher)  # infra.launch.Start: Algorithm 1's inputs and the step the run starts at

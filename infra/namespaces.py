@@ -2,8 +2,8 @@
 of every Debian or Ubuntu base system) gives the run its own mount, pid, IPC, network and UTS namespaces, and SETUP,
 still root inside them, builds the run's file system from mounts before it drops to the run's fresh uid. The program
 then sees what it sees in bubblewrap's jail (sandbox.py): /usr and the interpreter's prefix read-only, a private /tmp
-and /dev/shm of JAIL_TMP_MB each, its own read-only /proc, a few device nodes, no network but a loopback that is
-down, and none of the host's files. Its IPC objects, files and processes vanish with the namespaces.
+and /dev/shm of JAIL_TMP_MB each, its own read-only /proc, a few device nodes, no network but its own loopback, and
+none of the host's files. Its IPC objects, files and processes vanish with the namespaces.
 
 The one difference from bubblewrap: no user namespace. The program runs under the fresh uid sandbox.py draws for
 each run (as at the uid level), with no capabilities, so it can neither undo a mount nor leave the chroot.
@@ -17,7 +17,7 @@ import os
 # ends the namespace and every process left in it. It is killed when unshare is (--kill-child), and the uid has no
 # way to signal or trace it (another uid; /proc read-only).
 SETUP = """\
-import ctypes, os, sys
+import ctypes, fcntl, os, socket, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
 RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, MOVE, REC, PRIVATE = 1, 2, 4, 8, 32, 4096, 8192, 16384, 1 << 18
 def mount(source, target, fstype, flags, data=None):
@@ -28,6 +28,9 @@ uid, size, fd = map(int, sys.argv[1:4])
 cut = sys.argv.index("--")
 shown, command = sys.argv[4:cut], sys.argv[cut + 1:]
 mount(None, "/", None, REC | PRIVATE)  # nothing mounted from here on reaches the host
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # the namespace's own loopback up, as in bubblewrap's
+    flags = struct.unpack("16sH", fcntl.ioctl(s, 0x8913, struct.pack("16sH22x", b"lo", 0))[:18])[1]  # SIOCGIFFLAGS
+    fcntl.ioctl(s, 0x8914, struct.pack("16sH22x", b"lo", flags | 1))  # SIOCSIFFLAGS with IFF_UP
 new = "/tmp"  # the new root, a tmpfs over the namespace's own view of /tmp (the host's /tmp is untouched)
 mount("tmpfs", new, "tmpfs", NOSUID | NODEV, "size=1m,mode=755")
 def bind(path, flags):
@@ -60,6 +63,7 @@ os.chdir(new)
 mount(new, "/", None, MOVE)  # the new root over the old one, whose files are then out of every path
 os.chroot(".")
 os.chdir("/tmp")
+os.environ.pop("PWD", None)  # the host's working directory, which a shell on the way in may have exported
 pid = os.fork()
 if pid == 0:
     try:

@@ -29,17 +29,15 @@ import contextlib
 import functools
 import math
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 from dataclasses import dataclass
 
-from infra import seccomp
+from infra import seccomp, uids
 from infra.cgroups import ATTACH, cgroup_homes, make_cgroups, remove_cgroups
 from infra.namespaces import jail_argv, shown_paths
 
@@ -48,9 +46,6 @@ MAX_FILE_MB = 64           # RLIMIT_FSIZE: bounds every file the program writes,
 JAIL_TMP_MB = 64           # size of the jail's private /tmp and of its /dev/shm
 MAX_FILES = 256            # RLIMIT_NOFILE per process: without it a run could hold the host's limit (> 1M)
 MAX_ERROR = 300            # chars of the error line
-UID_RANGE = (200_000, 899_999)  # no passwd entry needed for setuid; far above real users
-WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # where the uid fallback looks for leftovers
-IS_ROOT = os.geteuid() == 0
 SECCOMP_FILTER = seccomp.program(os.uname().machine)  # b"": no syscall table here, and describe() says so
 
 # Runs in the child before the program: an unprivileged process may lower its own limits, and doing it here
@@ -84,21 +79,6 @@ if sys.argv[6]:
         sys.exit("seccomp filter not loaded: " + os.strerror(ctypes.get_errno()))
 os.execv(sys.executable, [sys.executable, "-I", "main.py"])
 """
-# Started as root: kills every process of the run's uid (argv[1]) (atomic w.r.t. fork), incl. ones that left the
-# group. It takes that uid as effective uid only, real and saved uid being a second fresh one (argv[2]): signals
-# and ptrace need the target's real or saved uid, so no process of the run can stop or trace it, while it can
-# signal every one of them and nothing else. Guarded: kill(-1) run as root would take down every process.
-_KILL_UID = """\
-import os, sys
-uid, guard = map(int, sys.argv[1:3])
-if 0 not in (uid, guard):
-    os.setresuid(guard, uid, guard)
-    try:
-        os.kill(-1, 9)
-    except ProcessLookupError:
-        pass
-"""
-
 ERROR = "error: "  # every failed run's outcome starts with this; agents see it verbatim (App. D.6.1)
 
 
@@ -123,35 +103,6 @@ def _env(home: str) -> dict:
     return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONIOENCODING": "utf-8", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
             "HOME": home, "TMPDIR": home}
-
-
-# ----------------------------------------------------------------------------- a uid of its own
-
-_UIDS = random.SystemRandom()  # not the global `random`: train.py seeds that, and two runs would draw alike
-
-
-@contextlib.contextmanager
-def _fresh_uid():
-    """As root, a uid that no other run holds, in this process or any other on the machine; None otherwise.
-    The claim is an abstract unix socket named after the uid: binding it fails while another run holds it, and
-    the kernel drops it when the run ends, also when its process dies, so no claim outlives its holder."""
-    if not IS_ROOT:
-        yield None
-        return
-    with socket.socket(socket.AF_UNIX) as claim:
-        while True:
-            uid = _UIDS.randint(*UID_RANGE)
-            try:
-                claim.bind(f"\0mas-opd-sandbox-uid-{uid}")
-                break
-            except OSError:  # held by a concurrent run
-                continue
-        yield uid
-
-
-def _as_user(argv: list[str], uid: int | None) -> list[str]:
-    """argv run under uid (gid = uid, no supplementary groups) when uid is given."""
-    return argv if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *argv]
 
 
 # ----------------------------------------------------------------------------- the jail
@@ -188,7 +139,7 @@ def _jailed(jail: Jail, interpreter: str, uid: int | None, fd: int | None, comma
     if jail.kind == "namespaces":  # root until its mounts are made: it drops to the uid itself
         return jail_argv(interpreter, uid, JAIL_TMP_MB << 20, -1 if fd is None else fd, list(jail.shown), command)
     source = [] if fd is None else ["--file", str(fd), "/tmp/main.py"]
-    return _as_user(_bwrap(jail.shown) + source + ["--", *command], uid)
+    return uids.as_user(_bwrap(jail.shown) + source + ["--", *command], uid)
 
 
 # The probe makes the same re-exec as _BOOT. Where setpriv still holds root's capabilities for its own exec (as in
@@ -203,13 +154,14 @@ def _setup() -> tuple[str, Jail | None]:
     unshare works, and in it (or without one) the first Python that starts as the sandbox user (/root is 0700, so
     a pyenv sys.executable may not)."""
     candidates = [exe for exe in (sys.executable, "/usr/bin/python3", shutil.which("python3")) if exe]
-    kinds = ["bubblewrap"] * bool(shutil.which("bwrap")) + ["namespaces"] * bool(IS_ROOT and shutil.which("unshare"))
+    kinds = ["bubblewrap"] * bool(shutil.which("bwrap"))
+    kinds += ["namespaces"] * bool(uids.IS_ROOT and shutil.which("unshare"))
     jails = [(exe, Jail(kind, tuple(shown_paths(os.path.dirname(os.path.dirname(os.path.realpath(exe)))))))
              for kind in kinds for exe in candidates]
-    with _fresh_uid() as uid:
+    with uids.fresh_uid() as uid:
         for exe, jail in jails + [(exe, None) for exe in candidates]:  # every jailed try before any bare one
             probe = [exe, "-I", "-S", "-c", _PROBE]
-            argv = _jailed(jail, exe, uid, None, probe) if jail else _as_user(probe, uid)
+            argv = _jailed(jail, exe, uid, None, probe) if jail else uids.as_user(probe, uid)
             try:
                 probe = subprocess.Popen(argv, env=_env("/tmp"), cwd="/", stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, start_new_session=True)
@@ -234,14 +186,29 @@ def describe() -> str:
     elif jail:
         level = (f"jail (namespaces, no bubblewrap: unshare as root, own mount, pid, IPC, network namespaces; "
                  f"read-only /usr; private /tmp of {JAIL_TMP_MB} MiB)")
-    elif IS_ROOT:
+    elif uids.IS_ROOT:
         level = ("uid (no bubblewrap, no namespaces: a fresh uid per run, its processes and files removed afterwards; "
                  "NOT kept: the host's files hidden, its network and IPC out of reach)")
     else:
         level = "process (no bubblewrap, not root: process-group kill only, not a security boundary)"
     caps = "cgroup caps per run (memory, processes, CPU) + rlimits" if cgroup_homes() else "rlimits per process"
     caps += "; seccomp filter" if SECCOMP_FILTER else f"; NO seccomp filter (no syscall table for {os.uname().machine})"
-    return f"{level}; {caps}; {'a fresh uid per run; ' if IS_ROOT and jail else ''}Python {interpreter}"
+    return f"{level}; {caps}; {'a fresh uid per run; ' if uids.IS_ROOT and jail else ''}Python {interpreter}"
+
+
+def check_isolation(unisolated_ok: bool) -> str | None:
+    """Refuse, with one line (ValueError), to run students' programs where the sandbox has no jail, unless
+    `unisolated_ok` (--unisolated-programs) gives the jail's promises up: then the line that says so (None in a
+    jail). Both workflows run model-written programs (Coder and Tester; Tool-User), and without a jail one can read
+    the problem file, golden tests and reference answers included, and be judged right by the verifier that PAC's
+    verdicts rest on (DECISIONS.md D11)."""
+    if _setup()[1] is not None:
+        return None
+    if unisolated_ok:
+        return "sandbox: NO jail here, and the students' programs run all the same (--unisolated-programs)"
+    raise ValueError("the sandbox has no jail here (no bubblewrap, and not root with util-linux's unshare), so a "
+                     "student's program could read the golden tests: install bubblewrap (apt-get install "
+                     "bubblewrap), or give that up with --unisolated-programs")
 
 
 # ----------------------------------------------------------------------------- killing and cleaning up
@@ -273,25 +240,6 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
 
 
-def _processes_of(uid: int) -> list[tuple[int, int]]:
-    """(pid, parent's pid) of every process under uid (real, effective, saved or fs uid), zombies included. Part of
-    the cleanup after each stateless run (App. D.6.1). Only a process of that uid can create another one (the uid
-    is this run's alone), so once none is left none can appear: the kill helper, a process start that costs more
-    than a short program's run, is needed only when this finds one."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                status = {k: v.split() for k, v in (ln.split(":", 1) for ln in f) if k in ("PPid", "Uid")}
-        except OSError:  # gone meanwhile
-            continue
-        if str(uid) in status.get("Uid", []):
-            found.append((int(pid), int(status["PPid"][0])))
-    return found
-
-
 def _end_group(proc: subprocess.Popen) -> None:
     """SIGKILL a run's process group (in the jail: bwrap, whose death takes the whole pid namespace along) and
     reap its main process and every other member that became our child. Only PID 1 (a container started without
@@ -307,38 +255,8 @@ def _end_group(proc: subprocess.Popen) -> None:
 def _kill_everything(proc: subprocess.Popen, uid: int | None) -> None:
     """End the run's process group and, with a uid of its own, every process of that uid; reap what is ours."""
     _end_group(proc)
-    # uid None (not root): no uid of its own, the group kill is all we can do; none of the uid left: none to kill
-    if uid is not None and _processes_of(uid):
-        # a helper process sends kill(-1) as the uid: reaches processes that setsid()-ed away too.
-        # subprocess instead of os.fork: forking a multi-threaded parent in Python code is not safe.
-        with _fresh_uid() as guard:
-            subprocess.run([_setup()[0], "-I", "-S", "-c", _KILL_UID, str(uid), str(guard)], env=_env("/"),
-                           cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
-        # those whose parent died are ours where we are PID 1: reap them, parents first (a dying parent hands its
-        # children on before it can be reaped), until none of ours is left
-        while mine := [pid for pid, ppid in _processes_of(uid) if ppid == os.getpid()]:
-            for pid in mine:
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, 0)
-
-
-def _remove_files_of(uid: int) -> None:
-    """Delete top-level entries of world-writable dirs owned by uid (what the program left outside its dir)."""
-    for root in WORLD_WRITABLE:
-        try:
-            entries = list(os.scandir(root))
-        except OSError:
-            continue
-        for e in entries:
-            try:
-                if e.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if e.is_dir(follow_symlinks=False):
-                    shutil.rmtree(e.path, ignore_errors=True)
-                else:
-                    os.unlink(e.path)
-            except OSError:
-                pass
+    if uid is not None:  # None (not root): no uid of its own, the group kill is all we can do
+        uids.kill_all(uid, _setup()[0], _env("/"))
 
 
 def _error_line(returncode: int, stderr: str, jailed: bool) -> str:
@@ -371,7 +289,7 @@ def run_program(source: str, stdin: str = "", *, timeout: float, memory_mb: int 
         return RunResult("", f"{ERROR}not run: the process is terminating")
     interpreter, jail = _setup()
     code = source.encode("utf-8", "replace")  # a lone surrogate in generated text becomes a program error
-    with _fresh_uid() as uid, tempfile.TemporaryFile() as fsrc, tempfile.TemporaryFile() as fin, \
+    with uids.fresh_uid() as uid, tempfile.TemporaryFile() as fsrc, tempfile.TemporaryFile() as fin, \
             tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
         try:
             cgroups = make_cgroups(uid, memory_mb, max_procs) if uid is not None else []
@@ -392,7 +310,7 @@ def run_program(source: str, stdin: str = "", *, timeout: float, memory_mb: int 
                     f.write(code)
                 if uid is not None:
                     os.chown(workdir, uid, uid)
-                argv = _as_user(boot, uid)
+                argv = uids.as_user(boot, uid)
             if cgroups:
                 argv = ["/bin/sh", "-c", ATTACH, "sh", *[os.path.join(d, "cgroup.procs") for d in cgroups], "--",
                         *argv]
@@ -426,7 +344,7 @@ def run_program(source: str, stdin: str = "", *, timeout: float, memory_mb: int 
             remove_cgroups(cgroups)
             if workdir:
                 if uid is not None:
-                    _remove_files_of(uid)
+                    uids.remove_files_of(uid)
                 shutil.rmtree(workdir, ignore_errors=True)
     if expired.is_set():
         return RunResult(stdout, f"{ERROR}timed out after {timeout:g} s")

@@ -117,7 +117,8 @@ def test_cli_reports_each_run_and_appends_its_episodes(tmp_path, problems, capsy
     ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "1", "--max-new-tokens", "4",
              "--episodes", str(episodes)])
     out, err = capsys.readouterr()
-    assert out.startswith("preset: paper (math_max_new_tokens=0, teacher_max_prompt_tokens=12288 in effect;")
+    assert out.startswith("preset: paper (math_max_new_tokens=0, teacher_max_prompt_tokens=12288, "
+                          "unisolated_programs=False in effect;")
     assert "threads: " in out
     assert "turn 1/4: reading 4 prompts: 0/4 responses" in err and " tok/s [" in err  # progress inside a run
     assert "eval seed 1, exchanged seats: 2 episodes in" in out

@@ -22,30 +22,36 @@ import pytest
 from attribution import attribute_code
 from infra import cases
 from infra import cgroups
-from infra import sandbox
+from infra import sandbox, uids
 from infra import seccomp
 from infra.cases import outputs_match, run_case, run_cases
+from infra.namespaces import shown_paths
 from infra.sandbox import RunResult, run_program
 
 ROOT = os.geteuid() == 0
-JAIL = sandbox._setup()[1] is not None
+INTERPRETER, NATIVE = sandbox._setup()
+JAIL = NATIVE is not None and NATIVE.kind == "bubblewrap"
+# the jail without bubblewrap, as root: the same interpreter, shown read-only as namespaces.py shows it
+NAMESPACES = sandbox.Jail("namespaces", tuple(shown_paths(os.path.dirname(os.path.dirname(os.path.realpath(
+    INTERPRETER))))))
 needs_root = pytest.mark.skipif(not ROOT, reason="uid drop (process cap, uid-wide kill, file cleanup) is root-only")
 needs_jail = pytest.mark.skipif(not JAIL, reason="bubblewrap is not installed or does not work here")
+needs_namespaces = pytest.mark.skipif(not (ROOT and shutil.which("unshare")), reason="not root, or no unshare")
 needs_cgroups = pytest.mark.skipif(not cgroups.cgroup_homes(), reason="no writable cgroup v1 hierarchy, or not root")
 needs_filter = pytest.mark.skipif(not sandbox.SECCOMP_FILTER, reason="no syscall table for this machine")
 ARCH = seccomp.ARCHES.get(os.uname().machine)
 NR = {name: nrs[ARCH[0]] for name, nrs in seccomp.DENIED.items() if ARCH and nrs[ARCH[0]] is not None}  # this machine's
 
 
-@pytest.fixture(params=["native", "uid"])
+@pytest.fixture(params=["native", "namespaces", "uid"])
 def mode(request, monkeypatch):
-    """Each isolation test runs with the level this machine gives ("native": the jail where bubblewrap works) and,
-    as root with a jail, once more with the jail switched off: the uid fallback."""
-    if request.param == "uid":
-        if not (JAIL and ROOT):
-            pytest.skip("the native level is already the fallback")
-        interpreter = sandbox._setup()[0]
-        monkeypatch.setattr(sandbox, "_setup", lambda: (interpreter, None))
+    """Each isolation test runs with the level this machine gives ("native": bubblewrap's jail where it works) and,
+    as root, once more in each level below it: the namespaces jail (no bubblewrap) and the uid fallback (neither)."""
+    if request.param != "native":
+        if not ROOT or NATIVE is None or (request.param == "namespaces" and not (JAIL and shutil.which("unshare"))):
+            pytest.skip("the native level is already this fallback, or it is not to be had here")
+        monkeypatch.setattr(sandbox, "_setup", lambda: (INTERPRETER, NAMESPACES if request.param == "namespaces"
+                                                        else None))
     return request.param
 
 
@@ -185,7 +191,7 @@ def test_child_that_escapes_the_process_group_is_killed(mode):
 def test_uid_kill_helper_runs_only_when_a_process_of_the_uid_is_left(monkeypatch):
     interpreter = sandbox._setup()[0]
     monkeypatch.setattr(sandbox, "_setup", lambda: (interpreter, None))  # the uid level, where the helper matters
-    assert sandbox._processes_of(os.getuid()) and not sandbox._processes_of(sandbox.UID_RANGE[1] + 1)
+    assert uids.processes_of(os.getuid()) and not uids.processes_of(uids.UID_RANGE[1] + 1)
     helpers = []
     real_run = sandbox.subprocess.run
     monkeypatch.setattr(sandbox.subprocess, "run", lambda argv, **kw: helpers.append(argv) or real_run(argv, **kw))
@@ -295,8 +301,32 @@ print(0)
 """
 
 
-@needs_jail
-def test_a_program_cannot_read_the_golden_tests():
+HIDE_BUBBLEWRAP = """\
+import shutil
+which = shutil.which
+shutil.which = lambda name, *a, **k: None if name == "bwrap" else which(name, *a, **k)
+"""
+
+
+which = shutil.which
+
+
+@pytest.fixture(params=["native", "no bubblewrap"])
+def jailed(request, monkeypatch):
+    """The jail's promises tested where a jail is had: bubblewrap's where it works, then with bubblewrap hidden (a
+    new user's machine) whatever this machine gives without it: the namespaces jail as root. Where that is no jail
+    the test is skipped: train.py and eval.py refuse code problems there (sandbox.isolation_refusal). Returns the
+    lines that hide bubblewrap from a Python subprocess ("" for native)."""
+    if request.param == "no bubblewrap":
+        monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "bwrap" else which(name, *a, **k))
+        sandbox._setup.cache_clear()
+        request.addfinalizer(sandbox._setup.cache_clear)  # before monkeypatch gives bubblewrap back
+    if sandbox._setup()[1] is None:
+        pytest.skip("no jail here at this level")
+    return HIDE_BUBBLEWRAP if request.param == "no bubblewrap" else ""
+
+
+def test_a_program_cannot_read_the_golden_tests(jailed):
     """The golden tests are in a world-readable file named on the command line of the process that runs the
     verifier; a program that finds them passes without solving anything unless the jail hides both."""
     d = tempfile.mkdtemp()
@@ -308,7 +338,7 @@ def test_a_program_cannot_read_the_golden_tests():
         f.write(json.dumps(problem) + "\n")
     os.chmod(path, 0o644)
     cheat = CHEAT.replace("PATH", repr(path))
-    script = ("import json, sys\nfrom attribution import attribute_code\n"
+    script = (jailed + "import json, sys\nfrom attribution import attribute_code\n"
               "p = json.loads(open(sys.argv[1]).readline())\n"
               f"print(attribute_code(p, {cheat!r}, ('3', '9'), timeout=5).checks['program_correct'])")
     r = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True, timeout=60,
@@ -317,23 +347,29 @@ def test_a_program_cannot_read_the_golden_tests():
     assert run_program(cheat, "7", timeout=5).stdout == "0\n"
 
 
-@needs_jail
-def test_ipc_objects_die_with_the_run():
-    key = random.randint(1 << 20, 1 << 30)
+def test_ipc_objects_die_with_the_run(jailed):
+    """SysV shared memory, message queues and semaphores, POSIX shared memory and message queues: a run may make
+    them, and none is left for a later run (none in the host's IPC namespace, none in its /dev/shm)."""
+    key, name = random.randint(1 << 20, 1 << 30), f"/sbx{uuid.uuid4().hex[:12]}"
     r = run_program(f"""
-import ctypes
+import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
+libc.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
 print(libc.shmget({key}, 1 << 20, 0o1666) >= 0, libc.msgget({key}, 0o1666) >= 0,
-      libc.semget({key}, 1, 0o1666) >= 0)
+      libc.semget({key}, 1, 0o1666) >= 0, libc.shm_open({name!r}.encode(), os.O_CREAT | os.O_RDWR, 0o666) >= 0,
+      libc.mq_open({name!r}.encode(), os.O_CREAT | os.O_RDWR, 0o666, None) >= 0)
 """, timeout=3)
-    assert r.stdout == "True True True\n", r.error  # it could make them ...
-    for kind in ("shm", "msg", "sem"):           # ... and none of them is left in the host's IPC namespace
+    assert r.stdout == "True True True True True\n", r.error  # it could make them ...
+    for kind in ("shm", "msg", "sem"):                     # ... and none of them is left in the host's IPC namespace
         with open(f"/proc/sysvipc/{kind}") as f:
             assert not [ln for ln in f.read().splitlines()[1:] if int(ln.split()[0]) == key]
+    assert not os.path.exists("/dev/shm" + name)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    assert libc.mq_open(name.encode(), os.O_RDONLY) == -1 and ctypes.get_errno() == errno.ENOENT
 
 
-@needs_jail
-def test_no_connection_to_the_hosts_localhost():
+def test_no_connection_to_the_hosts_localhost(jailed):
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
@@ -375,12 +411,14 @@ def test_memory_cap_covers_the_whole_run():
 
 PID1 = """
 import os, sys, time
-from infra import sandbox
-interpreter = sandbox._setup()[0]
-if sys.argv[1] != "native":
+from infra import sandbox, uids
+interpreter, native = sandbox._setup()
+if sys.argv[1] == "namespaces":
+    sandbox._setup = lambda: (interpreter, sandbox.Jail("namespaces", native.shown))
+elif sys.argv[1] != "native":
     sandbox._setup = lambda: (interpreter, None)
 if sys.argv[1] == "process":
-    sandbox.IS_ROOT = False  # no uid of its own: the group kill and reaping only
+    uids.IS_ROOT = False  # no uid of its own: the group kill and reaping only
 for src in ["print(1)", "import os, time\\nfor _ in range(3):\\n    if os.fork() == 0:\\n        time.sleep(60)",
             "import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    time.sleep(60)", "while True:\\n    pass"]:
     sandbox.run_program(src, timeout=1)
@@ -397,13 +435,13 @@ print(os.getpid(), zombies)
 
 @needs_root
 @pytest.mark.skipif(not shutil.which("unshare"), reason="util-linux's unshare is not installed")
-@pytest.mark.parametrize("level", ["native", "uid", "process"])
+@pytest.mark.parametrize("level", ["native", "namespaces", "uid", "process"])
 def test_no_zombies_when_the_trainer_is_pid_1(level):
     """In a container started without --init the trainer is PID 1 and inherits every orphan: the jail's init
     (bubblewrap's monitor exits without waiting for it) and a program's children. Each run must reap its own,
     a normal exit, children left running, a setsid() escape and a timeout alike, or the pid table fills up."""
-    if level == "uid" and not JAIL:
-        pytest.skip("the native level is already the fallback")
+    if level in ("namespaces", "uid") and not JAIL:
+        pytest.skip("the native level is already this fallback")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", PID1, level], cwd=root,
                        capture_output=True, text=True, timeout=120)
@@ -622,10 +660,10 @@ def test_concurrent_runs_never_share_a_uid(monkeypatch):
     """The uid is drawn from the OS, not from the global `random` a training seed fixes, and claimed machine-wide:
     a uid another process holds is skipped."""
     random.seed(7)
-    with sandbox._fresh_uid() as first:
+    with uids.fresh_uid() as first:
         pass
     random.seed(7)
-    with sandbox._fresh_uid() as second:
+    with uids.fresh_uid() as second:
         pass
     assert first != second
     holder = subprocess.Popen([sys.executable, "-c", "import socket, sys, time\ns = socket.socket(socket.AF_UNIX)\n"
@@ -634,8 +672,8 @@ def test_concurrent_runs_never_share_a_uid(monkeypatch):
     try:
         assert holder.stdout.readline() == b"1\n"
         draws = iter([first, first, second])
-        monkeypatch.setattr(sandbox._UIDS, "randint", lambda a, b: next(draws))
-        with sandbox._fresh_uid() as uid:
+        monkeypatch.setattr(uids.UIDS, "randint", lambda a, b: next(draws))
+        with uids.fresh_uid() as uid:
             assert uid == second
     finally:
         holder.kill()

@@ -18,6 +18,7 @@ from infra import footprint
 from infra import launch
 from infra import memory
 from infra import models
+from infra import sandbox
 from config import preset_line
 from infra.models import make_tokenizer, tiny_model
 from sampler import generate, sequence_logprobs
@@ -505,3 +506,23 @@ def test_bf16_evaluation_runs_on_the_rollout_copies_of_the_final_masters(tmp_pat
     masters = AutoModelForCausalLM.from_pretrained(os.path.join(out, "checkpoint", "coder")).parameters()
     assert all(torch.equal(a, m.to(torch.bfloat16)) for a, m in zip(after, masters))
     assert any(not torch.equal(a, b) for a, b in zip(after, before))  # the update moved the copies
+
+
+@pytest.mark.parametrize("command", ["train", "eval"])
+def test_without_a_jail_the_programs_are_refused_unless_given_up_by_name(command, tmp_path, problems, error_line,
+                                                                         monkeypatch, capsys):
+    """Where the sandbox has no jail a student's program could read the golden tests: train.py and eval.py refuse in
+    one line before anything loads, unless --unisolated-programs (the toy preset's choice) gives that up."""
+    monkeypatch.setattr(sandbox, "_setup", lambda: ("/usr/bin/python3", None))  # the uid or process level
+    monkeypatch.setattr(launch, "load_model", lambda *a, **k: (_ for _ in ()).throw(Loaded()))
+    monkeypatch.setattr(evaluation, "load_model", lambda *a, **k: (_ for _ in ()).throw(Loaded()))
+    main, flags = (train.main, FAST + ["--out", str(tmp_path / "run")]) if command == "train" else \
+        (evaluation.main, ["--student", "tiny-qwen3"])
+    with pytest.raises(SystemExit) as e:
+        main(flags + ["--problems", problems])
+    assert e.value.code == 2 and not os.path.exists(tmp_path / "run")
+    error_line("the sandbox has no jail here (no bubblewrap, and not root with util-linux's unshare)")
+    for given_up in (["--unisolated-programs"], ["--preset", "toy"]):
+        with pytest.raises(Loaded):  # past the check: on to loading the models, having said what is given up
+            main(flags + ["--problems", problems] + given_up)
+        assert "sandbox: NO jail here, and the students' programs run all the same" in capsys.readouterr().out
