@@ -5,9 +5,14 @@ no-internal-process rule), so there the per-process rlimits of sandbox.py are th
 import contextlib
 import functools
 import os
+import re
+import socket
 import time
 
+from infra import uids
+
 CPUS = 1  # CPU share of one run (cpu.cfs_quota_us / cpu.cfs_period_us)
+NAME = "mas-opd-sandbox-{}"  # a run's cgroup in each hierarchy, after its uid
 
 # Run as root before the uid drop: moves the shell into the run's cgroups ($1 .. up to "--"), then execs the rest,
 # so that the program and everything it starts are inside the caps from their first instruction.
@@ -17,7 +22,8 @@ ATTACH = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shif
 @functools.cache
 def cgroup_homes() -> dict[str, str]:
     """controller -> this process's own cgroup directory in that controller's v1 hierarchy, for memory, pids and
-    cpu, when all three are mounted and writable (and we are root); else {}."""
+    cpu, when all three are mounted and writable (and we are root); else {}. The first call in a process reclaims
+    the cgroups that runs of a killed trainer left there (reclaim)."""
     if os.geteuid() != 0:
         return {}
     mounts = {}  # controller -> (mount point, the cgroup path that is the mount's root)
@@ -38,7 +44,21 @@ def cgroup_homes() -> dict[str, str]:
                 if path.startswith(root):
                     homes[c] = os.path.join(point, path[len(root):].lstrip("/"))
     ok = len(homes) == 3 and all(os.access(d, os.W_OK) for d in homes.values())
+    if ok:
+        reclaim(homes)
     return homes if ok else {}
+
+
+def reclaim(homes: dict[str, str]) -> None:
+    """Remove the runs' cgroups under `homes` that no live run holds (their uid's claim can be bound: uids.CLAIM)
+    and that hold no process (rmdir refuses those): what runs left when their trainer was killed (SIGKILL)."""
+    for home in homes.values():
+        with contextlib.suppress(OSError):
+            for name in os.listdir(home):
+                if m := re.fullmatch(NAME.format(r"([1-9][0-9]*)"), name):
+                    with socket.socket(socket.AF_UNIX) as claim, contextlib.suppress(OSError):
+                        claim.bind(uids.CLAIM.format(m[1]))  # held while we remove it: no run can take the uid
+                        os.rmdir(os.path.join(home, name))
 
 
 def make_cgroups(uid: int, memory_mb: int, max_procs: int) -> list[str]:
@@ -51,7 +71,7 @@ def make_cgroups(uid: int, memory_mb: int, max_procs: int) -> list[str]:
     made = []
     try:
         for c, home in homes.items():
-            d = os.path.join(home, f"mas-opd-sandbox-{uid}")
+            d = os.path.join(home, NAME.format(uid))
             with contextlib.suppress(OSError):  # left by a run of this uid that was killed before it cleaned up
                 os.rmdir(d)
             os.mkdir(d)

@@ -13,17 +13,20 @@ isolation levels is active (train.py and eval.py print it at start):
   namespaces, and it dies with its parent (--die-with-parent), also when the parent is killed.
 - namespaces (root without bubblewrap, util-linux's unshare): the same namespaces but the user namespace, and the
   same view of the host, built by namespaces.py from mounts; the program runs under a fresh uid. The jail's promises.
-- uid (root where neither works): the program runs in a fresh temp dir under a fresh uid; cleanup kills every
-  process of that uid and deletes what it left in /tmp & co. It can read world-readable files, reach the host's
-  loopback, and leave IPC objects behind: not the jail's promises (isolation_refusal).
+- uid (root where neither works): the program runs in a fresh temp dir under a fresh uid, in its own IPC and
+  network namespaces where unshare can make them; cleanup kills every process of that uid and deletes what it left
+  in /tmp & co. It can read world-readable files and fill the host's disk 64 MiB a file (without those namespaces
+  also reach the host's loopback and leave IPC objects behind): not the jail's promises (check_isolation).
 - process (not root, no bubblewrap): process-group kill only. Not a security boundary.
 
 Caps in every level: per-process rlimits (address space, file size, CPU seconds, open files, no core; processes
-per uid as root), and a seccomp filter (seccomp.py: keyrings, ptrace, file locks, io_uring & co. return ENOSYS).
+per uid as root), and a seccomp filter (seccomp.py: keyrings, ptrace, file locks, space reserved on disk, memfds,
+page-cache probes, io_uring & co. return ENOSYS). The program sees only the standard library (python -I -S).
 As root, where cgroup v1 hierarchies are writable (cgroups.py), the whole run also shares one memory,
 process-count and CPU cap; a run whose cgroups cannot be made is refused, never run uncapped. Every process of a
 run that becomes the trainer's child (as PID 1, e.g. in a container started without --init, it inherits orphans)
-is reaped: at the process level, those left in the run's group.
+is reaped: at the process level, those left in the run's group. An I/O error of the trainer's own files around a
+run (a full disk) is the run's error line too, marked NOT_RUN, never an exception.
 """
 import contextlib
 import functools
@@ -77,9 +80,13 @@ if sys.argv[6]:
     # PR_SET_NO_NEW_PRIVS (required unprivileged), then PR_SET_SECCOMP with SECCOMP_MODE_FILTER
     if libc.prctl(38, 1, 0, 0, 0) or libc.prctl(22, 2, ctypes.byref(Prog(len(bpf) // 8, bpf)), 0, 0):
         sys.exit("seccomp filter not loaded: " + os.strerror(ctypes.get_errno()))
-os.execv(sys.executable, [sys.executable, "-I", "main.py"])
+# -S: no site directories, only the standard library; exit() and quit(), which site would define, as sys.exit
+os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", "__builtins__.exit = __builtins__.quit = "
+         "__import__('sys').exit; __import__('sys').argv[0] = __file__ = 'main.py'; "
+         "exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))"])
 """
 ERROR = "error: "  # every failed run's outcome starts with this; agents see it verbatim (App. D.6.1)
+NOT_RUN = ERROR + "not run: "  # failed for the trainer's reasons (its files, its caps): says nothing of the program
 
 
 def is_error(outcome: str | None) -> bool:
@@ -187,13 +194,29 @@ def describe() -> str:
         level = (f"jail (namespaces, no bubblewrap: unshare as root, own mount, pid, IPC, network namespaces; "
                  f"read-only /usr; private /tmp of {JAIL_TMP_MB} MiB)")
     elif uids.IS_ROOT:
-        level = ("uid (no bubblewrap, no namespaces: a fresh uid per run, its processes and files removed afterwards; "
-                 "NOT kept: the host's files hidden, its network and IPC out of reach)")
+        own = ", own IPC and network namespaces" if _own_ipc_and_network() else ""
+        level = (f"uid (no bubblewrap, no namespaces jail: a fresh uid per run{own}, its processes and files removed "
+                 f"afterwards; NOT kept: the host's files hidden, disk use bounded beyond {MAX_FILE_MB} MiB per file"
+                 f"{'' if own else ', its network and IPC out of reach'})")
     else:
         level = "process (no bubblewrap, not root: process-group kill only, not a security boundary)"
-    caps = "cgroup caps per run (memory, processes, CPU) + rlimits" if cgroup_homes() else "rlimits per process"
+    caps = "cgroup caps per run (memory, processes, CPU) + rlimits" if cgroup_homes() else (
+        "rlimits per process; NOT capped: memory held in " + ("" if jail else "files (/dev/shm, tmpfs) or ")
+        + "SysV shared memory")
     caps += "; seccomp filter" if SECCOMP_FILTER else f"; NO seccomp filter (no syscall table for {os.uname().machine})"
     return f"{level}; {caps}; {'a fresh uid per run; ' if uids.IS_ROOT and jail else ''}Python {interpreter}"
+
+
+@functools.cache
+def _own_ipc_and_network() -> list[str]:
+    """At the uid level as root: the unshare prefix that gives a run its own IPC and network namespaces where they
+    can be made even though the namespaces jail cannot (its mounts denied, as by a container's AppArmor); else []."""
+    argv = ["unshare", "--ipc", "--net", "--"]
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        if uids.IS_ROOT and subprocess.run(argv + ["true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                           timeout=30).returncode == 0:
+            return argv
+    return []
 
 
 def check_isolation(unisolated_ok: bool) -> str | None:
@@ -286,7 +309,14 @@ def run_program(source: str, stdin: str = "", *, timeout: float, memory_mb: int 
     per uid, and per cgroup where available).
     """
     if _terminating.is_set():
-        return RunResult("", f"{ERROR}not run: the process is terminating")
+        return RunResult("", f"{NOT_RUN}the process is terminating")
+    try:
+        return _run(source, stdin, timeout, memory_mb, max_procs)
+    except OSError as e:  # the trainer's own files around the run (temp files, workdir), e.g. a full disk
+        return RunResult("", f"{NOT_RUN}the sandbox's own files failed: {e}"[:MAX_ERROR])
+
+
+def _run(source: str, stdin: str, timeout: float, memory_mb: int, max_procs: int) -> RunResult:
     interpreter, jail = _setup()
     code = source.encode("utf-8", "replace")  # a lone surrogate in generated text becomes a program error
     with uids.fresh_uid() as uid, tempfile.TemporaryFile() as fsrc, tempfile.TemporaryFile() as fin, \
@@ -294,10 +324,11 @@ def run_program(source: str, stdin: str = "", *, timeout: float, memory_mb: int 
         try:
             cgroups = make_cgroups(uid, memory_mb, max_procs) if uid is not None else []
         except OSError as e:  # caps expected here and not to be had: refused, never run uncapped
-            why = f"{ERROR}not run: its cgroups (memory, process, CPU caps) cannot be made: {e}"
+            why = f"{NOT_RUN}its cgroups (memory, process, CPU caps) cannot be made: {e}"
             return RunResult("", why[:MAX_ERROR])
-        workdir = None if jail else tempfile.mkdtemp(prefix="sandbox-")
+        workdir = None
         try:
+            workdir = None if jail else tempfile.mkdtemp(prefix="sandbox-")  # in the try: the cgroups go if it fails
             nproc = max_procs if uid is not None else -1  # per uid: only a uid of the run's own may be capped
             boot = [interpreter, "-I", "-S", "-c", _BOOT, str(memory_mb << 20), str(nproc), str(MAX_FILE_MB << 20),
                     str(math.ceil(timeout) + 1), str(MAX_FILES), SECCOMP_FILTER.hex()]
@@ -310,7 +341,7 @@ def run_program(source: str, stdin: str = "", *, timeout: float, memory_mb: int 
                     f.write(code)
                 if uid is not None:
                     os.chown(workdir, uid, uid)
-                argv = uids.as_user(boot, uid)
+                argv = _own_ipc_and_network() + uids.as_user(boot, uid)
             if cgroups:
                 argv = ["/bin/sh", "-c", ATTACH, "sh", *[os.path.join(d, "cgroup.procs") for d in cgroups], "--",
                         *argv]
@@ -337,7 +368,8 @@ def run_program(source: str, stdin: str = "", *, timeout: float, memory_mb: int 
                 with _live_lock:
                     _live.discard(proc)
             fout.seek(0)
-            stdout = fout.read(MAX_STDOUT).decode("utf-8", "replace")
+            out = fout.read(MAX_STDOUT + 1)
+            stdout = out[:MAX_STDOUT].decode("utf-8", "replace")
             ferr.seek(max(0, ferr.seek(0, os.SEEK_END) - 8192))  # the tail holds the exception line
             stderr = ferr.read().decode("utf-8", "replace")
         finally:
@@ -348,4 +380,7 @@ def run_program(source: str, stdin: str = "", *, timeout: float, memory_mb: int 
                 shutil.rmtree(workdir, ignore_errors=True)
     if expired.is_set():
         return RunResult(stdout, f"{ERROR}timed out after {timeout:g} s")
-    return RunResult(stdout, None if proc.returncode == 0 else _error_line(proc.returncode, stderr, bool(jail)))
+    if proc.returncode != 0:
+        return RunResult(stdout, _error_line(proc.returncode, stderr, bool(jail)))
+    # a longer output is not judged on its first MAX_STDOUT bytes: a right answer could lead a wrong one
+    return RunResult(stdout, f"{ERROR}output over the cap of {MAX_STDOUT} bytes" if len(out) > MAX_STDOUT else None)

@@ -10,6 +10,15 @@ What is denied and why (sandbox.py installs the filter before the program's firs
   init (bubblewrap) runs under the program's own uid, and a program that stopped it made a finished run a timeout.
 - locks and access notifications (flock; fcntl's lock and F_NOTIFY commands; inotify, fanotify): the read-only
   /usr is the same inode in every run, so a lock on it, or a watch for who opens it, is a channel between runs.
+- space on disk without writing (fallocate): RLIMIT_FSIZE is checked only where a file's size changes, and
+  FALLOC_FL_KEEP_SIZE reserved gigabytes of the host's disk through the run's own stdout file. posix_fallocate gets
+  ENOSYS too (glibc emulates it by writing only on EOPNOTSUPP, and such writes are under RLIMIT_FSIZE).
+- memory without an address space (memfd_create): without cgroups RLIMIT_AS is the memory cap, and a memfd's pages
+  count against no one's address space once unmapped.
+- the page cache of shared files, probed or evicted without reading it (mincore, cachestat, readahead, fadvise64;
+  madvise's MADV_RANDOM, MADV_WILLNEED, MADV_COLD and MADV_PAGEOUT; reads that must not wait: preadv2, AIO): which
+  pages of /usr are cached is shared by every run, a channel that carried a hidden input to a later run. MADV_RANDOM
+  because it turns the pages mapped around a fault (visible in /proc/self/pagemap) into a probe that reads nothing.
 - io_uring, userfaultfd, perf_event_open, bpf: kernel surface a test program does not use.
 
 ENOSYS rather than EPERM: code that probes for these calls expects ENOSYS where they are missing and falls back;
@@ -26,10 +35,14 @@ DENIED = {
     "pidfd_getfd": (438, 438), "kcmp": (312, 272),
     "flock": (73, 32), "inotify_init": (253, None), "inotify_init1": (294, 26), "fanotify_init": (300, 262),
     "io_uring_setup": (425, 425), "userfaultfd": (323, 282), "perf_event_open": (298, 241), "bpf": (321, 280),
+    "fallocate": (285, 47), "memfd_create": (319, 279),
+    "mincore": (27, 232), "cachestat": (451, 451), "readahead": (187, 213), "fadvise64": (221, 223),
+    "preadv2": (327, 286), "io_setup": (206, 0),  # cachestat: Linux 6.5 on (ENOSYS before, filter or not)
 }
-FCNTL = (72, 25)
-# F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_NOTIFY (the 64-bit kernels have no *LK64)
-FCNTL_DENIED = (5, 6, 7, 36, 37, 38, 1026)
+# calls denied for some values of one argument: name -> ((x86_64, aarch64) numbers, argument index, values)
+# fcntl: F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_NOTIFY (64-bit kernels have no *LK64)
+# madvise: MADV_RANDOM, MADV_WILLNEED, MADV_COLD, MADV_PAGEOUT
+DENIED_ARGS = {"fcntl": ((72, 25), 1, (5, 6, 7, 36, 37, 38, 1026)), "madvise": ((28, 233), 2, (1, 3, 20, 21))}
 ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # os.uname().machine -> (column, AUDIT_ARCH_*)
 X32_BIT = 0x40000000  # x86_64's x32 ABI numbers its calls from here: another table, so it is refused whole
 
@@ -45,10 +58,12 @@ def program(machine: str) -> bytes:
     if machine not in ARCHES:
         return b""
     col, audit_arch = ARCHES[machine]
-    cmd = 24 if sys.byteorder == "little" else 28  # struct seccomp_data: low 32 bits of args[1], fcntl's cmd
+    low = 0 if sys.byteorder == "little" else 4  # struct seccomp_data: args[i] at 16 + 8 i, its low 32 bits here
     code = [(LD_ABS, 0, 0, 4), (JEQ, 0, "kill", audit_arch), (LD_ABS, 0, 0, 0), (JGE, "kill", 0, X32_BIT)]
     code += [(JEQ, "deny", 0, nrs[col]) for nrs in DENIED.values() if nrs[col] is not None]
-    code += [(JEQ, 0, "allow", FCNTL[col]), (LD_ABS, 0, 0, cmd)] + [(JEQ, "deny", 0, c) for c in FCNTL_DENIED]
+    for nrs, arg, values in DENIED_ARGS.values():  # another call skips its block; the block's end allows
+        code += [(JEQ, 0, len(values) + 2, nrs[col]), (LD_ABS, 0, 0, 16 + 8 * arg + low)]
+        code += [(JEQ, "deny", 0, v) for v in values] + [(RET, 0, 0, ALLOW)]
     at = {"allow": len(code), "deny": len(code) + 1, "kill": len(code) + 2}
     code += [(RET, 0, 0, ALLOW), (RET, 0, 0, ERRNO | errno.ENOSYS), (RET, 0, 0, KILL_PROCESS)]
     return b"".join(struct.pack("=HBBI", op, *(at[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf)), k)

@@ -5,6 +5,7 @@ import os
 import random
 import shutil
 import socket
+import stat
 import subprocess
 
 UID_RANGE = (200_000, 899_999)  # no passwd entry needed for setuid; far above real users
@@ -28,6 +29,7 @@ if 0 not in (uid, guard):
 
 
 UIDS = random.SystemRandom()  # not the global `random`: train.py seeds that, and two runs would draw alike
+CLAIM = "\0mas-opd-sandbox-uid-{}"  # the abstract unix socket whose binding claims a uid (fresh_uid)
 
 
 @contextlib.contextmanager
@@ -42,7 +44,7 @@ def fresh_uid():
         while True:
             uid = UIDS.randint(*UID_RANGE)
             try:
-                claim.bind(f"\0mas-opd-sandbox-uid-{uid}")
+                claim.bind(CLAIM.format(uid))
                 break
             except OSError:  # held by a concurrent run
                 continue
@@ -74,17 +76,22 @@ def processes_of(uid: int) -> list[tuple[int, int]]:
 
 
 def remove_files_of(uid: int) -> None:
-    """Delete top-level entries of world-writable dirs owned by uid (what the program left outside its dir)."""
-    for root in WORLD_WRITABLE:
+    """Delete what uid left outside its dir: the entries it owns in the world-writable dirs and, recursively, in
+    every world-writable directory of another owner inside them (it could write there too)."""
+    todo = list(WORLD_WRITABLE)
+    while todo:
         try:
-            entries = list(os.scandir(root))
+            entries = list(os.scandir(todo.pop()))
         except OSError:
             continue
         for e in entries:
             try:
-                if e.stat(follow_symlinks=False).st_uid != uid:
+                st = e.stat(follow_symlinks=False)
+                if st.st_uid != uid:
+                    if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH:
+                        todo.append(e.path)
                     continue
-                if e.is_dir(follow_symlinks=False):
+                if stat.S_ISDIR(st.st_mode):
                     shutil.rmtree(e.path, ignore_errors=True)
                 else:
                     os.unlink(e.path)

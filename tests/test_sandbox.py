@@ -572,10 +572,13 @@ for lock in (lambda: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB), lambda: fcnt
 def test_calls_a_test_program_never_needs_return_enosys(mode):
     names = ["add_key", "request_key", "keyctl", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd",
              "kcmp", "flock", "inotify_init1", "fanotify_init", "io_uring_setup", "userfaultfd", "perf_event_open",
-             "bpf"] + (["inotify_init"] if os.uname().machine == "x86_64" else [])  # aarch64 has only inotify_init1
+             "bpf", "fallocate", "memfd_create", "mincore", "cachestat", "readahead", "fadvise64", "preadv2",
+             "io_setup"] + (["inotify_init"] if os.uname().machine == "x86_64" else [])  # aarch64: inotify_init1 only
+    assert sorted(names) == sorted(NR)  # every denied call is walked
     calls = {name: NR[name] for name in names}
     cmds = [fcntl.F_GETLK, fcntl.F_SETLK, fcntl.F_SETLKW, fcntl.F_OFD_GETLK, fcntl.F_OFD_SETLK, fcntl.F_OFD_SETLKW,
             fcntl.F_NOTIFY]
+    assert seccomp.DENIED_ARGS["fcntl"][2] == tuple(cmds)
     r = run_program(f"""
 import ctypes, errno
 libc = ctypes.CDLL(None, use_errno=True)
@@ -587,9 +590,13 @@ for cmd in {cmds!r}:
     ctypes.set_errno(0)
     libc.fcntl(0, cmd, 0)
     print("fcntl", cmd, errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno()))
+for advice in {seccomp.DENIED_ARGS["madvise"][2]!r}:
+    ctypes.set_errno(0)
+    libc.madvise(None, 0, advice)
+    print("madvise", advice, errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno()))
 """, timeout=5)
     lines = r.stdout.splitlines()
-    assert len(lines) == len(calls) + len(cmds) and all(ln.endswith(" ENOSYS") for ln in lines), r
+    assert len(lines) == len(calls) + len(cmds) + 4 and all(ln.endswith(" ENOSYS") for ln in lines), r
 
 
 I386_GETPID = """
@@ -845,3 +852,248 @@ def test_a_run_that_timed_out_or_printed_a_lot_is_run_again(monkeypatch):
     assert cases.run_once("slow", timeout=1).ok and cases.run_once("slow", timeout=1).ok
     cases.run_once("long", timeout=1), cases.run_once("long", timeout=1)
     assert calls == ["slow", "slow", "long", "long"]  # the finished short run was remembered, the others not
+
+
+@needs_filter
+def test_disk_cannot_be_reserved_without_writing(mode):
+    """RLIMIT_FSIZE is checked when a file's size changes: fallocate with KEEP_SIZE reserved gigabytes of the host's
+    disk through the run's own stdout file (a file there) under a 64 MiB cap."""
+    r = run_program("""
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+for flags in (1, 0):  # FALLOC_FL_KEEP_SIZE, then a plain one
+    ret = libc.fallocate(1, flags, ctypes.c_long(0), ctypes.c_long(4 << 30))
+    print(ret, errno.errorcode.get(ctypes.get_errno(), "ok"))
+try:
+    os.posix_fallocate(1, 0, 4 << 30)  # glibc's emulation writes (bounded by RLIMIT_FSIZE) only on EOPNOTSUPP
+except OSError as e:
+    print("posix_fallocate", errno.errorcode[e.errno])
+""", timeout=5)
+    assert r.stdout.endswith("-1 ENOSYS\n-1 ENOSYS\nposix_fallocate ENOSYS\n"), r
+
+
+@pytest.mark.parametrize("fail", ["temp file", "read back", "workdir"])
+def test_the_trainers_io_errors_are_the_runs_error_and_not_remembered(mode, monkeypatch, fail):
+    """A full disk under the trainer's own files (temp files, the workdir) raised OSError out of the verifier, and
+    the failure was remembered as the program's result after the disk was free again."""
+    if fail == "workdir" and mode != "uid" and not (mode == "native" and NATIVE is None):
+        pytest.skip("the jails make no workdir on the host")
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    real_file, real_mkdtemp = tempfile.TemporaryFile, tempfile.mkdtemp
+
+    def broken_file(*a, **k):  # the run's files: its source, stdin, stdout, stderr
+        if fail == "temp file":
+            raise full
+        made.append(real_file(*a, **k))
+        return Unreadable(made[-1]) if len(made) % 4 == 3 else made[-1]
+
+    class Unreadable:  # the stdout file: the run happens, reading its output back fails
+        def __init__(self, f):
+            self.f = f
+
+        def __getattr__(self, name):
+            if name == "read":
+                raise full
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    def recorded_cgroups(*a):
+        dirs = cgroups.make_cgroups(*a)
+        groups.extend(dirs)
+        return dirs
+
+    made, groups = [], []
+    monkeypatch.setattr(tempfile, "TemporaryFile", broken_file)
+    monkeypatch.setattr(sandbox, "make_cgroups", recorded_cgroups)
+    if fail == "workdir":
+        monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: (_ for _ in ()).throw(full))
+    prob = {"id": "p", "domain": "code", "question": "", "format": "stdio", "tests": []}
+    prog = f"print(int(input()) + 1)  # {uuid.uuid4().hex}"
+    tag, src = _marked(prog)
+    before = _workdirs()
+    r = run_case(prob, src, "1", timeout=5)
+    assert r.error.startswith("error: not run: ") and "No space left on device" in r.error and len(r.error) <= 300, r
+    assert attribute_code({**prob, "tests": [{"input": "1", "output": "2"}]}, src, None,
+                          timeout=5).checks["program_correct"] is False
+    _assert_all_dead(tag)
+    assert _workdirs() == before and not [d for d in groups if os.path.exists(d)]
+    monkeypatch.setattr(tempfile, "TemporaryFile", real_file)
+    monkeypatch.setattr(tempfile, "mkdtemp", real_mkdtemp)
+    assert run_case(prob, src, "1", timeout=5) == RunResult("2\n", None)  # run again, not the remembered failure
+
+
+def test_a_run_refused_while_terminating_is_not_remembered(monkeypatch):
+    prob = {"id": "p", "domain": "code", "question": "", "format": "stdio", "tests": []}
+    prog = f"print(3)  # {uuid.uuid4().hex}"
+    monkeypatch.setattr(sandbox._terminating, "is_set", lambda: True)
+    assert run_case(prob, prog, "", timeout=5).error == "error: not run: the process is terminating"
+    monkeypatch.undo()
+    assert run_case(prob, prog, "", timeout=5) == RunResult("3\n", None)
+
+
+def test_an_output_over_the_cap_is_an_error_not_a_prefix(mode):
+    """A program that printed the right answer followed by more than MAX_STDOUT bytes was judged on the prefix."""
+    over = run_program(f"import sys\nsys.stdout.write('x' * {sandbox.MAX_STDOUT + 1})", timeout=5)
+    assert over.error == f"error: output over the cap of {sandbox.MAX_STDOUT} bytes" and \
+        len(over.stdout) == sandbox.MAX_STDOUT, over.error
+    at = run_program(f"import sys\nsys.stdout.write('x' * {sandbox.MAX_STDOUT})", timeout=5)
+    assert at.ok and len(at.stdout) == sandbox.MAX_STDOUT
+
+
+@needs_filter
+def test_a_program_cannot_probe_or_evict_the_page_cache_of_shared_files(mode):
+    """/usr is the same files for every run: which of their pages are cached, set by one run (evict, prefetch) and
+    read by a later one without reading them (mincore, cachestat, a read that must not wait, the pages mapped
+    around a fault), carried 32 bits of 32 between runs, hidden inputs included."""
+    path = os.path.realpath(sandbox._setup()[0])
+    r = run_program(f"""
+import ctypes, errno, mmap, os
+libc = ctypes.CDLL(None, use_errno=True)
+def show(name, call):
+    try:
+        ctypes.set_errno(0)
+        print(name, errno.errorcode[ctypes.get_errno()] if call() == -1 else "ok")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+fd = os.open({path!r}, os.O_RDONLY)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+p = libc.mmap(None, 1 << 16, 1, 2, fd, 0)  # PROT_READ, MAP_PRIVATE
+vec = ctypes.create_string_buffer(16)
+show("mincore", lambda: libc.mincore(ctypes.c_void_p(p), 1 << 16, vec))
+for advice in (1, 3, 20, 21):  # MADV_RANDOM, MADV_WILLNEED, MADV_COLD, MADV_PAGEOUT
+    show(f"madvise{{advice}}", lambda: libc.madvise(ctypes.c_void_p(p), 1 << 16, advice))
+show("fadvise", lambda: os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED))
+show("readahead", lambda: libc.readahead(fd, ctypes.c_long(0), ctypes.c_size_t(1 << 16)))
+show("preadv2", lambda: os.preadv(fd, [bytearray(4096)], 0, os.RWF_NOWAIT))
+show("cachestat", lambda: libc.syscall(451, fd, ctypes.create_string_buffer(16), ctypes.create_string_buffer(40), 0))
+show("io_setup", lambda: libc.syscall({NR['io_setup']}, 8, ctypes.byref(ctypes.c_ulong(0))))
+show("madvise4", lambda: libc.madvise(ctypes.c_void_p(p), 1 << 16, 4))  # MADV_DONTNEED: the run's own mapping only
+""", timeout=5)
+    names = ["mincore", "madvise1", "madvise3", "madvise20", "madvise21", "fadvise", "readahead", "preadv2",
+             "cachestat", "io_setup"]
+    expected = [f"{n} ENOSYS" if n != "preadv2" else "preadv2 ENOTSUP" for n in names]  # glibc's answer to ENOSYS
+    assert r.stdout.splitlines() == expected + ["madvise4 ok"], r  # with a flag: it cannot fall back to preadv
+
+
+def test_programs_see_only_the_standard_library(mode):
+    """Started with the interpreter's site directories on sys.path, a program imported the host's third-party
+    packages (and their .pth files ran)."""
+    found = subprocess.run([INTERPRETER, "-I", "-c", "import os, site, sys\nfor d in site.getsitepackages():\n"
+                            "    for n in sorted(os.listdir(d)) if os.path.isdir(d) else []:\n"
+                            "        if os.path.isfile(os.path.join(d, n, '__init__.py')) and n.isidentifier():\n"
+                            "            print(n)"], capture_output=True, text=True).stdout.split()
+    r = run_program(f"""
+import importlib, sys
+print([p for p in sys.path if "-packages" in p])
+for name in {found[:3]!r}:
+    try:
+        importlib.import_module(name)
+        print(name, "imported")
+    except ImportError:
+        pass
+exit(0)
+""", timeout=10)
+    assert r == RunResult("[]\n", None), r
+    assert run_program("quit(3)", timeout=5).error == "error: exit code 3"  # exit and quit, which site defines
+
+
+@needs_cgroups
+def test_cgroups_left_by_a_killed_trainer_are_reclaimed_at_the_next_start():
+    homes = cgroups.cgroup_homes()
+    with uids.fresh_uid() as live:
+        with uids.fresh_uid() as dead:
+            pass
+        left = [os.path.join(home, f"mas-opd-sandbox-{uid}") for home in homes.values() for uid in (live, dead)]
+        for d in left:
+            os.mkdir(d)
+        try:
+            cgroups.cgroup_homes.cache_clear()
+            assert cgroups.cgroup_homes() == homes
+            assert [os.path.isdir(d) for d in left] == [True, False] * len(homes)  # the live run's stay
+        finally:
+            cgroups.cgroup_homes.cache_clear()
+            cgroups.remove_cgroups([d for d in left if os.path.isdir(d)])
+
+
+def test_memory_held_in_files_is_bounded_without_cgroups(mode, monkeypatch):
+    """Without cgroups, RLIMIT_AS alone was the memory cap, and memory-backed files escape it: 600 MiB held under
+    256 MiB. memfd_create is denied; the jails' /tmp and /dev/shm are size-limited; the uid level says it is not."""
+    monkeypatch.setattr(sandbox, "cgroup_homes", lambda: {})
+    monkeypatch.setattr(sandbox, "make_cgroups", lambda *a: [])
+    r = run_program("""
+import os
+held = []
+try:
+    for i in range(5):
+        fd = os.memfd_create(f"m{i}")
+        os.write(fd, b"x" * (60 << 20))
+        held.append(fd)
+except OSError as e:
+    print(e.errno, end=" ")
+print(len(held))
+""", timeout=10, memory_mb=256)
+    assert r.stdout == f"{errno.ENOSYS} 0\n", r
+    if mode == "uid" or (mode == "native" and NATIVE is None):
+        assert "NOT capped: memory held in files" in sandbox.describe()
+        return
+    r = run_program("""
+import os
+n = 0
+try:
+    for i in range(5):
+        with open(f"/dev/shm/f{i}", "wb") as f:
+            f.write(b"x" * (60 << 20))
+        n += 1
+except OSError as e:
+    print(e.errno, end=" ")
+print(n)
+""", timeout=10, memory_mb=256)
+    assert r.stdout == f"{errno.ENOSPC} 1\n", r
+
+
+@needs_root
+@pytest.mark.parametrize("unshare", ["works", "denied"])
+def test_the_uid_level_cleans_up_recursively_and_has_its_own_ipc_and_network(monkeypatch, unshare):
+    """Files of the run's uid inside a world-writable directory of another owner survived the cleanup; SysV IPC
+    outlived the run and the host's 127.0.0.1 was reachable. Where unshare cannot make namespaces, the level says
+    so."""
+    monkeypatch.setattr(sandbox, "_setup", lambda: (INTERPRETER, None))
+    if unshare == "denied":
+        monkeypatch.setattr(sandbox, "_own_ipc_and_network", lambda: [])
+    shared = tempfile.mkdtemp(prefix="shared-", dir="/tmp")
+    os.chmod(shared, 0o1777)
+    key = random.randint(1 << 20, 1 << 30)
+    try:
+        with socket.socket() as server:
+            server.bind(("127.0.0.1", 0))
+            server.listen()
+            r = run_program(f"""
+import ctypes, os, socket
+os.makedirs({shared!r} + "/sub/deeper")
+open({shared!r} + "/sub/deeper/left", "w").write("x")
+open({shared!r} + "/left", "w").write("x")
+print(ctypes.CDLL(None).shmget({key}, 1 << 20, 0o1666) >= 0)
+try:
+    socket.create_connection(("127.0.0.1", {server.getsockname()[1]}), timeout=2)
+    print("connected")
+except OSError as e:
+    print(type(e).__name__)
+""", timeout=5)
+        assert os.listdir(shared) == [] and r.stdout.startswith("True\n"), r
+        if not sandbox._own_ipc_and_network():  # unshare cannot make them here: the level says so
+            libc = ctypes.CDLL(None)
+            libc.shmctl(libc.shmget(key, 0, 0), 0, None)  # IPC_RMID: the segment the run left on the host
+            assert sandbox.describe().startswith("uid (") and "its network and IPC out of reach" in sandbox.describe()
+            return
+        assert r.stdout.splitlines()[1] != "connected", r
+        with open("/proc/sysvipc/shm") as f:
+            assert not [ln for ln in f.read().splitlines()[1:] if int(ln.split()[0]) == key]
+        assert "own IPC and network namespaces" in sandbox.describe()
+    finally:
+        shutil.rmtree(shared)
