@@ -196,7 +196,7 @@ def describe() -> str:
     elif uids.IS_ROOT:
         own = ", own IPC and network namespaces" if _own_ipc_and_network() else ""
         level = (f"uid (no bubblewrap, no namespaces jail: a fresh uid per run{own}, its processes and files removed "
-                 f"afterwards; NOT kept: the host's files hidden, disk use bounded beyond {MAX_FILE_MB} MiB per file"
+                 f"afterwards; NOT kept: the host's files hidden, its disk use bounded (only {MAX_FILE_MB} MiB a file)"
                  f"{'' if own else ', its network and IPC out of reach'})")
     else:
         level = "process (no bubblewrap, not root: process-group kill only, not a security boundary)"

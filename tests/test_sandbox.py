@@ -1042,6 +1042,7 @@ print(len(held))
     if mode == "uid" or (mode == "native" and NATIVE is None):
         assert "NOT capped: memory held in files" in sandbox.describe()
         return
+    assert "NOT capped: memory held in SysV shared memory" in sandbox.describe()
     r = run_program("""
 import os
 n = 0
