@@ -63,11 +63,15 @@ CODE_OUTCOMES = {
                    "The program passes the reference tests and the declared expected output agrees with "
                    "the reference behaviour on that input; any remaining difference lies in output format "
                    "or interface, not in the logic of either."),
-    # No oracle for the declared output (see attribute_code); arises only when the program failed.
+    # No oracle for the declared output (see attribute_code): the outcome names only what was checked.
     (False, None): ("PROGRAM_INCONSISTENT",
                     "The program does not pass the reference tests, so the inconsistency originates at "
                     "least in the program; whether the declared expected output is correct could not be "
                     "checked."),
+    (True, None): ("UNDECIDED",
+                   "The program passes the reference tests, but whether the declared expected output is "
+                   "correct could not be checked; where the inconsistency originates could not be "
+                   "determined."),
 }
 
 
@@ -75,7 +79,9 @@ def attribute_code(problem: dict, program: str | None, test_case: tuple[str, str
                    program_output: str | None = None, timeout: float = CODE_TIMEOUT) -> Attribution:
     """Coder/Tester attribution. program_correct: the program passes every golden test.
     test_correct: a reference run on the declared input reproduces the declared expected output (Eq. 22);
-    the test's layout is not judged on its own [App. F.6]. program_output: what the program printed
+    the test's layout is not judged on its own [App. F.6], but a degenerate case is never a correct test: a
+    blank (empty or whitespace only) input where none of the problem's golden inputs is blank, i.e. outside
+    its input format, where the reference's behaviour specifies nothing. program_output: what the program printed
     (or its "error: ..." string) on the declared input, if the environment already ran it."""
     fmt, tests = problem["format"], problem["tests"]
     program_correct, first_failing = False, None
@@ -95,17 +101,17 @@ def attribute_code(problem: dict, program: str | None, test_case: tuple[str, str
     if test_case is not None:
         declared_input, declared_output = test_case
         # Oracle for the declared output, best first. Without a reference solution (the paper leaves
-        # this open, DECISIONS.md D6): (a) a golden test on the same input; (b) the Coder's program when it
-        # passes every golden test, i.e. is itself a verified solution (its output on the declared
-        # input is already at hand); (c) nothing: undecided (None), and metrics skip it.
-        if problem.get("solution"):
+        # this open, DECISIONS.md D6): a golden test on the same input; else nothing: undecided (None), and
+        # metrics skip it. A program that passes every golden test is no oracle: off those inputs it may
+        # still be wrong, and then it would certify the same wrong output in the test.
+        if not declared_input.strip() and all(t["input"].strip() for t in tests):
+            test_correct = False  # degenerate (see above), whichever oracle there is
+        elif problem.get("solution"):
             ref = run_case(problem, problem["solution"], declared_input, timeout=timeout)
             test_correct = ref.ok and outputs_match(fmt, ref.stdout, declared_output)  # crash = not ok
         elif (golden := next((t for t in tests if t["input"].strip() == declared_input.strip()),
                              None)) is not None:
             test_correct = outputs_match(fmt, golden["output"], declared_output)
-        elif program_correct:  # a crash of the verified program on that input = not ok, as above
-            test_correct = not is_error(program_output) and outputs_match(fmt, program_output, declared_output)
         else:
             test_correct = None
 

@@ -95,7 +95,7 @@ def run_cases(problem: dict, program: str, inputs: list[str], *, timeout: float,
 # a relative tolerance would let 1000001 pass for 1000000, and a printed float(...) off by 1000 for 10**12. Other
 # numbers match within TOL, absolute or relative; inf and nan match only themselves. Function results: an expected
 # int matches an int or float equal to it (Python's ==, as in the benchmarks' asserts: 6.0 for 6, not 6.0000000001);
-# True is not 1.
+# True is not 1, at any depth (in sets and dict keys too, where Python's hashing would equate them).
 # Cost: this runs in the trainer, outside any timeout, on output the program chose; so each step is linear in
 # the output, and the output is capped. Longer than MAX_STDOUT (more than a run returns, which also bounds the
 # line count): a mismatch (~0.6 s, ~35 MiB at most below it). A function result over LITERAL_CHARS is compared
@@ -133,13 +133,24 @@ def _tokens_match(a: str, b: str) -> bool:
     return math.isfinite(x) and math.isfinite(y) and _numbers_match(x, y)
 
 
+def _hash_key(v):
+    """v as an element of a set or a dict key, with each bool inside it tagged (bool, v): equal keys are equal
+    values of Python's == on which True is not 1. The tag cannot occur in a literal, and the rest keeps its
+    hash, so the cost stays that of the set literal_eval built (linear in v's size, plus its hash collisions)."""
+    if isinstance(v, bool):
+        return bool, v
+    if isinstance(v, tuple):  # the only hashable container a literal has
+        return tuple(map(_hash_key, v))
+    return v
+
+
 def _values_match(a, b) -> bool:
-    """Literal value a equals the expected b up to number tolerance; True is not 1; list and tuple are
-    interchangeable; an expected set matches any list, tuple or set of its elements (a benchmark that asserts
+    """Literal value a equals the expected b up to number tolerance; True is not 1, at any depth; list and tuple
+    are interchangeable; an expected set matches any list, tuple or set of its elements (a benchmark that asserts
     `set(f(x)) == ...` stores its outputs as sets)."""
     if isinstance(b, set) and isinstance(a, (list, tuple, set)):
         try:
-            return set(a) == b
+            return set(map(_hash_key, a)) == set(map(_hash_key, b))
         except TypeError:  # unhashable items: no set of them can equal b
             return False
     if isinstance(a, bool) or isinstance(b, bool):
@@ -151,7 +162,8 @@ def _values_match(a, b) -> bool:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_values_match(x, y) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_values_match(a[k], b[k]) for k in a)
+        return (set(map(_hash_key, a)) == set(map(_hash_key, b))  # so each b[k] is a's key k, bools apart
+                and all(_values_match(a[k], b[k]) for k in a))
     return type(a) is type(b) and a == b  # sets by equality; str, bytes, None, complex exactly
 
 

@@ -7,8 +7,10 @@ import pytest
 
 import attribution
 from attribution import HEADER, ROLE_CHECK, Attribution, attribute_code, attribute_math, verdicts_before
+from eval import revision_stats
 from infra import answers
 from infra.answers import answers_equivalent
+from infra.cases import outputs_match
 from prompts import ROLES, CodeArtefacts, MathArtefacts
 from rollout import Episode, Turn
 
@@ -62,9 +64,6 @@ def lines_of(att: Attribution) -> list[str]:
     # no reference solution: (a) golden test on the same input decides the declared output
     (SQUARE, SQUARE_OK, ("3", "10\n"), "TEST_INCONSISTENT", (True, False)),
     (SQUARE, SQUARE_BAD, ("4\n", "16\n"), "PROGRAM_INCONSISTENT", (False, True)),
-    # (b) a program passing every golden test serves as the oracle
-    (SQUARE, SQUARE_OK, ("7\n", "49\n"), "BOTH_CONSISTENT", (True, True)),
-    (SQUARE, SQUARE_OK, ("7\n", "50\n"), "TEST_INCONSISTENT", (True, False)),
 ])
 def test_code_outcomes(problem, program, case, outcome, checks):
     att = attribute_code(problem, program, case, timeout=T)
@@ -74,7 +73,7 @@ def test_code_outcomes(problem, program, case, outcome, checks):
 
 
 def test_code_without_oracle_is_undetermined():
-    # (c) no solution, no golden test on that input, program unverified: the test cannot be checked
+    # (b) no solution, no golden test on that input: the test cannot be checked
     att = attribute_code(SQUARE, SQUARE_BAD, ("7\n", "49\n"), timeout=T)
     assert att.checks == {"program_correct": False, "test_correct": None}
     assert att.outcome == "PROGRAM_INCONSISTENT"
@@ -143,6 +142,74 @@ def test_code_description_never_leaks_reference():
                 if value not in agent_values:  # a value an agent also produced may be restated
                     assert value not in att.description, (value, att.description)
     assert outcomes == {"PROGRAM_INCONSISTENT", "TEST_INCONSISTENT", "BOTH_INCONSISTENT", "BOTH_CONSISTENT"}
+
+
+# ----------------------------------------------------------------------------- hostile cases: only a right oracle
+
+SQUARE_ECHO = "n = int(input())\nprint(n * n if n in (3, 4) else 50)\n"  # right on every golden test, else 50
+
+
+@pytest.mark.parametrize("program, case", [
+    (SQUARE_ECHO, ("7\n", "50\n")),  # repeats the Tester's wrong output: once certified the test correct
+    (SQUARE_OK, ("7\n", "50\n")),    # a program right on the golden tests may still be wrong off them ...
+    (SQUARE_OK, ("7\n", "49\n")),    # ... so it certifies neither way
+])
+def test_program_passing_golden_tests_is_no_oracle(program, case):
+    att = attribute_code(SQUARE, program, case, timeout=T)
+    assert att.checks == {"program_correct": True, "test_correct": None}
+    assert att.outcome == "UNDECIDED"
+    assert "could not be checked" in lines_of(att)[2] and "agrees" not in lines_of(att)[2]
+    assert revision_stats([Episode(SQUARE, [Turn(0, {}, CodeArtefacts(program, *case, "", {}), False),
+                                            Turn(1, {}, CodeArtefacts(program, *case, "", {}), False)])],
+                          [[att, att]]).keys() == {"coder"}  # the undecided Tester check is not counted
+
+
+DOUBLE = {  # stdio with a reference solution that prints nothing, without failing, on an empty input
+    "id": "double", "domain": "code", "format": "stdio", "question": "Print each integer doubled, one per line.",
+    "tests": [{"input": "1 2\n", "output": "2\n4\n"}, {"input": "5\n", "output": "10\n"}],
+    "solution": "import sys\nfor t in sys.stdin.read().split():\n    print(2 * int(t))\n",
+}
+COUNT = {  # stdio without a reference solution; its empty input and output are part of the format
+    "id": "count", "domain": "code", "format": "stdio", "question": "Print how many lines the input has.",
+    "tests": [{"input": "a\nb\n", "output": "2\n"}, {"input": "", "output": "0\n"}], "solution": None,
+}
+SUM_LENIENT = "import sys\nprint(sum(map(int, sys.stdin.read().split())))\n"  # prints 0 on an empty input
+
+
+@pytest.mark.parametrize("problem, program, case, test_correct", [
+    (DOUBLE, DOUBLE["solution"], ("", ""), False),             # the reference agrees with nothing on nothing
+    (DOUBLE, DOUBLE["solution"], (" \n\t", "\n \n"), False),  # whitespace only
+    (dict(SUM, solution=SUM_LENIENT), SUM_LENIENT, ("", "0\n"), False),  # a lenient reference takes it
+    (SQUARE, "import sys\nfor t in sys.stdin: print(int(t) ** 2)\n", ("", ""), False),  # no reference, no golden
+    (TOTAL, "def total(xs):\n    return sum(xs)\n", (" ", ""), False),  # function format: not an argument list
+    (COUNT, "import sys\nprint(len(sys.stdin.readlines()))\n", ("\n", "0\n"), True),  # empty is in COUNT's format
+])
+def test_degenerate_test_case_is_not_a_correct_test(problem, program, case, test_correct):
+    att = attribute_code(problem, program, case, timeout=T)
+    assert att.checks == {"program_correct": True, "test_correct": test_correct}
+
+
+@pytest.mark.parametrize("reference, declared", [
+    ("{1, 2}", "{True, 2}"), ("[1]", "[True]"), ("(1, 0)", "(1, False)"), ("{1: 'a'}", "{True: 'a'}"),
+    ("{'a': 1}", "{'a': True}"), ("{(1, 2)}", "{(True, 2)}"), ("[{0, 5}]", "[{False, 5}]"),
+    ("{(0,): 1}", "{(False,): 1}"), ("[1, 2]", "{True, 2}"),
+])
+def test_booleans_never_equal_numbers_inside_values(reference, declared):
+    for got, expected in [(reference, declared), (declared, reference)]:
+        assert outputs_match("function", got, expected) is False, (got, expected)
+        assert outputs_match("function", got, got) is True
+    problem = {**TOTAL, "id": "const", "entry_point": "f", "tests": [{"input": "[]", "output": reference}],
+               "solution": f"def f():\n    return {reference}\n"}
+    att = attribute_code(problem, problem["solution"], ("[]", declared), timeout=T)
+    assert att.checks == {"program_correct": True, "test_correct": False}
+
+
+@pytest.mark.parametrize("got, expected", [  # the rest of the rules, inside containers too
+    ("{1.0, 2}", "{1, 2}"), ("{1: 'a'}", "{1.0: 'a'}"), ("{(1.0, True)}", "{(1, True)}"),
+    ("[True, 1.0]", "[True, 1]"), ("(2, 1, 2)", "{1, 2}"), ("{False: (0.0,)}", "{False: [0]}"),
+])
+def test_numbers_still_match_inside_values(got, expected):
+    assert outputs_match("function", got, expected) is True
 
 
 # ----------------------------------------------------------------------------- math outcomes
