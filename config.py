@@ -30,6 +30,7 @@ PAPER = dict(
     eval_exchange=False,              # ours: the exchange penalty (Fig. 3a) doubles the evaluation's time
     unisolated_programs=False,        # ours: no run without the sandbox's jail (DECISIONS.md D11)
     seeds=[0, 1, 2, 3, 4],            # Table 1 caption: five evaluations of a prompt-only system (eval.py)
+    threads=0,                        # ours: torch's CPU threads, 0 = the cores other work leaves free
 )
 # A first run on one GPU (Qwen3-1.7B students, a Qwen3-8B or 14B teacher, one H200): the paper's recipe at 1/32 of
 # its tokens per step and a third of its steps. Per step at most 16 episodes x 2 roles x 4 turns x 1,024 tokens =
@@ -54,6 +55,7 @@ GPU = dict(
     eval_exchange=False,              # ours: as the paper preset
     unisolated_programs=False,        # ours: as the paper preset
     seeds=[0],                        # ours: one evaluation of a first run
+    threads=0,                        # ours: as the paper preset
 )
 # A first run of real models on a CPU: every phase once or twice at short lengths, in minutes per step. The response
 # limits come from measured responses of a small instruct model (SmolLM2-135M, evaluation decoding, limit 1,024,
@@ -78,6 +80,7 @@ CPU = dict(
     eval_exchange=False,              # ours: as the paper preset
     unisolated_programs=False,        # ours: as the paper preset
     seeds=[0],                        # ours: one evaluation of a first run
+    threads=0,                        # ours: as the paper preset
 )
 # The toy world (python -m toy, docs/toy.md): what 2 CPU cores finish in minutes at the toy models' size. It differs
 # from the paper in steps, batch, learning rate (tiny models from scratch, not lr 1e-6), lambda and lengths.
@@ -109,6 +112,9 @@ TOY = dict(
     # new user's laptop without bubblewrap or root (DECISIONS.md D11)
     unisolated_programs=True,
     seeds=[2000, 2001, 2002],         # ours: eval.py on a toy run, the seeds of train.py's evaluation
+    # ours: the toy's figures follow the order of float sums, which the thread count sets: with one thread they are
+    # the same at any load (with 0, an idle 2-core machine's two threads trained other policies than a busy one's)
+    threads=1,
 )
 PRESETS = {"paper": PAPER, "gpu": GPU, "cpu": CPU, "toy": TOY}
 
@@ -219,8 +225,8 @@ def get_args(argv=None):
         "first rollout compiles for tens of seconds)")
     add("--device", type=device, default=DEVICE, help="[%(default)s]")
     add("--workers", type=COUNT, default=WORKERS, help="sandbox runs at once [%(default)s]")
-    add("--threads", type=bounded(int, 0), default=0, help="torch CPU threads; 0 = the cores other work leaves free "
-        "[%(default)s]")
+    add("--threads", type=bounded(int, 0), help=preset_help("threads", "torch CPU threads; 0 = the cores other work "
+                                                            "leaves free"))
     add = ap.add_argument_group("output").add_argument
     add("--out", default="runs/default", help="metrics.jsonl and checkpoint/ go here [%(default)s]")
     add("--resume", action="store_true", help="continue from OUT/checkpoint")

@@ -148,6 +148,8 @@ def test_the_demo_runs_train_py_with_the_toy_preset_and_nothing_else():
     assert {k: getattr(args, k) for k in config.TOY if k != "seeds"} == {k: v for k, v in config.TOY.items()
                                                                           if k != "seeds"}
     assert config.preset_line(args).startswith("preset: toy (steps=100, batch=16, mini_batch=8, micro_batch=64, ")
+    # one thread, whatever the load: the toy's figures follow the order of float sums, which the thread count sets
+    assert args.threads == 1 and get_args(targv[:-2]).threads == 0
 
 
 def test_the_summary_shows_the_rows_that_matter_in_order_and_what_a_problem_is_worth():
