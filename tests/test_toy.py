@@ -252,7 +252,7 @@ def test_the_build_line_says_what_is_built_how_long_it_takes_and_where_or_that_i
     root = os.path.join(cache, TOY_VERSION)
     line = build_line(cache)
     assert "\n" not in line and line.startswith("toy world: building the toy student (a tokenizer, 4,000 SFT steps")
-    assert "about 3 minutes on an idle 2-core CPU" in line and line.endswith(f"cached in {root}/")
+    assert "about 4 minutes on a 2-core CPU" in line and line.endswith(f"cached in {root}/")
     os.makedirs(os.path.join(root, "student"))
     assert build_line(cache) == f"toy world: the toy student and problems are loaded from the cache, {root}/"
 

@@ -338,7 +338,7 @@ def build_line(cache):
     if built(root):
         return f"toy world: the toy student and problems are loaded from the cache, {root}/"
     return (f"toy world: building the toy student (a tokenizer, {STUDENT_STEPS:,} SFT steps of a 0.25M-parameter "
-            f"model) and the toy problems, once: about 3 minutes on an idle 2-core CPU, cached in {root}/")
+            f"model) and the toy problems, once: about 4 minutes on a 2-core CPU, cached in {root}/")
 
 
 def start_toy(cache, threads=0):
