@@ -256,7 +256,7 @@ def main(argv=None):
     add("--rollout-chunk", type=bounded(int, 0), default=None, help="prompts per generate call, 0 = all (bounds the "
         "KV cache); default: the most that the memory plan fits on --device")
     add("--compile", action="store_true", help="compile the sampler's decode step (as train.py)")
-    add("--threads", type=bounded(int, 0), default=0, help="torch CPU threads; 0 = the free cores [%(default)s]")
+    add("--threads", type=bounded(int, 0), help=preset_help("threads", "torch CPU threads; 0 = the free cores"))
     add = ap.add_argument_group("output").add_argument
     add("--json", help="write all figures here")
     add("--episodes", help="append every run's episodes here as JSONL as each run ends")

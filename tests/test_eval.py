@@ -118,7 +118,7 @@ def test_cli_reports_each_run_and_appends_its_episodes(tmp_path, problems, capsy
              "--episodes", str(episodes)])
     out, err = capsys.readouterr()
     assert out.startswith("preset: paper (math_max_new_tokens=0, teacher_max_prompt_tokens=12288, "
-                          "unisolated_programs=False in effect;")
+                          "unisolated_programs=False, threads=0 in effect;")
     assert "threads: " in out
     assert "turn 1/4: reading 4 prompts: 0/4 responses" in err and " tok/s [" in err  # progress inside a run
     assert "eval seed 1, exchanged seats: 2 episodes in" in out
