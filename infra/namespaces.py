@@ -10,6 +10,8 @@ each run (as at the uid level), with no capabilities, so it can neither undo a m
 """
 import os
 
+TOPS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64")  # top directories that a merged /usr makes symlinks into it
+
 # SETUP runs as root and as PID 1 of the new pid namespace (unshare --fork). argv: the run's uid, the size of /tmp
 # and /dev/shm in bytes, the fd holding the program's source (-1: none, the interpreter probe), the host paths to
 # show read-only, "--", the command to run as the uid. It stays PID 1, a plain init: when the program's process
@@ -44,7 +46,7 @@ def bind(path, flags):
     mount(None, target, None, REMOUNT | BIND | flags)
 for path in shown:  # /usr, the interpreter's prefix, and /bin, /lib & co. where they are real directories
     bind(path, RDONLY | NOSUID | NODEV)
-for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):  # merged-/usr symlinks
+for top in TOPS:  # merged-/usr symlinks
     if os.path.islink(top):
         os.symlink(os.readlink(top), new + top)
 for node in ("null", "zero", "full", "random", "urandom"):
@@ -75,13 +77,13 @@ if pid == 0:
         os._exit(127)
 status = os.waitpid(pid, 0)[1]
 os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
-"""
+""".replace("TOPS", repr(TOPS))  # the script runs apart from this module: the tuple goes in as its text
 
 
 def jail_argv(interpreter: str, uid: int, size: int, fd: int, shown: list[str], command: list[str]) -> list[str]:
-    """The argv that runs `command` as `uid` in the namespaces jail. interpreter: a Python that runs SETUP as root;
-    size: bytes of /tmp and of /dev/shm; fd: an inherited fd holding the program's source (-1: none); shown: the
-    host paths the program sees read-only (shown_paths)."""
+    """The argv that runs `command` as `uid` in the namespaces jail (App. D.6.1's isolated runs). interpreter: a
+    Python that runs SETUP as root; size: bytes of /tmp and of /dev/shm; fd: an inherited fd holding the program's
+    source (-1: none); shown: the host paths the program sees read-only (shown_paths)."""
     return ["unshare", "--mount", "--pid", "--ipc", "--net", "--uts", "--fork", "--kill-child", "--",
             interpreter, "-I", "-S", "-c", SETUP, str(uid), str(size), str(fd), *shown, "--", *command]
 
@@ -89,6 +91,6 @@ def jail_argv(interpreter: str, uid: int, size: int, fd: int, shown: list[str], 
 def shown_paths(prefix: str) -> list[str]:
     """What a program sees of the host, read-only: /usr, the interpreter's `prefix` (outside /usr) and those of
     /bin, /sbin, /lib, /lib32, /lib64 that are real directories rather than merged-/usr symlinks."""
-    tops = [p for p in ("/bin", "/sbin", "/lib", "/lib32", "/lib64") if os.path.isdir(p) and not os.path.islink(p)]
+    tops = [p for p in TOPS if os.path.isdir(p) and not os.path.islink(p)]
     outside = [] if prefix == "/usr" or prefix.startswith("/usr/") else [prefix]
     return ["/usr", *tops, *outside]

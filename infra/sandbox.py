@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from infra import seccomp, uids
 from infra.cgroups import ATTACH, cgroup_homes, make_cgroups, remove_cgroups
-from infra.namespaces import jail_argv, shown_paths
+from infra.namespaces import TOPS, jail_argv, shown_paths
 
 MAX_STDOUT = 1 << 20       # bytes of stdout returned to the caller
 MAX_FILE_MB = 64           # RLIMIT_FSIZE: bounds every file the program writes, its stdout file included
@@ -129,7 +129,7 @@ def _bwrap(shown) -> list[str]:
             "--uid", "65534", "--gid", "65534"]
     for path in shown:
         argv += ["--ro-bind", path, path]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):  # merged-/usr symlinks
+    for top in TOPS:  # merged-/usr symlinks
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
     size = str(JAIL_TMP_MB << 20)
@@ -220,7 +220,7 @@ def _own_ipc_and_network() -> list[str]:
 
 
 def check_isolation(unisolated_ok: bool) -> str | None:
-    """Refuse, with one line (ValueError), to run students' programs where the sandbox has no jail, unless
+    """Refuse, with one line (ValueError), to run students' programs (App. D.6.1) where the sandbox has no jail, unless
     `unisolated_ok` (--unisolated-programs) gives the jail's promises up: then the line that says so (None in a
     jail). Both workflows run model-written programs (Coder and Tester; Tool-User), and without a jail one can read
     the problem file, golden tests and reference answers included, and be judged right by the verifier that PAC's

@@ -319,7 +319,7 @@ TOY_VERSION = "toy-v10"  # bump when anything above (or the prompts, parsing or 
 # Untied input and output embeddings: with tied ones, every push down on a sampled token (a guessed digit, say)
 # would also move how that token is read in the question, and the toy students drifted into garbage.
 SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2, tie_word_embeddings=False)
-STUDENT_STEPS = 4000  # the base student's SFT steps: the bulk of the build's ~3 minutes on an idle 2-core CPU
+STUDENT_STEPS = 4000  # the base student's SFT steps: the bulk of the build's ~4 minutes on a 2-core CPU
 
 
 def toy_root(cache):
