@@ -36,7 +36,8 @@ PAPER = dict(
 # its tokens per step and a third of its steps. Per step at most 16 episodes x 2 roles x 4 turns x 1,024 tokens =
 # 131,072 sampled (the paper's 128 x 2 x 4 x 4,096 is 4.2M). For two policies (a one-domain file) the plan
 # (python -m tools.memory --gib 141) is 116.3 GiB with the 14B teacher, 104.0 with the 8B, in the 126.9 an H200
-# leaves usable. A mixed file's four policies need --shared-policy.
+# leaves usable; an 80 GiB card takes it with --optimizer-offload --teacher-offload (63.1). A mixed file's four
+# policies fit an H200 with those two flags (95.2 GiB, 78.8 of host RAM).
 GPU = dict(
     steps=50,                         # ours: a third of the paper's
     batch=16,                         # ours: each policy's generate call holds 16 prompts (no --rollout-chunk)
@@ -221,6 +222,8 @@ def get_args(argv=None):
     add("--teacher-batch-tokens", type=COUNT, default=TEACHER_BATCH_TOKENS, help="padded tokens per teacher forward "
         "[%(default)s]")
     add("--teacher-offload", action="store_true", help="keep the teacher on the CPU except while it scores")
+    add("--optimizer-offload", action="store_true", help="keep each policy's AdamW moments in host memory except "
+        "inside its optimizer step (exact; 16 bytes per parameter over PCIe per update)")
     add("--compile", action="store_true", help="compile the sampler's decode step (fused kernels, for a GPU; the "
         "first rollout compiles for tens of seconds)")
     add("--device", type=device, default=DEVICE, help="[%(default)s]")

@@ -30,7 +30,7 @@ from config import EVAL_DECODING, PRESETS, add_unisolated_flag, apply_preset, pr
 from infra.data import (COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems, response_limit,
                         write_atomic)
 from infra.footprint import config_of
-from infra.memory import check_eval_fits
+from infra.eval_memory import check_eval_fits
 from infra.metrics import format_counts, format_shares
 from infra.models import DEVICE, DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs
 from infra.report import heatmap, page, table_rows, token_pieces

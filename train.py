@@ -6,7 +6,8 @@ role condition (teacher.py); advantages A^RAS (Eq. 10); Phase 3 the loss of Eq. 
 role's policy from its own responses, all policies synchronously. Verdicts and teacher scores are then dropped.
 The command line is config.py's, what a run starts from (models, optimizers, a resumed state, the bf16 rollout
 copies) infra/launch.py's, the prompts and parsing rules prompts.py's, a step's figures and console line
-infra/metrics.py's, checkpoints and resume infra/checkpoint.py's, the run's report (curves, evaluation, heat maps)
+infra/metrics.py's, checkpoints and resume infra/checkpoint.py's, what waits in host memory between its uses
+(--teacher-offload, --optimizer-offload) infra/offload.py's, the run's report (curves, evaluation, heat maps)
 infra/report.py's.
 
     python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3 \
@@ -25,7 +26,7 @@ import math
 import os
 import random
 import sys
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +43,7 @@ from infra.launch import build, refresh, rollout_copies
 from infra.metrics import (PhaseClock, add_counts, gap_metrics, logprob_gap, peak_memory_mb, rollout_counts,
                            rollout_metrics, step_line, step_samples)
 from infra.models import cpu_threads
+from infra.offload import optimizer_steps, teacher_on_device
 from infra.report import write_report
 from infra.sandbox import check_isolation, describe, stop_on_sigterm
 from loss import eq13_weights, mas_opd_loss, ras_advantage
@@ -103,7 +105,7 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollou
                                           pac=not args.no_pac)                    # u~ under r_i and kappa(r_i)
         items = [Scored(ids[k], role, resp, target, contrast, torch.tensor(resp.logprobs))
                  for k, role, resp, target, contrast in inputs]
-        with autocast(args), teacher_on_device(teacher, args):                   # Phase 2b: Eq. 7, twice
+        with autocast(args), teacher_on_device(teacher, args.device, args.teacher_offload):  # Phase 2b: Eq. 7, twice
             lps = score_both_passes(teacher, [it.ctx_target for it in items], [it.ctx_contrast for it in items],
                                     [it.response.tokens for it in items], args.teacher_batch_tokens)
         for it, lp_target, lp_contrast in zip(items, *lps):                      # Eq. 10, sampler log-probs
@@ -130,20 +132,6 @@ def joint_rollout(problems, policies, rollout_models, tok, cfg, gen, args):
         episodes = run_episodes(problems, rollout_models, tok, cfg, gen)
     release_decoder()  # the sampler's KV cache, before the teacher and the update need the memory
     return episodes
-
-
-@contextmanager
-def teacher_on_device(teacher, args):
-    """With --teacher-offload the teacher waits on the CPU and comes to the device only while it scores."""
-    if args.teacher_offload:
-        teacher.to(args.device)
-    try:
-        yield teacher
-    finally:
-        if args.teacher_offload:
-            teacher.to("cpu")
-            if args.device.startswith("cuda"):
-                torch.cuda.empty_cache()
 
 
 def author_logprobs(items, policies):
@@ -209,8 +197,7 @@ def optimizer_step(unique, optims, loss_sum, args, out):
     loss_sum = distributed.total(loss_sum)
     out["grad_norm"] = [torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip).item() for model in unique]
     if all(math.isfinite(x) for x in out["grad_norm"] + [loss_sum]):
-        for opt in optims:
-            opt.step()
+        optimizer_steps(optims, args.optimizer_offload)  # one policy at a time; moments off the GPU otherwise
         out["updates"] += 1
     else:
         print(f"!!! non-finite loss/gradient (loss {loss_sum}, grad norms {out['grad_norm']}); update skipped",

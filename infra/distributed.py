@@ -5,7 +5,8 @@ nothing of torch.distributed is touched.
 
 Gradients are summed by hand after the whole mini-batch is accumulated rather than by a DDP wrapper: a rank may
 hold no response of a policy in a mini-batch, or a different number of micro-batches than the others, which DDP's
-per-backward hooks cannot express without hanging. The policies and their optimizer states are replicated.
+per-backward hooks cannot express without hanging. The policies and their optimizer states are replicated (with
+--optimizer-offload each rank keeps its moments in its own host memory).
 """
 import datetime
 import os
@@ -39,23 +40,33 @@ def world_size():
     return dist.get_world_size() if dist.is_initialized() else 1
 
 
+def _on():
+    """Where a collective's own tensors live: NCCL takes GPU tensors only."""
+    return f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"
+
+
 def total(value):
     """The sum over ranks of a number (every rank gets it); the number itself in one process."""
     if world_size() == 1:
         return value
-    on = f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"  # NCCL: GPU tensors only
-    t = torch.tensor(float(value), dtype=torch.float64, device=on)
+    t = torch.tensor(float(value), dtype=torch.float64, device=_on())
     dist.all_reduce(t)
     return t.item()
 
 
 def sum_grads(models):
-    """Sum each parameter's gradient over ranks in place (a parameter without one contributes zeros): afterwards
-    every rank holds the gradient of Eq. 13's loss summed over all ranks' responses, so the same optimizer step."""
+    """Sum each parameter's gradient over ranks in place, so that every rank holds the gradient of Eq. 13's loss
+    summed over all ranks' responses and takes the same optimizer step. A parameter no rank has a gradient for (its
+    policy wrote no response of the mini-batch anywhere) keeps grad None, as in one process, where AdamW then leaves
+    it alone; a zero gradient would still move it (momentum, weight decay). One with a gradient on some rank only
+    gets zeros elsewhere before the sum."""
     if world_size() == 1:
         return
-    for model in models:
-        for p in model.parameters():
+    params = [p for model in models for p in model.parameters()]
+    has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=_on())
+    dist.all_reduce(has)  # how many ranks hold a gradient of each parameter
+    for p, n in zip(params, has.tolist()):
+        if n:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
             dist.all_reduce(p.grad)

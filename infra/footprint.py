@@ -15,9 +15,11 @@ from transformers import AutoConfig
 from infra.models import TINY, gguf_config, local_files_only, tiny_model
 from sampler import CACHE_BUCKET
 
-# Real shapes, from the Qwen3 model cards. All four: head_dim 128, vocab 151,936, per-head q/k RMSNorm, no bias.
+# Real shapes, from the Qwen3 model cards. All five: head_dim 128, vocab 151,936, per-head q/k RMSNorm, no bias.
 _QWEN3_COMMON = dict(model_type="qwen3", head_dim=128, vocab_size=151936, attention_bias=False)
 QWEN3 = {
+    "Qwen3-0.6B": dict(_QWEN3_COMMON, hidden_size=1024, num_hidden_layers=28, num_attention_heads=16,
+                       num_key_value_heads=8, intermediate_size=3072, tie_word_embeddings=True),
     "Qwen3-1.7B": dict(_QWEN3_COMMON, hidden_size=2048, num_hidden_layers=28, num_attention_heads=16,
                        num_key_value_heads=8, intermediate_size=6144, tie_word_embeddings=True),
     "Qwen3-4B": dict(_QWEN3_COMMON, hidden_size=2560, num_hidden_layers=36, num_attention_heads=32,

@@ -15,6 +15,7 @@ from infra.checkpoint import check_disk, distinct, load_policies, read_state
 from infra.data import load_problems
 from infra.memory import check_fits
 from infra.models import DTYPES, forget_gguf, load_model, same_tokenizer_specs, to_dtype
+from infra.offload import park
 from prompts import ROLES, check_prompt_limit
 
 
@@ -81,7 +82,9 @@ def build(args, teacher=None):
     start, skipped = 0, 0
     if args.resume:
         for opt, s in zip(optims, state["optims"]):
-            opt.load_state_dict(s)
+            opt.load_state_dict(s)  # onto the device; with --optimizer-offload back to host memory at once
+            if args.optimizer_offload:
+                park(opt)
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(state["rng"]["python"])
         start, skipped = state["step"] + 1, state["skipped"]

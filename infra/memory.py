@@ -1,7 +1,6 @@
 """How much memory one MAS-OPD training step needs, before any weights load: train.py refuses a run that cannot
 fit (check_fits) and `python -m tools.memory` prints the whole plan for train.py's flags (reading model configs
-only, never weights). eval.py checks its own plan likewise (check_eval_fits) and from it picks how many prompts go
-into one generate call.
+only, never weights). eval.py's plan, on the same items, is infra/eval_memory.py's.
 
 This is an ESTIMATE of what torch.cuda.max_memory_allocated would report for train.py as it is written today
 (torch 2.13, transformers 5.24): the tensors each phase keeps alive, counted from the code paths of
@@ -14,7 +13,10 @@ Algorithm 1 runs its phases one after another, so
     persistent = student weights (fp32 master, one copy per policy) + AdamW moments (2 x fp32 per policy)
                  + under bf16 the rollout copies (bf16, one per policy) + teacher weights (bf16 with --precision
                  bf16, frozen, no optimizer)
-Gradients exist only inside the update (train.py zeroes them with set_to_none after each optimizer step).
+Gradients exist only inside the update (train.py zeroes them with set_to_none after each optimizer step). What
+infra/offload.py keeps in host memory leaves the persistent sum for the phase that uses it: the teacher
+(--teacher-offload) for the teacher phase, one policy's moments at a time (--optimizer-offload) for its step; the
+plan counts that host memory too (`host`), which check_fits holds against the machine's RAM.
 The items come from footprint.py (model shapes to bytes), whose size letters (P, C, L, p, a, t, ...) the comments
 here use.
 """
@@ -38,10 +40,10 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
          prompt_len=PAPER["max_prompt_tokens"], response_len=PAPER["max_new_tokens"],
          teacher_prompt_len=PAPER["teacher_max_prompt_tokens"], micro_batch=PAPER["micro_batch"],
          rollout_batch=PAPER["batch"], teacher_batch_tokens=TEACHER_BATCH_TOKENS, lm_head_chunk=1024,
-         kv_bytes=None, rollout_attention="fused", teacher_offload=False, rollout_chunk=0):
+         kv_bytes=None, rollout_attention="fused", teacher_offload=False, rollout_chunk=0, optimizer_offload=False):
     """Estimated bytes per item and per phase of one train.py step. Returns a dict:
       settings, params {student, teacher}, bytes {item: bytes}, phases {rollout, teacher, update: bytes},
-      persistent, peak_phase, total (= persistent + the largest phase).
+      persistent, peak_phase, total (= persistent + the largest phase), host {item: bytes of host memory}.
 
     n_policies: 2 (one per role) or 1 (--shared-policy). precision: "bf16" (autocast over fp32 master weights,
     teacher stored in bf16, as train.py) or "fp32". rollout_batch: episodes sampled together (train.py: --batch);
@@ -54,6 +56,8 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     fallback (flash rejects explicit masks and the memory-efficient kernel rejects GQA in torch 2.13), which
     materialises (B, H, T, T) fp32 scores in the prefill. device_check.py prints which backend runs.
     teacher_offload: the teacher lives on the CPU except while it scores (--teacher-offload).
+    optimizer_offload: each policy's AdamW moments live in pinned host memory except inside its own optimizer step,
+    one policy at a time (--optimizer-offload).
     """
     if precision not in ("bf16", "fp32") or n_policies < 1 or rollout_attention not in ("fused", "math"):
         raise ValueError("plan: precision must be bf16|fp32, n_policies >= 1, rollout_attention fused|math")
@@ -71,7 +75,9 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     if a != p:
         b["rollout copies (bf16, launch.rollout_copies)"] = n * a * Ps
     b["teacher weights"] = tb * Pt
-    persistent = sum(b.values()) - (b["teacher weights"] if teacher_offload else 0)
+    host = {k: b[k] for k, off in (("AdamW moments (2 x fp32)", optimizer_offload),
+                                   ("teacher weights", teacher_offload)) if off}
+    persistent = sum(b.values()) - sum(host.values())
     casts = n * 2 * autocast_params(student_cfg) if a != p else 0
 
     # Phase 1, rollout (sampler.generate; under bf16 on the bf16 rollout copies, so no weight is cast): one generate
@@ -95,7 +101,8 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     # saves its dtype-a copy in every layer (a L^2 per sequence per layer). Backward temporaries: residual-stream
     # gradients and the MLP's intermediate gradients, tokens x (2pC + 3aI). LM head: one checkpointed chunk
     # recomputed in backward: bf16 logits, fp32 copy, fp32 gradient, exp temporary, bf16 gradient = 16 bytes per
-    # logit. The optimizer step (foreach AdamW) allocates one fp32 temporary of one policy's size (sqrt of v).
+    # logit. The optimizer step (foreach AdamW) allocates one fp32 temporary of one policy's size (sqrt of v); with
+    # --optimizer-offload the stepping policy's moments (2 x fp32) are on the device beside it.
     Ls = prompt_len + response_len
     tok = micro_batch * Ls
     masked = math.ceil(micro_batch / n) > 1
@@ -113,6 +120,7 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     b["LM-head logits chunk"] = (min(lm_head_chunk, micro_batch * response_len) * s["V"] * 16
                                  + (2 * s["V"] * s["C"] if a != p else 0))  # + its recomputed weight cast
     b["AdamW step temporary"] = 4 * Ps
+    b["AdamW step window"] = b["AdamW step temporary"] + (8 * Ps if optimizer_offload else 0)
     if grad_checkpointing:
         # Autocast's cached weight copies live only through the forward (the checkpointed graph does not hold them,
         # and the cache empties when `with amp:` ends); the recompute in backward casts one layer at a time.
@@ -122,7 +130,7 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
         fwd_bwd = saved + max(fwd, bwd)
     else:  # the graph holds the bf16 weight copies until backward has used them
         fwd_bwd = casts + full + b["backward temporaries"] + b["LM-head logits chunk"]
-    update = b["gradients (fp32, update only)"] + max(fwd_bwd, b["AdamW step temporary"])
+    update = b["gradients (fp32, update only)"] + max(fwd_bwd, b["AdamW step window"])
 
     phases = {"rollout": rollout, "teacher": teacher, "update": update}
     peak_phase = max(phases, key=phases.get)
@@ -130,9 +138,11 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
                     response_len=response_len, teacher_prompt_len=teacher_prompt_len, micro_batch=micro_batch,
                     rollout_batch=rollout_batch, generate_batch=B, teacher_batch_tokens=teacher_batch_tokens,
                     teacher_seqs_per_forward=Bt, lm_head_chunk=lm_head_chunk, kv_bytes=kvb,
-                    rollout_attention=rollout_attention, teacher_offload=teacher_offload)
+                    rollout_attention=rollout_attention, teacher_offload=teacher_offload,
+                    optimizer_offload=optimizer_offload)
     return {"settings": settings, "params": {"student": Ps, "teacher": Pt}, "bytes": b, "phases": phases,
-            "persistent": persistent, "peak_phase": peak_phase, "total": persistent + phases[peak_phase]}
+            "persistent": persistent, "peak_phase": peak_phase, "total": persistent + phases[peak_phase],
+            "host": host}
 
 
 def format_plan(pl):
@@ -147,13 +157,14 @@ def format_plan(pl):
              f"  lengths: prompt {s['prompt_len']} + response {s['response_len']} (teacher prompt "
              f"{s['teacher_prompt_len']}); rollout batch {s['rollout_batch']} episodes = {s['generate_batch']} "
              f"prompts per generate call; micro-batch {s['micro_batch']}; KV cache {s['kv_bytes']} bytes/elem; "
-             f"prefill attention {s['rollout_attention']}" + ("; teacher offloaded" if s["teacher_offload"] else ""),
+             f"prefill attention {s['rollout_attention']}" + ("; teacher offloaded" if s["teacher_offload"] else "")
+             + ("; optimizer offloaded" if s["optimizer_offload"] else ""),
              "persistent (every phase)"]
     persistent = [k for k in ("student weights (fp32 master)", "AdamW moments (2 x fp32)",
                               "rollout copies (bf16, launch.rollout_copies)", "teacher weights") if k in b]
-    lines += [f"  {k:<40}{g(b[k])}" + ("  (CPU outside scoring)" if k == "teacher weights" and s["teacher_offload"]
-                                       else "") for k in persistent]
-    lines.append(f"  {'= persistent':<40}{g(pl['persistent'])}")
+    lines += [f"  {k:<46}{g(b[k])}" + ("  (host memory outside its use, below)" if k in pl["host"] else "")
+              for k in persistent]
+    lines.append(f"  {'= persistent':<46}{g(pl['persistent'])}")
     groups = {"rollout": ["KV cache (one generate call)",
                           "rollout prefill/decode temporaries"],
               "teacher": ["teacher scoring activations"] + (["teacher weights"] if s["teacher_offload"] else []),
@@ -161,15 +172,22 @@ def format_plan(pl):
                          "backward temporaries", "LM-head logits chunk"]}
     for name, items in groups.items():
         lines.append(f"phase {name}" + ("  <- largest" if name == pl["peak_phase"] else ""))
-        lines += [f"  {k:<40}{g(b[k])}" for k in items]
+        lines += [f"  {k:<46}{g(b[k])}" for k in items]
         if name == "update":
             if s["grad_checkpointing"]:
                 lines.append("  (with checkpointing the weight copies live in the forward only: the phase is the "
                              "larger of forward and backward, not the sum)")
-            lines.append(f"  {'(' + other + ')':<40}{g(b[other])}  not used")
-            lines.append(f"  {'(AdamW step temporary, after backward)':<40}{g(b['AdamW step temporary'])}")
-        lines.append(f"  {'= phase ' + name:<40}{g(ph[name])}")
-    lines.append(f"{'TOTAL peak = persistent + ' + pl['peak_phase']:<42}{g(pl['total'])}")
+            lines.append(f"  {'(' + other + ')':<46}{g(b[other])}  not used")
+            window = "(AdamW step" + (" + a policy's moments)" if s["optimizer_offload"] else " temporary)")
+            lines.append(f"  {window:<46}{g(b['AdamW step window'])}")
+        lines.append(f"  {'= phase ' + name:<46}{g(ph[name])}")
+    lines.append(f"{'TOTAL peak = persistent + ' + pl['peak_phase']:<48}{g(pl['total'])}")
+    if pl["host"]:
+        lines.append("host memory (per process, beside the GPU's):")
+        flag = {"AdamW moments (2 x fp32)": "AdamW moments (--optimizer-offload)",
+                "teacher weights": "teacher weights (--teacher-offload)"}
+        lines += [f"  {flag[k]:<46}{g(v)}" for k, v in pl["host"].items()]
+        lines.append(f"  {'= host':<46}{g(sum(pl['host'].values()))}")
     return "\n".join(lines)
 
 
@@ -179,24 +197,33 @@ def fits(pl, gib=80.0, reserve=0.1):
     return pl["total"] <= gib * (1 - reserve) * GiB
 
 
-# The knobs that trade memory for time, each a train.py flag.
+# The knobs that trade memory for time, each a train.py flag, the paper's method's first. One policy in every seat is
+# not the paper's method (§2.1 gives each role its own policy): it is offered last and marked so wherever it shows.
+SHARED = "shared policy (--shared-policy)"
+NOT_PAPER = " [not the paper's method: one policy for both roles]"
 OPTIONS = {
-    "shared policy (--shared-policy)": dict(n_policies=1),
+    "AdamW moments on the host (--optimizer-offload)": dict(optimizer_offload=True),
+    "teacher on the host (--teacher-offload)": dict(teacher_offload=True),
     "gradient checkpointing (--grad-checkpointing)": dict(grad_checkpointing=True),
-    "responses 2048 (--max-new-tokens 2048)": dict(response_len=2048),
     "micro-batch 1 (--micro-batch 1)": dict(micro_batch=1),
     "generate in rounds of 16 prompts (--rollout-chunk 16)": dict(rollout_chunk=16),
-    "teacher on CPU outside scoring (--teacher-offload)": dict(teacher_offload=True),
+    "responses 2048 (--max-new-tokens 2048)": dict(response_len=2048),
+    SHARED: dict(n_policies=1),
 }
+
+
+def named(chosen):
+    """Option names joined for a report line, a shared policy marked as not the paper's method."""
+    return " + ".join(chosen) + (NOT_PAPER if SHARED in chosen else "")
 
 
 def max_rollout_batch(student_cfg, teacher_cfg, gib=80.0, reserve=0.1, **kw):
     """The largest rollout batch (episodes sampled together) that fits, given the other settings; 0 if none."""
     hi = kw.pop("rollout_batch", 128)
-    return _largest(lambda rb: fits(plan(student_cfg, teacher_cfg, rollout_batch=rb, **kw), gib, reserve), hi)
+    return largest_fitting(lambda rb: fits(plan(student_cfg, teacher_cfg, rollout_batch=rb, **kw), gib, reserve), hi)
 
 
-def _largest(fits_at, hi):
+def largest_fitting(fits_at, hi):
     """The largest n in 0..hi with fits_at(n), for a fits_at that holds up to some n and not beyond (the total
     grows with a batch); 0 if none."""
     lo = 0
@@ -209,29 +236,39 @@ def _largest(fits_at, hi):
     return lo
 
 
-def _is_set(change, kw):
-    return all(kw.get(k, plan.__kwdefaults__[k]) == v for k, v in change.items())
+def _lowers(change, kw):
+    """Whether an OPTIONS change lowers something for these settings: a flag not yet on, or a limit below the one in
+    effect (responses of 2,048 tokens lengthen a run of 1,024; rounds of 16 prompts change nothing for 16)."""
+    for k, v in change.items():
+        now = kw.get(k, plan.__kwdefaults__[k])
+        if k == "rollout_chunk":
+            now = now or math.ceil(kw.get("rollout_batch", plan.__kwdefaults__["rollout_batch"]) * 2
+                                   / kw.get("n_policies", plan.__kwdefaults__["n_policies"]))
+        if now if isinstance(v, bool) else v >= now:
+            return False
+    return True
 
 
 def fixes(student_cfg, teacher_cfg, gib=80.0, reserve=0.1, **kw):
-    """Every combination of OPTIONS not already set that fits, each at the largest rollout batch that fits (at most
-    the one asked for), fewest knobs first, then the largest batch: [(option names, rollout batch, plan)]."""
+    """Every combination of the OPTIONS that lower something here (_lowers) that fits, each at the largest rollout
+    batch that fits (at most the one asked for): the paper's method first (no shared policy), then fewest knobs, then
+    the largest batch. [(option names, rollout batch, plan)]."""
     combos = []
-    names = [name for name, change in OPTIONS.items() if not _is_set(change, kw)]
+    names = [name for name, change in OPTIONS.items() if _lowers(change, kw)]
     for r in range(len(names) + 1):  # r = 0: a smaller rollout batch alone
         for chosen in itertools.combinations(names, r):
             change = {k: v for name in chosen for k, v in OPTIONS[name].items()}
             rb = max_rollout_batch(student_cfg, teacher_cfg, gib, reserve, **{**kw, **change})
             if rb:
-                combos.append((len(chosen), -rb, chosen, rb, plan(student_cfg, teacher_cfg, **{**kw, **change,
-                                                                                            "rollout_batch": rb})))
-    return [c[2:] for c in sorted(combos, key=lambda c: c[:2])]
+                combos.append((SHARED in chosen, len(chosen), -rb, chosen, rb,
+                               plan(student_cfg, teacher_cfg, **{**kw, **change, "rollout_batch": rb})))
+    return [c[3:] for c in sorted(combos, key=lambda c: c[:3])]
 
 
 def fit_report(student_cfg, teacher_cfg, gib=80.0, reserve=0.1, top=10, **kw):
-    """Does it fit in `gib` GiB? If not: each knob alone (total and persistent + each phase), the largest rollout
-    batch that fits, and the smallest combinations of knobs that fit, each at the largest rollout batch that fits
-    (at most the one asked for). Returns the text."""
+    """Does it fit in `gib` GiB? If not: each knob that lowers something here alone (total and persistent + each
+    phase), the largest rollout batch that fits, and the smallest combinations of knobs that fit, the paper's method
+    first, each at the largest rollout batch that fits (at most the one asked for). Returns the text."""
     row = lambda pl: (f"{pl['total'] / GiB:7.1f}  (rollout {(pl['persistent'] + pl['phases']['rollout']) / GiB:6.1f}"
                       f" | teacher {(pl['persistent'] + pl['phases']['teacher']) / GiB:5.1f}"
                       f" | update {(pl['persistent'] + pl['phases']['update']) / GiB:5.1f})"
@@ -242,25 +279,24 @@ def fit_report(student_cfg, teacher_cfg, gib=80.0, reserve=0.1, top=10, **kw):
            f"  {'as given':<50}{row(base)}"]
     if fits(base, gib, reserve):
         return "\n".join(out)
-    out.append("one change at a time:")
+    out.append("one change at a time (those that lower something here):")
     for name, change in OPTIONS.items():
-        out.append(f"  {name:<50}" + ("already so" if _is_set(change, kw) else
-                                      row(plan(student_cfg, teacher_cfg, **{**kw, **change}))))
+        if _lowers(change, kw):
+            out.append(f"  {name:<50}{row(plan(student_cfg, teacher_cfg, **{**kw, **change}))}"
+                       + (NOT_PAPER if name == SHARED else ""))
     rb = max_rollout_batch(student_cfg, teacher_cfg, gib, reserve, **kw)
     out.append(f"  {'smaller rollout batch (--batch; the KV cache)':<50}" +
                (f"fits up to {rb} episodes per generate round" if rb else
                 "none fits: the other phases alone are over (update / teacher above)"))
     combos = fixes(student_cfg, teacher_cfg, gib, reserve, **kw)
     asked = kw.get("rollout_batch", plan.__kwdefaults__["rollout_batch"])
-    out.append(f"smallest combinations that fit, each at the largest rollout batch that fits (asked: {asked}; "
-               f"{min(top, len(combos))} of {len(combos)} shown):")
+    out.append(f"smallest combinations that fit, the paper's method first, each at the largest rollout batch that "
+               f"fits (asked: {asked}; {min(top, len(combos))} of {len(combos)} shown):")
     for chosen, rb, pl in combos[:top]:
-        out.append(f"  rollout batch {rb:>3}, total {pl['total'] / GiB:5.1f}: "
-                   + (" + ".join(chosen) or "no other change"))
+        out.append(f"  rollout batch {rb:>3}, total {pl['total'] / GiB:5.1f}: " + (named(chosen) or "no other change"))
     if not combos:
         out.append("  none, not even with every knob at once")
     return "\n".join(out)
-
 
 
 def plan_inputs(args, n_policies, world=1, rollout_attention="fused"):
@@ -272,7 +308,7 @@ def plan_inputs(args, n_policies, world=1, rollout_attention="fused"):
               teacher_prompt_len=args.teacher_max_prompt_tokens, micro_batch=args.micro_batch,
               rollout_batch=math.ceil(args.batch / world), teacher_batch_tokens=args.teacher_batch_tokens,
               rollout_attention=rollout_attention, rollout_chunk=args.rollout_chunk,
-              teacher_offload=args.teacher_offload)
+              teacher_offload=args.teacher_offload, optimizer_offload=args.optimizer_offload)
     return config_of(args.student), config_of(args.teacher), kw
 
 
@@ -295,111 +331,40 @@ def available_bytes(device):
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def _where(device, free):
+def free_line(device, free):
     return f"{free / GiB:.1f} GiB {'free on ' + device if device.startswith('cuda') else 'of RAM available'}"
 
 
 def check_fits(args, n_policies, world=1, reserve=0.1):
     """Refuse (ValueError, one line) a train.py run whose plan (the phases of Algorithm 1, App. C) cannot fit in
-    what its device has free, naming the flags of the smallest change that would fit. Reads configs only: run it
-    before any weights load."""
+    what its device has free, naming the flags of the smallest change that would fit (the paper's method first),
+    or whose offloaded tensors (plan's `host`, once per process of this node) cannot fit in the machine's RAM. On a
+    CPU device the offload flags move nothing: every byte counts against the RAM. Reads configs only: run it before
+    any weights load."""
     s, t, kw = plan_inputs(args, n_policies, world)
+    on_gpu = args.device.startswith("cuda")
+    if not on_gpu:
+        kw.update(optimizer_offload=False, teacher_offload=False)
     pl, free = plan(s, t, **kw), available_bytes(args.device)
-    if fits(pl, free / GiB, reserve):
-        return pl
-    where = _where(args.device, free)
-    found = fixes(s, t, free / GiB, reserve, **kw)
-    if found:
-        chosen, rb, _ = found[0]
-        flags = [re.search(r"\((--[^)]*)\)", name).group(1) for name in chosen]
-        if rb < kw["rollout_batch"]:
-            flags.append(f"--batch {rb * world}")
-        hint = "it would fit with " + " ".join(flags)
-    else:
-        hint = "no combination of the memory flags fits: choose smaller models or a larger device"
-    raise ValueError(f"memory: one training step needs about {pl['total'] / GiB:.1f} GiB (persistent "
-                     f"{pl['persistent'] / GiB:.1f} + {pl['peak_phase']} phase), but this machine has {where} "
-                     f"({reserve:.0%} kept in reserve); {hint} (python -m tools.memory prints the whole plan)")
-
-
-# ------------------------------------------------------------------------------ evaluation (eval.py)
-
-def eval_plan(student_cfg, teacher_cfg=None, *, n_models=1, precision="bf16", prompt_len=PAPER["max_prompt_tokens"],
-              response_len=PAPER["max_new_tokens"], prompts=1, rollout_chunk=0,
-              teacher_batch_tokens=TEACHER_BATCH_TOKENS, lm_head_chunk=1024, rollout_attention="fused"):
-    """Estimated bytes of eval.py (§4, App. D.5; with teacher_cfg the heat map of App. G.2), a dict like plan's:
-    settings, params, bytes, phases, persistent, peak_phase, total. eval.py loads its models in --precision's dtype
-    outright (e bytes: 2 bf16, 4 fp32; no fp32 masters, no autocast), so its KV cache is in e too:
-        persistent = n_models x e x P_student   (one model in every seat: 1; a checkpoint's policies: one per role,
-                                                 or 1 shared; all of one base model's shape, §2.1)
-        rollout    = rollout_bytes of one generate call of min(prompts, rollout_chunk) prompts (0 = all `prompts`,
-                     the most one policy samples in one turn), each up to prompt_len + response_len tokens
-        heatmap    = e x P_teacher + scoring_bytes over prompt + response tokens (teacher.score's defaults): the
-                     teacher loads after the team's decoder is released, beside the students, which stay loaded
-    """
-    if precision not in ("bf16", "fp32") or n_models < 1 or prompts < 1:
-        raise ValueError("eval_plan: precision must be bf16|fp32, n_models >= 1, prompts >= 1")
-    e = 2 if precision == "bf16" else 4
-    B = min(prompts, rollout_chunk) if rollout_chunk else prompts
-    Ps = param_count(student_cfg)
-    b = {"student weights": n_models * e * Ps}
-    b["KV cache (one generate call)"], b["rollout prefill/decode temporaries"] = rollout_bytes(
-        student_cfg, B, prompt_len, response_len, e, e, rollout_attention)
-    phases = {"rollout": b["KV cache (one generate call)"] + b["rollout prefill/decode temporaries"]}
-    Pt = param_count(teacher_cfg) if teacher_cfg is not None else 0
-    if teacher_cfg is not None:
-        b["teacher weights"] = e * Pt
-        b["teacher scoring activations"] = scoring_bytes(teacher_cfg, e, prompt_len + response_len, response_len,
-                                                         teacher_batch_tokens, lm_head_chunk)[0]
-        phases["heatmap"] = b["teacher weights"] + b["teacher scoring activations"]
-    peak_phase = max(phases, key=phases.get)
-    settings = dict(n_models=n_models, precision=precision, prompt_len=prompt_len, response_len=response_len,
-                    prompts=prompts, generate_batch=B, rollout_attention=rollout_attention)
-    return {"settings": settings, "params": {"student": Ps, "teacher": Pt}, "bytes": b, "phases": phases,
-            "persistent": b["student weights"], "peak_phase": peak_phase,
-            "total": b["student weights"] + phases[peak_phase]}
-
-
-# eval.py's flags that trade memory for something else, as eval_plan keywords, besides --rollout-chunk
-EVAL_FLAGS = {"precision": "--precision", "response_len": "--max-new-tokens"}
-
-
-def _eval_changes(kw):
-    """Changes to try when nothing fits, in order of preference: none (a smaller chunk alone), bf16 weights, then
-    shorter responses (each with and without bf16)."""
-    precisions = [{}] + ([{"precision": "bf16"}] if kw.get("precision") != "bf16" else [])
-    longest = kw.get("response_len", PAPER["max_new_tokens"])
-    lengths = [{}] + [{"response_len": n} for n in (2048, 1024, 512) if n < longest]
-    return [{**length, **prec} for length in lengths for prec in precisions]
-
-
-def check_eval_fits(student_cfg, teacher_cfg, device, rollout_chunk=None, reserve=0.1, **kw):
-    """eval.py's memory check, from configs only (run it before any weights load): -> (chunk, one start-up line).
-    rollout_chunk: --rollout-chunk as given, or None for the largest number of prompts per generate call that
-    eval_plan fits in what `device` has free (0 = all kw["prompts"] in one call). Raises ValueError (one line) when
-    it does not fit, naming the flags of the first change (_eval_changes) with which a chunk of 1 or more would."""
-    free = available_bytes(device)
-    at = lambda chunk, **change: eval_plan(student_cfg, teacher_cfg, **{**kw, **change, "rollout_chunk": chunk})
-    largest = lambda **change: _largest(lambda c: fits(at(c, **change), free / GiB, reserve), kw["prompts"])
-    if rollout_chunk is None:
-        c = largest()
-        chunk, pl, ok = (0 if c == kw["prompts"] else c), at(c or 1), c > 0  # 0: all of them in one call
-    else:
-        chunk, pl = rollout_chunk, at(rollout_chunk)
-        ok = fits(pl, free / GiB, reserve)
-    told = pl["settings"]["generate_batch"]
-    if ok:
-        return chunk, (f"rollout chunk: {told} of up to {kw['prompts']} prompts per generate call "
-                       f"({'--rollout-chunk' if rollout_chunk is not None else 'the most that fit'}); memory: about "
-                       f"{pl['total'] / GiB:.1f} GiB (models {pl['persistent'] / GiB:.1f} + {pl['peak_phase']} "
-                       f"phase) of {_where(device, free)} ({reserve:.0%} kept in reserve)")
-    hint = "nothing fits: choose smaller models (or --teacher) or a larger device"
-    for change in _eval_changes(kw):
-        c = largest(**change)
-        if c:
-            hint = "it would fit with " + " ".join([f"{EVAL_FLAGS[k]} {v}" for k, v in change.items()]
-                                                   + [f"--rollout-chunk {c}"])
-            break
-    raise ValueError(f"memory: evaluation needs about {pl['total'] / GiB:.1f} GiB (models {pl['persistent'] / GiB:.1f}"
-                     f" + {pl['peak_phase']} phase at {told} prompt{'s' * (told != 1)} per generate call), but this "
-                     f"machine has {_where(device, free)} ({reserve:.0%} kept in reserve); {hint}")
+    if not fits(pl, free / GiB, reserve):
+        found = [f for f in fixes(s, t, free / GiB, reserve, **kw) if on_gpu or not any("offload" in n for n in f[0])]
+        if found:
+            chosen, rb, _ = found[0]
+            flags = [re.search(r"\((--[^)]*)\)", name).group(1) for name in chosen]
+            if rb < kw["rollout_batch"]:
+                flags.append(f"--batch {rb * world}")
+            hint = "it would fit with " + " ".join(flags) + (NOT_PAPER if SHARED in chosen else "")
+        else:
+            hint = "no combination of the memory flags fits: choose smaller models or a larger device"
+        raise ValueError(f"memory: one training step needs about {pl['total'] / GiB:.1f} GiB (persistent "
+                         f"{pl['persistent'] / GiB:.1f} + {pl['peak_phase']} phase), but this machine has "
+                         f"{free_line(args.device, free)} ({reserve:.0%} kept in reserve); {hint} (python -m tools.memory "
+                         f"prints the whole plan)")
+    procs = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # torchrun's processes on this machine, each its own
+    host, ram = procs * sum(pl["host"].values()), available_bytes("cpu")
+    if host > ram * (1 - reserve):
+        held = " and ".join(f"{k} {v / GiB:.1f} GiB" for k, v in pl["host"].items())
+        raise ValueError(f"memory: the offload flags keep {host / GiB:.1f} GiB in host memory ({held} per process, "
+                         f"{procs} process{'es' * (procs > 1)} here), but this machine has {free_line('cpu', ram)} "
+                         f"({reserve:.0%} kept in reserve); drop an offload flag or use a machine with more RAM")
+    return pl

@@ -8,9 +8,10 @@ import torch
 import eval as ev
 import rollout
 import sampler
-from infra import memory
+from infra import eval_memory
 from infra.footprint import config_of
-from infra.memory import GiB, eval_plan, fits
+from infra.eval_memory import eval_plan
+from infra.memory import GiB, fits
 from infra.models import make_tokenizer, tiny_model
 from rollout import RolloutConfig, run_episodes
 from tests.test_workflows import APPLES, BAD, GOOD, SUM, TEST_OK, TEST_WRONG
@@ -205,7 +206,7 @@ def _free_for(chunk, precision="fp32"):
 
 
 def test_cli_default_chunk_is_the_most_prompts_the_memory_plan_fits(problems, monkeypatch, capsys):
-    monkeypatch.setattr(memory, "available_bytes", lambda device: _free_for(2))
+    monkeypatch.setattr(eval_memory, "available_bytes", lambda device: _free_for(2))
     sizes = _calls(monkeypatch)
     ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange",
              "--max-new-tokens", "4"])
@@ -225,7 +226,7 @@ def test_cli_rollout_chunk_flag_is_honoured(problems, monkeypatch, capsys):
 def test_cli_evaluation_that_cannot_fit_is_refused_before_any_weights_load_with_flags_that_fit(problems, monkeypatch,
                                                                                              capsys):
     free = _free_for(1, precision="bf16")  # one prompt fits in bf16, none in fp32
-    monkeypatch.setattr(memory, "available_bytes", lambda device: free)
+    monkeypatch.setattr(eval_memory, "available_bytes", lambda device: free)
     real = ev.load_model
     monkeypatch.setattr(ev, "load_model", lambda *a, **k: pytest.fail("weights were loaded"))
     args = ["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange", "--max-new-tokens", "4"]

@@ -169,7 +169,7 @@ def test_fit_report_names_options_and_finds_what_fits():
     small = plan(QWEN3["Qwen3-1.7B"], QWEN3["Qwen3-1.7B"], prompt_len=512, response_len=256, rollout_batch=8)
     ok = fit_report(S, S, 80, prompt_len=512, response_len=256, rollout_batch=8)
     assert fits(small, 80) and ok.splitlines()[1].startswith("  as given") and ok.splitlines()[1].endswith(" fits")
-    text = fit_report(S, T, 80)
+    text = fit_report(S, T, 80, grad_checkpointing=False)  # every option lowers something here
     assert "does not fit" in text
     for name in memory.OPTIONS:
         assert name in text, name
@@ -213,3 +213,78 @@ def test_the_gpu_preset_fits_one_h200_without_memory_flags_and_the_paper_preset_
                                "--preset", preset, "--precision", "bf16"])
         s, t, kw = memory.plan_inputs(args, 2)  # a one-domain file: two policies
         assert fits(plan(s, t, **kw), 141) == fit, preset
+
+
+def test_optimizer_offload_moves_the_moments_to_the_host_and_one_policy_s_into_the_step():
+    kw = dict(micro_batch=1, rollout_batch=4, rollout_chunk=4, grad_checkpointing=True)
+    on, off = plan(S, T, **kw), plan(S, T, optimizer_offload=True, teacher_offload=True, **kw)
+    P, moments = param_count(S), on["bytes"]["AdamW moments (2 x fp32)"]
+    assert off["persistent"] == on["persistent"] - moments - 2 * param_count(T)
+    assert off["host"] == {"AdamW moments (2 x fp32)": 2 * 8 * P, "teacher weights": 2 * param_count(T)}
+    assert on["host"] == {}
+    # the step window: one policy's moments (not both) beside the gradients and AdamW's temporary
+    assert off["bytes"]["AdamW step window"] == 8 * P + 4 * P == on["bytes"]["AdamW step window"] + 8 * P
+    small = dict(kw, prompt_len=64, response_len=64)  # activations far below the window: the window sets the phase
+    assert plan(S, T, optimizer_offload=True, **small)["phases"]["update"] == 2 * 4 * P + 12 * P
+    text = format_plan(off)
+    assert "AdamW moments (--optimizer-offload)" in text and "teacher weights (--teacher-offload)" in text
+    assert re.search(r"= host +%.2f GiB" % ((2 * 8 * P + 2 * param_count(T)) / GiB), text)
+
+
+@pytest.mark.parametrize("student, gib, flags, usable", [
+    ("Qwen3-1.7B", 80, ["--optimizer-offload", "--teacher-offload"], 72.0),
+    ("Qwen3-4B", 141, ["--optimizer-offload", "--teacher-offload", "--grad-checkpointing"], 126.9)])
+def test_the_papers_method_fits_its_cards_with_the_offloads(student, gib, flags, usable):
+    """Two independent policies (a one-domain file), the gpu preset, the Qwen3-14B teacher."""
+    args = config.get_args(["--problems", EXAMPLES, "--student", student, "--teacher", "Qwen3-14B", "--preset",
+                            "gpu", "--precision", "bf16"] + flags)
+    s, t, kw = memory.plan_inputs(args, 2)
+    assert fits(plan(s, t, **kw), gib) and plan(s, t, **kw)["total"] < usable * GiB
+    without = config.get_args(["--problems", EXAMPLES, "--student", student, "--teacher", "Qwen3-14B", "--preset",
+                               "gpu", "--precision", "bf16"] + flags[1:])
+    assert not fits(plan(*memory.plan_inputs(without, 2)[:2], **memory.plan_inputs(without, 2)[2]), gib)
+
+
+def test_the_fit_report_offers_the_papers_method_first_and_marks_a_shared_policy():
+    args = config.get_args(["--problems", EXAMPLES, "--student", "Qwen3-1.7B", "--teacher", "Qwen3-14B", "--preset",
+                            "gpu", "--precision", "bf16"])
+    s, t, kw = memory.plan_inputs(args, 2)
+    text = fit_report(s, t, 80, **kw)
+    singles = text.split("one change at a time")[1].split("smallest combinations")[0]
+    assert "--max-new-tokens 2048" not in singles  # 2,048 would lengthen the preset's 1,024-token responses
+    assert "--rollout-chunk 16" not in singles  # rounds of 16 change nothing for 16 prompts
+    assert "--optimizer-offload" in singles and "--teacher-offload" in singles
+    combos = [ln for ln in text.split("smallest combinations")[1].splitlines()[1:] if ln.strip()]
+    shared = [i for i, ln in enumerate(combos) if "--shared-policy" in ln]
+    assert shared and min(shared) > 0 and shared == list(range(min(shared), len(combos)))  # the paper's first
+    assert all(ln.endswith(memory.NOT_PAPER) for ln in combos if "--shared-policy" in ln)
+    assert "--optimizer-offload" in combos[0] and "--teacher-offload" in combos[0]
+    assert all(memory.NOT_PAPER in ln for ln in singles.splitlines() if "--shared-policy" in ln)
+
+
+def test_qwen3_0_6b_is_planned_offline():
+    assert param_count(QWEN3["Qwen3-0.6B"]) == 596_049_920  # "0.6B, 0.44B non-embedding" (tied)
+    assert footprint.config_of("Qwen/Qwen3-0.6B") == QWEN3["Qwen3-0.6B"]
+
+
+def test_check_fits_refuses_offloads_the_host_cannot_hold_and_names_only_the_papers_method(monkeypatch):
+    base = ["--problems", EXAMPLES, "--student", "Qwen3-1.7B", "--teacher", "Qwen3-14B", "--preset", "gpu",
+            "--precision", "bf16"]
+    free = {"cuda": 80 * GiB, "cpu": 40 * GiB}
+    monkeypatch.setattr(memory, "available_bytes", lambda device: free[device.split(":")[0]])
+    monkeypatch.setattr(config, "device", lambda name: name)  # a GPU machine, as far as the flags are concerned
+    base += ["--device", "cuda"]
+    with pytest.raises(ValueError) as e:  # a one-domain file: two policies, as the paper
+        memory.check_fits(config.get_args(base), 2)
+    assert "it would fit with --optimizer-offload --teacher-offload (python" in str(e.value)
+    with pytest.raises(ValueError, match=r"keep 53.1 GiB in host memory .* 40.0 GiB of RAM available"):
+        memory.check_fits(config.get_args(base + ["--optimizer-offload", "--teacher-offload"]), 2)
+    free["cpu"] = 64 * GiB
+    assert memory.check_fits(config.get_args(base + ["--optimizer-offload", "--teacher-offload"]), 2)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # two processes on this machine: twice the host memory
+    with pytest.raises(ValueError, match=r"keep 106.3 GiB in host memory .* 2 processes here"):
+        memory.check_fits(config.get_args(base + ["--optimizer-offload", "--teacher-offload"]), 2)
+    free["cuda"] = 50 * GiB  # only one policy fits: the shared policy, said not to be the paper's method
+    with pytest.raises(ValueError) as e:
+        memory.check_fits(config.get_args(base), 2)
+    assert "--shared-policy" + memory.NOT_PAPER in str(e.value)

@@ -17,7 +17,7 @@ memory first and decode speed last (--budget-s skips what is left once spent; it
   (a4) one long-prompt generate: the prefill and KV-cache memory
   (b) teacher scoring: teacher.score of responses at realistic lengths (one pass; train.py makes two)
   (c) update: train.update, train_step's Phase 3 itself (Eq. 13 over one micro-batch, backward, clip, AdamW step
-      for both students), with and without gradient checkpointing
+      for both students), with and without gradient checkpointing, and the last shape with --optimizer-offload
   (d) one train_step end to end at these shapes, per-phase seconds, with the rollout on bf16 copies and under
       autocast over fp32 (the rollout phase's ratio), and the sampler/trainer log-prob gap
   (a) rollout: the copy bandwidth and the HBM roofline it implies; sampler.generate (the CUDA-graph decode step)
@@ -46,6 +46,7 @@ from infra import memory
 from infra.data import load_problems
 from infra.footprint import QWEN3
 from infra.models import make_tokenizer
+from infra.offload import MOMENTS, park
 from prompts import Segment
 from rollout import Response
 from sampler import generate, release_decoder, sequence_logprobs
@@ -220,14 +221,15 @@ def main(argv=None):
     # between the two students, with random advantages; Eq. 13 weights, backward, clip, AdamW step on both.
     policies = {"a": students[0], "b": students[1]}
 
-    def update(ctx_len, resp_len, mb):
+    def update(ctx_len, resp_len, mb, offload=False):
         items = []
         for i in range(mb):
             ctx, resp = rand_ids(ctx_len - ctx_len // 32 * (i // 2)), rand_ids(resp_len)  # mb > 2: padded per policy
             response = Response("ab"[i % 2], [Segment("task", ctx)], resp, [0.0] * resp_len, "")
             items.append(train.Scored(0, "ab"[i % 2], response, [], [], torch.zeros(resp_len),
                                       adv=torch.randn(resp_len, device=dev)))
-        args = SimpleNamespace(mini_batch=1, micro_batch=mb, grad_clip=1.0, precision="bf16", device=dev)
+        args = SimpleNamespace(mini_batch=1, micro_batch=mb, grad_clip=1.0, precision="bf16", device=dev,
+                               optimizer_offload=offload)
         return train.update(items, 1, policies, optims, args)
 
     log("(c) update: both students, bf16 autocast, AdamW moments present; micro-batch responses alternate policies")
@@ -241,6 +243,16 @@ def main(argv=None):
         pred = predict("update", prompt_len=ctx_len, response_len=resp_len, micro_batch=mb, grad_checkpointing=ckpt)
         measure(f"(c) micro-batch {mb} x ({ctx_len} + {resp_len}), checkpointing {'on' if ckpt else 'off'}",
                 lambda: update(ctx_len, resp_len, mb), pred)
+    # The last of them again with --optimizer-offload: the moments in pinned host memory, each policy's on the GPU
+    # for its own step only (infra/offload.py); then back on the device for what follows.
+    for opt in optims:
+        park(opt)
+    pred = predict("update", prompt_len=ctx_len, response_len=resp_len, micro_batch=mb, grad_checkpointing=ckpt,
+                   optimizer_offload=True)
+    measure("(c) the same with --optimizer-offload", lambda: update(ctx_len, resp_len, mb, offload=True), pred)
+    for opt in optims:
+        for st in opt.state.values():
+            st.update({k: st[k].to(dev) for k in MOMENTS if k in st})
     # (d) One train_step end to end at this shape (Algorithm 1: rollout, attribution, two teacher passes, update):
     # the example problems with the byte-level tokenizer (random weights never agree, so every episode runs all its
     # turns at full length), per-phase seconds; with the rollout on bf16 copies as train.py runs it under

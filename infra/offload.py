@@ -1,0 +1,80 @@
+"""What waits in host memory while it is idle, so that the GPU holds only what the running phase uses: the frozen
+teacher outside its scoring (--teacher-offload) and each policy's AdamW moments outside its own optimizer step
+(--optimizer-offload). Both are exact: a tensor is copied, never recomputed or cast, so no number of a run changes.
+
+The moments (exp_avg, exp_avg_sq: 8 bytes per parameter, twice the fp32 master weights) are touched by opt.step()
+alone, once per mini-batch; in between they would hold a quarter of two 1.7B students' GPU footprint idle. With
+--optimizer-offload they live in pinned host buffers allocated once; each step copies one policy's moments in,
+steps, copies them back into the same buffers, and frees the device copies before the next policy steps, so the
+step window holds one policy's moments. Per mini-batch that is 2 x 8 bytes per parameter over PCIe (two 1.7B
+policies: 2 x 25.6 GiB, about 2 s at 25 GB/s). Checkpoints save the optimizers' state_dict as they are, so a
+checkpoint is the same with and without the flag, and either run resumes from it. verl's optimizer_offload and
+OpenRLHF's --adam_offload do the same.
+"""
+from contextlib import contextmanager
+
+import torch
+
+# The state AdamW keeps per parameter in the parameter's shape; `step` is a CPU scalar already and stays put.
+MOMENTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
+
+
+@contextmanager
+def teacher_on_device(teacher, device, offload):
+    """With offload (--teacher-offload) the teacher waits on the CPU and comes to `device` only inside this block,
+    while it scores (Eq. 7, Phase 2 of App. C)."""
+    if offload:
+        teacher.to(device)
+    try:
+        yield teacher
+    finally:
+        if offload:
+            teacher.to("cpu")
+            if str(device).startswith("cuda"):
+                torch.cuda.empty_cache()
+
+
+def _moments(opt):
+    """(state dict, key) of every moment tensor the optimizer holds, in a fixed order."""
+    return [(st, k) for st in opt.state.values() for k in MOMENTS if torch.is_tensor(st.get(k))]
+
+
+def parked(t):
+    """Whether a tensor is one of park's host buffers."""
+    return getattr(t, "_parked", False)
+
+
+def park(opt):
+    """Move the optimizer's moments into host buffers (pinned where CUDA exists, so that the copies run at PCIe
+    speed): a fresh buffer for a tensor not parked yet (the first step creates the state on the device; a resume
+    loads it there), the same buffer afterwards. Returns nothing; the optimizer's state now holds the buffers."""
+    pin = torch.cuda.is_available()
+    for st, k in _moments(opt):
+        v = st[k]
+        if not parked(v):
+            host = torch.empty(v.shape, dtype=v.dtype, device="cpu", pin_memory=pin)
+            host.copy_(v)
+            host._parked = True  # a host buffer of this module, reused by every later step
+            st[k] = host
+
+
+def offloaded_step(opt):
+    """opt.step() with the moments on their parameters' device inside the step only (--optimizer-offload): copied
+    in from their host buffers, stepped, copied back into the same buffers. The device copies are fresh tensors on
+    any device (on a CPU too), so the moments the step used are never the buffers that wait between steps."""
+    where = {id(st): p.device for p, st in opt.state.items()}
+    parked = [(st, k, st[k]) for st, k in _moments(opt)]
+    for st, k, host in parked:
+        st[k] = torch.empty_like(host, device=where[id(st)]).copy_(host, non_blocking=True)
+    opt.step()
+    for st, k, host in parked:
+        host.copy_(st[k])  # blocking: a checkpoint may read the buffer next
+        st[k] = host
+    park(opt)  # the moments this step created (the first step), into new buffers
+
+
+def optimizer_steps(optims, offload):
+    """Step every optimizer (one per distinct policy), one at a time; with offload (--optimizer-offload) each with
+    its moments on the device for its own step only (offloaded_step)."""
+    for opt in optims:
+        offloaded_step(opt) if offload else opt.step()
