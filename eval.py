@@ -116,12 +116,12 @@ def format_metrics(episodes, roles=None):
             if roles is None or role in roles for rule, v in shares.items()}
 
 
-def single_agent_metrics(problems, model, tok, seed, cfg, on_run=None, max_turns=1):
+def single_agent_metrics(problems, model, tok, seed, cfg, on_run=None, multi_turn=False):
     """SA+ST (App. D.3): the main role alone for one turn (Coder for code, Reasoner for math), judged by its own
-    check; with max_turns T, SA+MT: it revises its own answer until unchanged or T turns (baselines/single.py).
+    check; multi_turn, SA+MT: it revises its own answer until unchanged or cfg.max_turns turns (baselines/single.py).
     model: one model in both main seats, or role -> model. on_run as for evaluate (seats "single")."""
     seats = model if isinstance(model, dict) else dict.fromkeys(MAIN_ROLES, model)
-    return single_metrics(problems, seats, tok, seed, cfg, max_turns, on_run)
+    return single_metrics(problems, seats, tok, seed, cfg, cfg.max_turns if multi_turn else 1, on_run)
 
 
 def mean_std(per_seed):
@@ -168,7 +168,7 @@ def evaluate_policies(problems, policies, tok, args):
     exchange penalty (Fig. 3a). A line per run as it ends, above any progress bar."""
     cfg, on_run = rollout_config(args, progress=True, **EVAL_DECODING), lambda *run: tqdm.write(run_line(*run))
     if args.objective == "grpo" and args.grpo_variant in SINGLE:  # a single agent is evaluated alone (App. D.3)
-        out = mean_std([single_agent_metrics(problems, policies, tok, s, cfg, on_run, SINGLE[args.grpo_variant])
+        out = mean_std([single_agent_metrics(problems, policies, tok, s, cfg, on_run, SINGLE[args.grpo_variant] > 1)
                         for s in args.eval_seeds])
     else:
         out = evaluate(problems, policies, tok, args.eval_seeds, cfg, exchange=args.eval_exchange, on_run=on_run)
@@ -301,9 +301,8 @@ def main(argv=None):
             model, tok = load_model(args.single_agent, seed=1, dtype=dtype)
             check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
             forget_gguf()
-            turns = cfg.max_turns if args.multi_turn else 1  # SA+MT or SA+ST (App. D.3)
-            per_seed = [single_agent_metrics(problems, model.to(args.device), tok, s, cfg, on_run, turns)
-                        for s in args.seeds]
+            per_seed = [single_agent_metrics(problems, model.to(args.device), tok, s, cfg, on_run, args.multi_turn)
+                        for s in args.seeds]  # SA+MT or SA+ST (App. D.3)
             result = {f"single agent {args.single_agent}{', multi-turn' if args.multi_turn else ''}":
                       mean_std(per_seed)}
         else:

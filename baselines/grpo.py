@@ -26,7 +26,7 @@ from config import MAX_TURNS
 from infra.metrics import rollout_counts
 from rollout import Response, final_answer, run_episodes
 
-SINGLE = {"sa-st": 1, "sa-mt": MAX_TURNS}  # the single-agent ones of config.GRPO_VARIANTS, with their turn caps (App. D.3)
+SINGLE = {"sa-st": 1, "sa-mt": MAX_TURNS}  # config.GRPO_VARIANTS' single-agent ones, with their turn caps (App. D.3)
 
 
 @dataclass

@@ -67,7 +67,7 @@ def unchanged(before, after, role):
     return all(squash(b) == squash(a) for b, a in zip(before.own(role), after.own(role)))
 
 
-def run_single(problems, policies, tokenizer, cfg, generator=None, max_turns=1):
+def run_single(problems, policies, tokenizer, cfg, generator, max_turns):
     """Episodes of each problem's main role alone: one turn (SA+ST) or up to max_turns, stopping as soon as its
     answer is unchanged (SA+MT, App. D.3). policies: role -> model (only the main roles are used); sampling as in
     rollout.run_episodes. A turn's `agree` marks an unchanged answer; `stopped` is "unchanged", "max_turns" or
@@ -105,7 +105,8 @@ def run_single(problems, policies, tokenizer, cfg, generator=None, max_turns=1):
 def single_metrics(problems, policies, tok, seed, cfg, max_turns, on_run=None):
     """SA+ST (max_turns 1) or SA+MT (max_turns T) of one evaluation seed: accuracy per domain by the main role's
     own check on its last turn (its submitted answer), turns used, and how its responses were parsed (DECISIONS.md
-    D5); a single turn (SA+ST) has no turns figure. on_run(seed, seats, episodes, metrics, seconds) as for eval.evaluate, seats "single"."""
+    D5); a single turn (SA+ST) has no turns figure. on_run(seed, seats, episodes, metrics, seconds) as for
+    eval.evaluate, seats "single"."""
     start = time.perf_counter()
     device = next((p.device for p in policies.values() if isinstance(p, torch.nn.Module)), "cpu")
     gen = torch.Generator(device=device).manual_seed(seed)

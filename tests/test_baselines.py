@@ -154,7 +154,7 @@ def test_grpo_update_of_one_role_leaves_the_other_policy_unchanged(tok, scripted
 
 def test_sa_mt_stops_when_the_answer_is_unchanged(tok, scripted):
     agent = scripted([BAD, GOOD, GOOD + "\n"])  # whitespace aside, turn 3 repeats turn 2
-    e = run_single([SUM], {"coder": agent}, tok, CFG, max_turns=4)[0]
+    e = run_single([SUM], {"coder": agent}, tok, CFG, None, 4)[0]
     assert e.stopped == "unchanged" and len(e.turns) == 3 and e.final.strip() == GOOD.split("```python\n")[1][:-4]
     assert [t.agree for t in e.turns] == [False, False, True]
     shown = agent.seen[1][0]  # turn 2 shows its own program, and neither a test case nor an output
@@ -163,14 +163,14 @@ def test_sa_mt_stops_when_the_answer_is_unchanged(tok, scripted):
 
 def test_sa_mt_stops_at_t_4_and_sa_st_after_one_turn(tok, scripted):
     programs = [f"Code:\n```python\nprint({i})\n```" for i in range(6)]
-    e = run_single([SUM], {"coder": scripted(programs)}, tok, CFG, max_turns=4)[0]
+    e = run_single([SUM], {"coder": scripted(programs)}, tok, CFG, None, 4)[0]
     assert e.stopped == "max_turns" and len(e.turns) == 4 and "print(3)" in e.final
-    e = run_single([APPLES], {"reasoner": scripted(["#### 29"])}, tok, CFG, max_turns=1)[0]
+    e = run_single([APPLES], {"reasoner": scripted(["#### 29"])}, tok, CFG, None, 1)[0]
     assert e.stopped == "max_turns" and len(e.turns) == 1 and e.final == "29"
 
 
 def test_sa_mt_metrics_count_turns_and_judge_the_last_answer(tok, scripted):
-    m = ev.single_agent_metrics([SUM], scripted([BAD, GOOD, GOOD]), tok, 0, CFG, max_turns=4)
+    m = ev.single_agent_metrics([SUM], scripted([BAD, GOOD, GOOD]), tok, 0, CFG, multi_turn=True)
     assert m["acc_code"] == 100.0 and m["turns_code"] == 3.0
 
 

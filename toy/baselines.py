@@ -78,7 +78,8 @@ def main(argv=None):
                                                                       "turns_"))} for n, m in results.items()}
     print(f"\nTable 1 analogue: accuracy / Pass@1 (%), held-out toy problems; trained systems: mean ± std over "
           f"training seeds {args.train_seeds}, each the mean over evaluation seeds {seeds}; {opd.steps} steps of "
-          f"{opd.batch} episodes each (GRPO: {targs['MAS+GRPO'].batch} problems x G = {targs['MAS+GRPO'].group_size})\n")
+          f"{opd.batch} episodes each (GRPO: {targs['MAS+GRPO'].batch} problems x G = "
+          f"{targs['MAS+GRPO'].group_size})\n")
     print(markdown(accuracy))
     print("\nCoordination (Figs. 3-4): exchange penalty (points), revise-iff-wrong (mean over roles), turns\n")
     print(markdown(coordination))
