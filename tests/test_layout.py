@@ -4,10 +4,9 @@ them, DISPATCHERS; no other paper file nor infra/ imports them), the toy world i
 Imports run one way: the paper's files, infra/ and baselines/ import neither the toy world nor the tools; infra/
 imports none of the paper's files but the few leaves INFRA_READS names; config.py, the one table of values, imports
 none of the paper's files, so that every file may read it; train.py's start-up is imported by train.py alone; no
-cycles, and only at the top of a file. No method
-file grows past its size, no support, toy or tool file outgrows one concept (MAX_LINES), and the sampler can be
-copied without the rest; the decisions the paper leaves open are numbered in DECISIONS.md and cited by those
-numbers; every relative link of the README and of docs/ resolves."""
+cycles, and only at the top of a file. No method file grows past its size, no support, toy or tool file outgrows
+one concept (MAX_LINES), and the sampler can be copied without the rest; the decisions the paper leaves open are
+numbered in DECISIONS.md and cited by those numbers; every relative link of the README and of docs/ resolves."""
 import ast
 import os
 import re
