@@ -204,3 +204,20 @@ def test_grpo_samples_group_size_rollouts_per_problem_in_a_row(tmp_path, problem
     train.main(["--problems", problems, "--out", str(tmp_path / "g3")] + args)
     assert len(seen) == 1 and sorted(seen[0]) == ["apples"] * 3 + ["sum"] * 3
     assert seen[0][:3] == [seen[0][0]] * 3  # a problem's group is consecutive: grpo_items reads it so
+
+
+def test_eval_cli_multi_turn_is_sa_mt_in_the_same_table(tmp_path, problems, capsys):
+    out = tmp_path / "sa_mt.json"
+    ev.main(["--single-agent", "tiny-qwen3", "--multi-turn", "--problems", problems, "--seeds", "0", "1",
+             "--max-new-tokens", "4", "--json", str(out)])
+    result = json.load(open(out))
+    (name, m), = result.items()
+    assert name == "single agent tiny-qwen3, multi-turn" and {"acc_code", "acc_math"} <= set(m)
+    assert 1 <= m["turns_code"]["mean"] <= 4 and 1 <= m["turns_math"]["mean"] <= 4  # SA+ST has no turns figure
+    assert "| turns_code |" in capsys.readouterr().out
+
+
+def test_eval_cli_multi_turn_needs_a_single_agent(capsys):
+    with pytest.raises(SystemExit) as e:
+        ev.main(["--student", "tiny-qwen3", "--multi-turn", "--problems", "examples/problems.jsonl"])
+    assert e.value.code == 2 and "--multi-turn needs --single-agent" in capsys.readouterr().err
