@@ -7,13 +7,15 @@ role's policy from its own responses, all policies synchronously. Verdicts and t
 The command line is config.py's, what a run starts from (models, optimizers, a resumed state, the bf16 rollout
 copies) infra/launch.py's, the prompts and parsing rules prompts.py's, a step's figures and console line
 infra/metrics.py's, checkpoints and resume infra/checkpoint.py's, the run's report (curves, evaluation, heat maps)
-infra/report.py's.
+infra/report.py's. With --objective grpo the teacher phase becomes the rewards of the GRPO baselines
+(baselines/grpo.py), everything else unchanged.
 
     python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3 \
         --batch 2 --max-new-tokens 32      # tiny random models: every phase of the protocol, seconds
     python train.py --problems FILE --student DIR --teacher DIR   # the paper's schedule (defaults) on real models
     python -m toy                          # the laptop demo: the toy world's models and problems through this file
     torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR   # data parallel, 8 GPUs
+    python train.py --problems FILE --student DIR --objective grpo --grpo-variant mas   # a Table 1 baseline
 
 Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows them in brackets. The flags
 that depend on the scale of a run (schedule, batches, lengths, checkpoint interval) come from `--preset` (paper |
