@@ -73,7 +73,10 @@ def run_single(problems, policies, tokenizer, cfg, generator, max_turns):
     rollout.run_episodes. A turn's `agree` marks an unchanged answer; `stopped` is "unchanged", "max_turns" or
     "prompt_too_long". Returns one Episode per problem."""
     episodes = [Episode(p, []) for p in problems]
-    finish = lambda e, why: (setattr(e, "stopped", why), setattr(e, "final", final_answer(e, cfg)))
+
+    def finish(e, why):
+        e.stopped, e.final = why, final_answer(e, cfg)
+
     for t in range(max_turns):
         contexts = {}
         for k, e in enumerate(episodes):
