@@ -58,11 +58,11 @@ def grpo_rollout(problems, policies, tok, cfg, gen, args):
     return run_episodes(group, policies, tok, cfg, gen)
 
 
-def turn_rewards(episode, atts, role, args, cfg):
-    """r_i^t of every turn role played (Eq. 14 on turn t's artefacts and checks; math's team reward on the answer
-    the system would submit at t, Eq. 17). -> list of floats, one per turn."""
+def turn_rewards(episode, atts, role, args, cfg, first=0):
+    """r_i^t of every turn t >= first role played (Eq. 14 on turn t's artefacts and checks; math's team reward on
+    the answer the system would submit at t, Eq. 17). -> list of floats, one per turn from `first`."""
     out = []
-    for t, (turn, att) in enumerate(zip(episode.turns, atts)):
+    for t, (turn, att) in list(enumerate(zip(episode.turns, atts)))[first:]:
         final = final_answer(dataclasses.replace(episode, turns=episode.turns[:t + 1]), cfg)
         out.append(role_reward(role, episode.problem, turn.artefacts, att.checks, final, cfg.code_timeout,
                                args.alpha))
@@ -77,12 +77,13 @@ def group_items(problem_index, group, args, cfg):
     items, slots = [], {}  # (role, turn or None) -> [(rollout, reward)]
     for g, (e, atts) in enumerate(group):
         for role in {r for turn in e.turns for r in turn.responses}:
-            r = turn_rewards(e, atts, role, args, cfg)
             if args.grpo_variant == "magrpo":
+                r = turn_rewards(e, atts, role, args, cfg)
                 for t in range(len(r)):
                     slots.setdefault((role, t), []).append((g, sum(r[t:])))  # Monte-Carlo return-to-go (gamma 1)
-            else:
-                slots.setdefault((role, None), []).append((g, r[-1]))
+            else:  # the last turn's: what the episode submitted
+                last = turn_rewards(e, atts, role, args, cfg, first=len(e.turns) - 1)[0]
+                slots.setdefault((role, None), []).append((g, last))
     for (role, t), members in sorted(slots.items(), key=str):
         for (g, reward), a in zip(members, group_advantages([x for _, x in members])):
             turns = group[g][0].turns if t is None else group[g][0].turns[t:t + 1]
