@@ -195,6 +195,8 @@ def test_train_objective_grpo_runs_every_variant_without_a_teacher(tmp_path, pro
     assert "up to 0 scored by the teacher" in printed
     assert os.path.isfile(os.path.join(out, "checkpoint", "state.pt")) and os.path.isfile(os.path.join(out,
                                                                                                        "report.html"))
+    report = open(os.path.join(out, "report.html")).read()  # the rewards' curves in the teacher's figures' place
+    assert "mean reward per response" in report and "zero advantage" in report
     # resumed for a third step from its checkpoint, as a MAS-OPD run
     train.main(["--problems", problems, "--out", out, "--steps", "3", "--grpo-variant", variant, "--resume"] + FAST)
     assert [json.loads(line)["step"] for line in open(os.path.join(out, "metrics.jsonl"))] == [0, 1, 2]
