@@ -1,12 +1,13 @@
 """Table 1's comparison in the toy world: MAS-OPD against the GRPO baselines trained on the same rollout budget.
 
-    python -m toy.baselines                                   # 3 rows x 3 training seeds, one thread (docs/toy.md)
+    python -m toy.baselines                                   # 4 rows x 3 training seeds, one thread (docs/toy.md)
     python -m toy.baselines --train-seeds 0 --eval-seeds 7 --steps 4   # a quick look
-    python -m toy.baselines --reuse                           # evaluate the runs in OUT again, no training
+    python -m toy.baselines --reuse                           # evaluate the runs in OUT, training only missing ones
 
-Trains MAS-OPD (the hand-written teacher's dense per-token signal), MAS+GRPO and SA+ST+GRPO (a sparse reward per
-response, App. D.4) from the same base students, once per training seed, on the same budget of rollouts: the toy
-preset's 16 episodes per step are 4 problems x G = 4 rollouts for GRPO, two optimizer updates per step for all.
+Trains MAS-OPD (the hand-written teacher's dense per-token signal), MAS+GRPO, MAGRPO and SA+ST+GRPO (a sparse
+reward per response, App. D.4) from the same base students, once per training seed, on the same budget of
+rollouts: the toy preset's 16 episodes per step are 4 problems x G = 4 rollouts for GRPO, two optimizer updates per
+step for all.
 Then evaluates every trained system and the untrained ones (the team, and SA+ST: the main role alone) on the
 held-out toy problems with the evaluation decoding of App. D.5 over the same evaluation seeds, teams with their
 seats exchanged too (Fig. 3a). A figure is mean +- std over training runs, each the mean over evaluation seeds, as in
@@ -33,7 +34,8 @@ from toy.world import start_toy, toy_root, train_args
 # GRPO on the MAS-OPD rows' budget: batch x G = the toy preset's batch of episodes, and two updates per step
 GRPO = ["--objective", "grpo", "--batch", str(TOY["batch"] // GROUP_SIZE),
         "--mini-batch", str(TOY["batch"] // GROUP_SIZE // (TOY["batch"] // TOY["mini_batch"]))]
-ROWS = {"MAS-OPD": [], "MAS+GRPO": GRPO + ["--grpo-variant", "mas"], "SA+ST+GRPO": GRPO + ["--grpo-variant", "sa-st"]}
+ROWS = {"MAS-OPD": [], "MAS+GRPO": GRPO + ["--grpo-variant", "mas"], "MAGRPO": GRPO + ["--grpo-variant", "magrpo"],
+        "SA+ST+GRPO": GRPO + ["--grpo-variant", "sa-st"]}
 
 
 def main(argv=None):
@@ -43,7 +45,7 @@ def main(argv=None):
     ap.add_argument("--train-seeds", type=SEED, nargs="+", default=[0, 1, 2], help="one training run per seed")
     ap.add_argument("--cache", default=".cache")
     ap.add_argument("--eval-problems", help="held-out problem file (default: the toy world's test split)")
-    ap.add_argument("--reuse", action="store_true", help="evaluate the runs already trained in OUT")
+    ap.add_argument("--reuse", action="store_true", help="evaluate the runs already trained in OUT (and train only the missing ones)")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     common = train_args(toy_root(args.cache), args.out) + rest
     print("config:", json.dumps({**vars(args), "train_args": common, "rows": ROWS}))
