@@ -84,7 +84,7 @@ def group_items(problem_index, group, args, cfg):
             else:  # the last turn's: what the episode submitted
                 last = turn_rewards(e, atts, role, args, cfg, first=len(e.turns) - 1)[0]
                 slots.setdefault((role, None), []).append((g, last))
-    for (role, t), members in sorted(slots.items(), key=str):
+    for (role, t), members in sorted(slots.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):  # a fixed order
         for (g, reward), a in zip(members, group_advantages([x for _, x in members])):
             turns = group[g][0].turns if t is None else group[g][0].turns[t:t + 1]
             for turn in turns:
