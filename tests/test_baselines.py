@@ -197,9 +197,13 @@ def test_train_objective_grpo_runs_every_variant_without_a_teacher(tmp_path, pro
                                                                                                        "report.html"))
     report = open(os.path.join(out, "report.html")).read()  # the rewards' curves in the teacher's figures' place
     assert "mean reward per response" in report and "zero advantage" in report
-    # resumed for a third step from its checkpoint, as a MAS-OPD run
+    # resumed for a third step from its checkpoint, it equals an uninterrupted run, as a MAS-OPD run does
     train.main(["--problems", problems, "--out", out, "--steps", "3", "--grpo-variant", variant, "--resume"] + FAST)
-    assert [json.loads(line)["step"] for line in open(os.path.join(out, "metrics.jsonl"))] == [0, 1, 2]
+    full = str(tmp_path / "full")
+    train.main(["--problems", problems, "--out", full, "--steps", "3", "--grpo-variant", variant] + FAST)
+    same = lambda run: [{k: v for k, v in json.loads(line).items() if k not in ("seconds", "peak_memory_mb")}
+                        for line in open(os.path.join(run, "metrics.jsonl"))]
+    assert [m["step"] for m in same(out)] == [0, 1, 2] and same(out) == same(full)
 
 
 def test_grpo_samples_group_size_rollouts_per_problem_in_a_row(tmp_path, problems, monkeypatch):
