@@ -41,6 +41,6 @@ def test_sweep_refuses_a_missing_benchmark_file_before_training(tmp_path, proble
 
 
 def test_png_figure_has_a_panel_per_figure_and_a_glyph_per_character():
-    assert all(len(g) == 15 for g in FONT.values()) and len(FONT) == 45
+    assert all(len(g) == 15 for g in FONT.values()) and len(FONT) == 47
     img = chart_pixels([("A", [0, 1], {"x": ([1.0, 2.0], "#e69f00")}), ("B", [0, 1], {"x": ([None, 3.0], "#e69f00")})])
     assert img.shape[1] == 2 * 360 and (img == (0xe6, 0x9f, 0x00)).all(-1).any()

@@ -29,7 +29,7 @@ from rollout import rollout_config
 
 LAMBDAS = [0.0, 0.05, 0.1, 0.2, 0.4, 0.5]  # Fig. 6's six values; the sixth not legible, 0.4 (DECISIONS.md D14)
 PALETTE = ["#e69f00", "#cc79a7", "#009e73", "#56b4e9", "#d55e00", "#0072b2", "#555555", "#f0e442"]
-PANELS = {"acc_": "ACCURACY (FIG. 6)", "exchange_penalty_": "EXCHANGE PENALTY (FIG. 3B)",
+PANELS = {"acc_": "ACCURACY VS LAMBDA (FIG. 6)", "exchange_penalty_": "EXCHANGE PENALTY (FIG. 3B)",
           "alone_acc_": "ALONE, SA+ST (FIG. 3C)"}
 
 
