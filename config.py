@@ -134,6 +134,9 @@ GRAD_CLIP = 1.0                # grad-norm clip (App. D.6.1)
 TEACHER_BATCH_TOKENS = 16384   # ours: padded tokens per teacher forward (bounds the teacher's activations)
 WORKERS = 4                    # ours: episodes whose sandboxed programs run at once
 ROLLOUT_CHUNK = 0              # ours: prompts per generate call, 0 = all of a turn at once
+GROUP_SIZE = 4                 # G, rollouts per problem of the GRPO baselines (App. D.3, D.6.2)
+GRPO_VARIANTS = ("mas", "magrpo", "sa-st", "sa-mt")  # MAS+GRPO, MAGRPO, SA+ST+GRPO, SA+MT+GRPO (App. D.3)
+ALPHA = 1.0                    # alpha, the local reward's weight beside the team reward (App. D.4, Eq. 14)
 
 
 def apply_preset(args):
@@ -203,6 +206,13 @@ def get_args(argv=None):
     add("--lam", type=bounded(float, 0), help=preset_help("lam", "lambda of Eq. 10; 0 = w/o RAS"))
     add("--no-pac", action="store_true", help="teacher sees only the student-visible context (w/o PAC)")
     add("--shared-policy", action="store_true", help="one student in every seat")
+    add = ap.add_argument_group("the GRPO baselines of Table 1 (App. D.3, D.4, D.6.2; baselines/grpo.py)").add_argument
+    add("--objective", choices=("mas-opd", "grpo"), default="mas-opd", help="grpo: rewards in place of the teacher, "
+        "which is not loaded [%(default)s]")
+    add("--grpo-variant", choices=GRPO_VARIANTS, default="mas", help="MAS+GRPO, MAGRPO, "
+        "SA+ST+GRPO or SA+MT+GRPO [%(default)s]")
+    add("--group-size", type=COUNT, default=GROUP_SIZE, help="G, rollouts per problem [%(default)s]")
+    add("--alpha", type=bounded(float, 0), default=ALPHA, help="weight of the local rewards (Eq. 14) [%(default)s]")
     add = ap.add_argument_group("sampling (App. D.6.1, D.6.3)").add_argument
     add("--max-turns", type=COUNT, default=MAX_TURNS, help="T [%(default)s]")
     add("--max-new-tokens", type=COUNT, help=preset_help("max_new_tokens", "student response limit"))

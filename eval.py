@@ -3,6 +3,7 @@
     python eval.py --problems FILE --run runs/default     # a trained run (its checkpoint/ policies in their seats)
     python eval.py --problems FILE --student DIR          # untrained students (one base model in every seat)
     python eval.py --problems FILE --single-agent DIR     # one model alone, one turn (SA+ST, e.g. the teacher)
+    python eval.py --problems FILE --single-agent DIR --multi-turn   # ... revising its own answer (SA+MT)
 
 Problems: any problem file (infra/data.py), e.g. examples/problems.jsonl or a benchmark converted by tools/loaders.py.
 Evaluation decoding (App. D.5): temperature 0.6, top-p 0.95, top-k 20, T = 4, over several seeds, mean +- std.
@@ -24,6 +25,8 @@ import torch
 from tqdm import tqdm
 
 from attribution import ROLE_CHECK, attribute_episodes
+from baselines.grpo import SINGLE
+from baselines.single import MAIN_ROLES, single_metrics
 from infra.answers import answers_equivalent
 from infra.checkpoint import load_policies, policy_dirs
 from config import EVAL_DECODING, PRESETS, add_unisolated_flag, apply_preset, preset_help, preset_line
@@ -37,8 +40,8 @@ from infra.report import heatmap, page, table_rows, token_pieces
 from infra.sandbox import check_isolation, describe, stop_on_sigterm
 from loss import role_advantage
 from prompts import ROLES, check_prompt_limit
-from rollout import append_episodes, rollout_config, run_episodes, stop_ids_of
-from sampler import Generation, release_decoder
+from rollout import append_episodes, rollout_config, run_episodes
+from sampler import release_decoder
 from teacher import KAPPA, score_both_passes, teacher_inputs
 
 
@@ -113,26 +116,12 @@ def format_metrics(episodes, roles=None):
             if roles is None or role in roles for rule, v in shares.items()}
 
 
-def single_agent_metrics(problems, model, tok, seed, cfg, on_run=None):
-    """SA+ST: the main role alone for one turn (Coder for code, Reasoner for math); its partner seat is an
-    empty scripted agent so that nothing but the main role's own artefact is judged. on_run as for evaluate
-    (seats "single")."""
-    start = time.perf_counter()
-    stop = stop_ids_of(tok)[0]
-    silent = lambda prompts: Generation([[stop] for _ in prompts], [[0.0] for _ in prompts])
-    seats = {"coder": model, "tester": silent, "reasoner": model, "tool_user": silent}
-    one = dataclasses.replace(cfg, max_turns=1, math_final="reasoner")
-    episodes, attributions = run_team(problems, seats, tok, seed, one)
-    m = {}
-    for domain in ("code", "math"):
-        ok = [atts[0].checks[ROLE_CHECK[ROLES[domain][0]]]  # the main role's own check
-              for e, atts in zip(episodes, attributions) if e.problem["domain"] == domain]
-        if ok:
-            m[f"acc_{domain}"] = 100 * sum(map(bool, ok)) / len(ok)
-    m.update(format_metrics(episodes, roles=("coder", "reasoner")))  # the silent seats write nothing
-    if on_run:
-        on_run(seed, "single", episodes, m, time.perf_counter() - start)
-    return m
+def single_agent_metrics(problems, model, tok, seed, cfg, on_run=None, multi_turn=False):
+    """SA+ST (App. D.3): the main role alone for one turn (Coder for code, Reasoner for math), judged by its own
+    check; multi_turn, SA+MT: it revises its own answer until unchanged or cfg.max_turns turns (baselines/single.py).
+    model: one model in both main seats, or role -> model. on_run as for evaluate (seats "single")."""
+    seats = model if isinstance(model, dict) else dict.fromkeys(MAIN_ROLES, model)
+    return single_metrics(problems, seats, tok, seed, cfg, cfg.max_turns if multi_turn else 1, on_run)
 
 
 def mean_std(per_seed):
@@ -177,9 +166,12 @@ def evaluate_policies(problems, policies, tok, args):
     """evaluate with train.py's parsed args (config.get_args): team accuracy, revise-iff-wrong and turns on held-out
     problems over args.eval_seeds, with the evaluation decoding (App. D.5); with args.eval_exchange also the
     exchange penalty (Fig. 3a). A line per run as it ends, above any progress bar."""
-    cfg = rollout_config(args, progress=True, **EVAL_DECODING)
-    out = evaluate(problems, policies, tok, args.eval_seeds, cfg, exchange=args.eval_exchange,
-                   on_run=lambda *run: tqdm.write(run_line(*run)))
+    cfg, on_run = rollout_config(args, progress=True, **EVAL_DECODING), lambda *run: tqdm.write(run_line(*run))
+    if args.objective == "grpo" and args.grpo_variant in SINGLE:  # a single agent is evaluated alone (App. D.3)
+        out = mean_std([single_agent_metrics(problems, policies, tok, s, cfg, on_run, SINGLE[args.grpo_variant] > 1)
+                        for s in args.eval_seeds])
+    else:
+        out = evaluate(problems, policies, tok, args.eval_seeds, cfg, exchange=args.eval_exchange, on_run=on_run)
     release_decoder()
     return out
 
@@ -235,7 +227,9 @@ def main(argv=None):
     add, who = group.add_argument, group.add_mutually_exclusive_group(required=True)
     who.add_argument("--run", help="a train.py output directory")
     who.add_argument("--student", help="untrained: this model in every seat")
-    who.add_argument("--single-agent", help="this model alone, one turn (e.g. the teacher)")
+    who.add_argument("--single-agent", help="this model alone, one turn (SA+ST, e.g. the teacher)")
+    add("--multi-turn", action="store_true", help="with --single-agent: SA+MT, the agent revises its own answer until "
+        "it is unchanged or T turns (App. D.3)")
     add("--problems", required=True, help="JSONL problem file (schema: infra/data.py)")
     add("--teacher", help="the teacher of --heatmap, a model spec as for --student (required with --heatmap)")
     add("--preset", choices=sorted(PRESETS), default="paper", help="defaults of the flags marked (preset): the "
@@ -268,6 +262,8 @@ def main(argv=None):
     # bf16 weights outright, no autocast: nothing is trained here, so no fp32 masters are needed, and the decode step
     # reads half the bytes and can be recorded (sampler.decoder). These are the models train.py samples with.
     dtype = DTYPES[args.precision]
+    if args.multi_turn and not args.single_agent:
+        ap.error("--multi-turn needs --single-agent (SA+MT); a team is multi-turn already")
     if args.heatmap and args.single_agent:
         ap.error("--heatmap needs a team (--run or --student), not --single-agent")
     if args.heatmap and not args.teacher:
@@ -305,8 +301,10 @@ def main(argv=None):
             model, tok = load_model(args.single_agent, seed=1, dtype=dtype)
             check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
             forget_gguf()
-            per_seed = [single_agent_metrics(problems, model.to(args.device), tok, s, cfg, on_run) for s in args.seeds]
-            result = {f"single agent {args.single_agent}": mean_std(per_seed)}
+            per_seed = [single_agent_metrics(problems, model.to(args.device), tok, s, cfg, on_run, args.multi_turn)
+                        for s in args.seeds]  # SA+MT or SA+ST (App. D.3)
+            result = {f"single agent {args.single_agent}{', multi-turn' if args.multi_turn else ''}":
+                      mean_std(per_seed)}
         else:
             if args.run:
                 policies, tok = load_policies(os.path.join(args.run, "checkpoint"), roles, args.device, dtype)

@@ -8,13 +8,15 @@ The command line is config.py's, what a run starts from (models, optimizers, a r
 copies) infra/launch.py's, the prompts and parsing rules prompts.py's, a step's figures and console line
 infra/metrics.py's, checkpoints and resume infra/checkpoint.py's, what waits in host memory between its uses
 (--teacher-offload, --optimizer-offload) infra/offload.py's, the run's report (curves, evaluation, heat maps)
-infra/report.py's.
+infra/report.py's. With --objective grpo the teacher phase becomes the rewards of the GRPO baselines
+(baselines/grpo.py), everything else unchanged.
 
     python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3 \
         --batch 2 --max-new-tokens 32      # tiny random models: every phase of the protocol, seconds
     python train.py --problems FILE --student DIR --teacher DIR   # the paper's schedule (defaults) on real models
     python -m toy                          # the laptop demo: the toy world's models and problems through this file
     torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR   # data parallel, 8 GPUs
+    python train.py --problems FILE --student DIR --objective grpo --grpo-variant mas   # a Table 1 baseline
 
 Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows them in brackets. The flags
 that depend on the scale of a run (schedule, batches, lengths, checkpoint interval) come from `--preset` (paper |
@@ -34,6 +36,7 @@ from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
 from attribution import attribute_episodes
+from baselines.grpo import grpo_items, grpo_rollout, reward_counts, reward_metrics
 from config import get_args, preset_line
 from eval import evaluate_policies, markdown
 from infra import distributed
@@ -92,6 +95,7 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollou
     JSONL of scored responses (metrics.step_samples), appended to by the first and the last step. Returns the
     step's metrics; the caller decides what to save."""
     cfg, clock = rollout_config(args, progress=progress), PhaseClock(step, progress)
+    grpo = args.objective == "grpo"  # a Table 1 baseline (baselines/grpo.py): rewards in the teacher's place
     ids = list(range(distributed.rank(), args.batch, distributed.world_size()))  # this rank's share of the batch
     batch = batch_for_step(problems, step, args.batch, args.seed)
     with clock.phase("rollout"):          # Phase 1: the students' joint rollout
@@ -100,26 +104,35 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollou
             record(step, episodes)
     with clock.phase("attribution"):      # Phase 2a: a^t of every turn before any scoring (the last goes unused)
         attributions = attribute_episodes(episodes, timeout=cfg.code_timeout, workers=args.workers)
-    with clock.phase("teacher"):
-        inputs, overlong = teacher_inputs(episodes, attributions, tok, args.teacher_max_prompt_tokens,
-                                          pac=not args.no_pac)                    # u~ under r_i and kappa(r_i)
-        items = [Scored(ids[k], role, resp, target, contrast, torch.tensor(resp.logprobs))
-                 for k, role, resp, target, contrast in inputs]
-        with autocast(args), teacher_on_device(teacher, args.device, args.teacher_offload):  # Phase 2b: Eq. 7, twice
-            lps = score_both_passes(teacher, [it.ctx_target for it in items], [it.ctx_contrast for it in items],
-                                    [it.response.tokens for it in items], args.teacher_batch_tokens)
-        for it, lp_target, lp_contrast in zip(items, *lps):                      # Eq. 10, sampler log-probs
-            it.lp_target, it.lp_contrast = lp_target, lp_contrast
-            it.adv = ras_advantage(lp_target, lp_contrast, it.lp_student, args.lam)
-    if samples and step in (0, args.steps - 1):  # the report's heat maps, before and after training (App. G.2)
+    with clock.phase("reward" if grpo else "teacher"):  # Phase 2b, or the rewards of the GRPO baselines
+        items, overlong = grpo_items(episodes, attributions, ids, args, cfg) if grpo else \
+            teacher_scores(episodes, attributions, ids, teacher, tok, args)
+    if samples and step in (0, args.steps - 1) and not grpo:  # the report's heat maps, before and after (App. G.2)
         with open(samples, "a") as f:
             f.writelines(json_text(s) + "\n" for s in step_samples(step, items, batch, tok))
-    counts = add_counts(distributed.gather(rollout_counts(episodes, attributions, items, overlong)))  # all ranks
-    metrics = {"step": step, **rollout_metrics(counts)}
+    counts = add_counts(distributed.gather((reward_counts if grpo else rollout_counts)(episodes, attributions, items,
+                                                                                       overlong)))  # all ranks
+    metrics = {"step": step, **rollout_metrics(counts), **reward_metrics(counts)}
     with clock.phase("update"):           # Phase 3: Eq. 13, all policies synchronously
         metrics.update(update(items, args.batch, policies, optims, args))
     clock.close()
     return {**metrics, "seconds": clock.seconds, "peak_memory_mb": round(peak_memory_mb(args.device), 1)}
+
+
+def teacher_scores(episodes, attributions, ids, teacher, tok, args):
+    """Phase 2b: each response scored by the teacher under r_i and kappa(r_i) (Eq. 7), then A^RAS (Eq. 10) from the
+    sampler's log-probs. ids: each episode's index in the step's batch. -> (Scored items, teacher-overlong count)."""
+    inputs, overlong = teacher_inputs(episodes, attributions, tok, args.teacher_max_prompt_tokens,
+                                      pac=not args.no_pac)                    # u~ under r_i and kappa(r_i)
+    items = [Scored(ids[k], role, resp, target, contrast, torch.tensor(resp.logprobs))
+             for k, role, resp, target, contrast in inputs]
+    with autocast(args), teacher_on_device(teacher, args.device, args.teacher_offload):  # Eq. 7, twice
+        lps = score_both_passes(teacher, [it.ctx_target for it in items], [it.ctx_contrast for it in items],
+                                [it.response.tokens for it in items], args.teacher_batch_tokens)
+    for it, lp_target, lp_contrast in zip(items, *lps):                      # Eq. 10, sampler log-probs
+        it.lp_target, it.lp_contrast = lp_target, lp_contrast
+        it.adv = ras_advantage(lp_target, lp_contrast, it.lp_student, args.lam)
+    return items, overlong
 
 
 def joint_rollout(problems, policies, rollout_models, tok, cfg, gen, args):
@@ -129,7 +142,8 @@ def joint_rollout(problems, policies, rollout_models, tok, cfg, gen, args):
     between the two is reported as logprob_gap / logprob_gap_mean (0 would be exactly on-policy, Eq. 8)."""
     refresh(rollout_models, policies)
     with autocast(args) if rollout_models is policies else nullcontext():
-        episodes = run_episodes(problems, rollout_models, tok, cfg, gen)
+        episodes = grpo_rollout(problems, rollout_models, tok, cfg, gen, args) if args.objective == "grpo" else \
+            run_episodes(problems, rollout_models, tok, cfg, gen)
     release_decoder()  # the sampler's KV cache, before the teacher and the update need the memory
     return episodes
 

@@ -57,10 +57,12 @@ def check_disk(args, n_policies):
     Raises ValueError (one line) when --out has not the free disk space the next save_checkpoint needs at its
     peak: checkpoint.tmp is complete before the last checkpoint goes, so a run that saves twice needs two
     checkpoints' space, or one where a checkpoint is already there."""
-    responses = args.batch * 2 * args.max_turns  # two roles per episode
+    grpo = args.objective == "grpo"  # G rollouts per problem and no teacher (App. D.6.2)
+    episodes = args.batch * (args.group_size if grpo else 1)
+    responses = episodes * 2 * args.max_turns  # two roles per episode
     limit = longest_response(args)
     sampled = responses * limit
-    scored = 2 * responses * (args.teacher_max_prompt_tokens + limit)
+    scored = 0 if grpo else 2 * responses * (args.teacher_max_prompt_tokens + limit)
     size = checkpoint_bytes(config_of(args.student), n_policies)
     there = any(os.path.isdir(os.path.join(args.out, n)) for n in ("checkpoint", "checkpoint.old"))
     copies = 1 if there or args.steps <= args.save_every else 2
@@ -70,7 +72,7 @@ def check_disk(args, n_policies):
         raise ValueError(f"--out {args.out}: {free / GiB:.1f} GiB free on disk at {folder}, but the checkpoints "
                          f"need {copies * size / GiB:.1f} GiB ({copies} x {size / GiB:.1f} GiB: a new one is written "
                          f"before the last is removed); choose --out on a disk with room, or free space there")
-    return (f"per step: up to {sampled:,} tokens sampled ({args.batch} episodes x 2 roles x {args.max_turns} turns x "
+    return (f"per step: up to {sampled:,} tokens sampled ({episodes} episodes x 2 roles x {args.max_turns} turns x "
             f"{limit}), up to {scored:,} scored by the teacher (each response twice, contexts of at most "
             f"{args.teacher_max_prompt_tokens:,}); checkpoint: {size:,} bytes ({size / GiB:.1f} GiB, {n_policies} "
             f"polic{'y' if n_policies == 1 else 'ies'}: fp32 weights + AdamW moments) every {args.save_every} "

@@ -24,7 +24,8 @@ class Start:
     """What build returns: Algorithm 1's inputs (App. C) and the step the run starts at."""
     problems: list                # the training problems (infra/data.py's schema)
     policies: dict                # role -> policy pi_theta_i (one model in every seat under --shared-policy)
-    teacher: torch.nn.Module      # the frozen teacher, on the device (on the CPU under --teacher-offload)
+    teacher: torch.nn.Module      # the frozen teacher, on the device (on the CPU under --teacher-offload); None for
+                                  # --objective grpo, whose rewards need none (App. D.4)
     tok: object                   # the students' tokenizer, the teacher's too
     optims: list                  # one AdamW per distinct policy, in distinct(policies)' order
     gen: torch.Generator          # this rank's sampler RNG
@@ -49,7 +50,8 @@ def build(args, teacher=None):
         raise ValueError(f"--resume: no checkpoint in {args.out}")
     # state.pt first, so that a damaged checkpoint fails before any model loads
     state = read_state(os.path.join(ckpt, "state.pt")) if args.resume else None
-    if teacher is None:  # the tokenizers alone first: a mismatch is refused in seconds, before any weights load
+    opd = args.objective == "mas-opd"  # the GRPO baselines load no teacher
+    if teacher is None and opd:  # the tokenizers alone first: a mismatch is refused in seconds, before any weights load
         if args.teacher is None:
             raise ValueError("--teacher is required (a model spec, as for --student)")
         same_tokenizer_specs(args.teacher, args.student, (f"--teacher {args.teacher}", f"--student {args.student}"))
@@ -65,11 +67,14 @@ def build(args, teacher=None):
         base, tok = load_model(args.student, seed=args.seed)
         policies = {r: base if args.shared_policy or i == 0 else copy.deepcopy(base) for i, r in enumerate(roles)}
     check_prompt_limit(problems, tok, args.max_prompt_tokens)  # before the teacher, the longest load
-    if teacher is None:
+    if teacher is None and opd:
         teacher = load_model(args.teacher, seed=args.seed + 1)[0]
+    teacher = teacher if opd else None
     forget_gguf()  # every model is loaded: the de-quantized GGUF kept for the next load would only take memory
     device = torch.device(args.device)
-    to_dtype(teacher, DTYPES[args.precision]).to("cpu" if args.teacher_offload else device).eval().requires_grad_(False)
+    if teacher is not None:
+        to_dtype(teacher, DTYPES[args.precision]).to("cpu" if args.teacher_offload else device).eval()
+        teacher.requires_grad_(False)
     unique = distinct(policies)
     for model in unique:  # fp32 master weights in every precision: lr 1e-6 updates would vanish in bf16 weights
         model.to(device)

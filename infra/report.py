@@ -88,6 +88,10 @@ CURVES = [  # (chart title, a metrics.jsonl record -> {line: value}); metrics.py
                                                        if m.get("loss") and all(map(finite, m["loss"])) else None)),
     ("seconds per step", one(lambda m: sum(m.get("seconds", {}).values()))),
 ]
+# a GRPO baseline's run (train.py --objective grpo): its rewards in the teacher's place
+REWARD_CURVES = [("mean reward per response (App. D.4, Eq. 14)", lambda m: m.get("reward", {})),
+                 ("responses with a zero advantage, % (a group with equal rewards)", lambda m: m.get("zero_advantage",
+                                                                                                      {}))]
 
 
 def ticks(lo, hi, integer=False, n=4):
@@ -162,7 +166,7 @@ def curves_html(records):
         return "<p>metrics.jsonl holds no completed step yet.</p>"
     steps = [r["step"] for r in records]
     charts = []
-    for title, values in CURVES:
+    for title, values in CURVES + (REWARD_CURVES if any("reward" in r for r in records) else []):
         per_step = [values(r) for r in records]
         names = sorted({k for v in per_step for k in v}, key=list(COLOURS).index)
         charts.append(chart(title, steps, {k: [v.get(k) for v in per_step] for k in names}))

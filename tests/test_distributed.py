@@ -105,3 +105,15 @@ def test_a_failing_rank_stops_the_job_and_leaves_the_last_checkpoint_whole(tmp_p
     assert sorted(os.listdir(out)) == ["checkpoint", "metrics.jsonl", "samples.jsonl"]  # no checkpoint.tmp left
     state = torch.load(os.path.join(out, "checkpoint", "state.pt"), weights_only=False)
     assert state["step"] == 0 and _params(out, "coder")
+
+
+def test_grpo_runs_under_two_ranks_without_a_teacher(tmp_path):
+    out = str(tmp_path / "grpo")
+    grpo = ["--objective", "grpo", "--group-size", "2", "--temperature", "1", "--steps", "2", "--out", out]
+    r = _run(tmp_path, "grpo", 2, grpo)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ms = [json.loads(ln) for ln in open(os.path.join(out, "metrics.jsonl"))]
+    assert [m["step"] for m in ms] == [0, 1] and all(m["updates"] == 2 and m["tokens"]["teacher"] == 0 for m in ms)
+    # the figures of both ranks together: each rank's groups rewarded, and only the roles that played
+    assert all(m["reward"] and set(m["reward"]) <= {"coder", "tester", "reasoner", "tool_user"} for m in ms)
+    assert os.path.isfile(os.path.join(out, "checkpoint", "state.pt"))

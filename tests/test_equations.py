@@ -8,8 +8,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "docs" / "equations.md"
-# what cites the paper: the project's Python files (the method at the top level, infra/, toy/, tools/) and the README
-SOURCES = [p for folder in ("", "infra", "toy", "tools") for p in sorted((ROOT / folder).glob("*.py"))] + \
+# what cites the paper: the project's Python files (the method at the top level, infra/, baselines/, toy/, tools/) and
+# the README
+SOURCES = [p for folder in ("", "infra", "baselines", "toy", "tools") for p in sorted((ROOT / folder).glob("*.py"))] + \
     [ROOT / "README.md"]
 
 # "Eq. 8", "Eq. 8-10", "Eq. 5, 8, 9" (a number followed by ".d" is a section, not an equation)

@@ -1,11 +1,12 @@
 """The architecture as the README states it: the paper's files alone at the top level (PAPER), every support in
-the package infra/, the toy world in toy/ and the commands in tools/. Imports run one way: the paper's files and
-infra/ import neither the toy world nor the tools; infra/ imports none of the paper's files but the few leaves
-INFRA_READS names; config.py, the one table of values, imports none of the paper's files, so that every file may
-read it; train.py's start-up is imported by train.py alone; no cycles, and only at the top of a file. No method
-file grows past its size, no support, toy or tool file outgrows one concept (MAX_LINES), and the sampler can be
-copied without the rest; the decisions the paper leaves open are numbered in DECISIONS.md and cited by those
-numbers; every relative link of the README and of docs/ resolves."""
+the package infra/, the Table 1 baselines that replace the teacher in baselines/ (train.py and eval.py dispatch to
+them, DISPATCHERS; no other paper file nor infra/ imports them), the toy world in toy/ and the commands in tools/.
+Imports run one way: the paper's files, infra/ and baselines/ import neither the toy world nor the tools; infra/
+imports none of the paper's files but the few leaves INFRA_READS names; config.py, the one table of values, imports
+none of the paper's files, so that every file may read it; train.py's start-up is imported by train.py alone; no
+cycles, and only at the top of a file. No method file grows past its size, no support, toy or tool file outgrows
+one concept (MAX_LINES), and the sampler can be copied without the rest; the decisions the paper leaves open are
+numbered in DECISIONS.md and cited by those numbers; every relative link of the README and of docs/ resolves."""
 import ast
 import os
 import re
@@ -24,6 +25,8 @@ INFRA_READS = {"infra.metrics": {"loss"}, "infra.footprint": {"sampler"}, "infra
 # train.py's plumbing, apart so that train.py reads as Algorithm 1: what a run starts from. (config.py, the table of
 # values, is read by every paper file; it imports none of them.)
 TRAIN_PARTS = ["infra.launch"]
+# The paper's files that may import the baselines, to dispatch a flag to them (--objective grpo, --multi-turn).
+DISPATCHERS = {"train", "eval"}
 MOST_LINES = {"train": 300, "sampler": 420}  # any other method file or part of train.py: 400
 MAX_LINES = 420  # a support, toy or tool file: one concept, read top to bottom, ~400 lines at most
 
@@ -31,7 +34,7 @@ MAX_LINES = 420  # a support, toy or tool file: one concept, read top to bottom,
 def project_modules():
     """module name -> path, for every Python file of the project outside tests/."""
     out = {}
-    for folder in ("", "infra", "toy", "tools"):
+    for folder in ("", "infra", "baselines", "toy", "tools"):
         for name in sorted(os.listdir(os.path.join(ROOT, folder))):
             if name.endswith(".py"):
                 module = name[:-3] if not folder else f"{folder}.{name[:-3]}".replace(".__init__", "")
@@ -65,12 +68,12 @@ def test_the_top_level_holds_the_papers_files_alone():
                                  f"{sorted(set(PAPER) - set(top))} are missing"
     folders = sorted(n for n in os.listdir(ROOT) if os.path.isdir(os.path.join(ROOT, n)) and not n.startswith(".")
                      and any(f.endswith(".py") for f in os.listdir(os.path.join(ROOT, n))))
-    assert folders == ["infra", "tests", "tools", "toy"], f"folders of Python files: {folders}"
+    assert folders == ["baselines", "infra", "tests", "tools", "toy"], f"folders of Python files: {folders}"
 
 
 def test_papers_files_and_infra_import_neither_toy_nor_tools_and_only_at_the_top():
     modules = project_modules()
-    for name in PAPER + infra_modules():
+    for name in PAPER + infra_modules() + baseline_modules():
         top, nested = imports(modules[name], modules)
         assert not nested, f"{name} imports {nested} inside a function"
         assert not {m for m in top if m.split(".")[0] in ("toy", "tools")}, f"{name} imports {top}"
@@ -86,6 +89,18 @@ def test_infra_imports_no_paper_file_but_the_leaves_it_reads():
         for leaf in leaves:
             inner = {m for m in imports(modules[leaf], modules)[0] if m in PAPER}
             assert not inner, f"{leaf}.py, read by {name}, imports the paper's {sorted(inner)}: no longer a leaf"
+
+
+def baseline_modules():
+    return sorted(m for m in project_modules() if m.startswith("baselines"))
+
+
+def test_only_the_dispatchers_import_the_baselines():
+    modules = project_modules()
+    assert baseline_modules(), "baselines/ is missing"
+    for name in PAPER + infra_modules():
+        found = {m for m in imports(modules[name], modules)[0] if m.startswith("baselines")}
+        assert name in DISPATCHERS or not found, f"{name} imports the baselines {sorted(found)}"
 
 
 def test_config_the_table_of_values_imports_no_paper_file():

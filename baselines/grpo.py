@@ -1,0 +1,128 @@
+"""The GRPO family of Table 1 (App. D.3, D.6.2), trained by train.py --objective grpo in MAS-OPD's place: the
+teacher's per-token A^RAS is replaced by one group-normalised reward advantage per response, everything else of
+Algorithm 1 (rollout, verifier, the loss's averaging and per-role routing of Eq. 13, optimizer, checkpoints,
+torchrun) stays train.py's.
+
+    --grpo-variant mas      MAS+GRPO: the two-agent workflow, G rollouts per problem; each role's policy is updated
+                            with its own reward R_i = R_team + alpha R_i^local of the episode (Eq. 14)
+    --grpo-variant magrpo   MAGRPO: the same workflow; every turn t is rewarded, r_i^t (Eq. 14 on turn t's
+                            artefacts), and credited with its Monte-Carlo return-to-go sum_{t' >= t} r_i^{t'}; no
+                            critic, no clip, no KL
+    --grpo-variant sa-st    SA+ST+GRPO: the main role alone (baselines/single.py), one turn, G rollouts
+    --grpo-variant sa-mt    SA+MT+GRPO: the main role revising its own answer until unchanged or T turns
+
+The loss is train.update's Eq. 13 with A_k = A_g for every token k of a response of rollout g:
+L = -sum_i w_i mean_k sg(A_g) log pi_theta_i(y_k | x, y_<k): GRPO's policy gradient on the sampled tokens without
+the KL term, and without the ratio clip, which is inactive on-policy (DECISIONS.md D13).
+"""
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from baselines.rewards import role_reward
+from baselines.single import run_single
+from config import MAX_TURNS
+from infra.metrics import rollout_counts
+from rollout import Response, final_answer, run_episodes
+
+SINGLE = {"sa-st": 1, "sa-mt": MAX_TURNS}  # config.GRPO_VARIANTS' single-agent ones, with their turn caps (App. D.3)
+
+
+@dataclass
+class Rewarded:
+    """One response on its way to train.update, in train.Scored's place: the fields the update reads."""
+    episode: int              # its problem's index in the step's batch: a group's G rollouts share Eq. 13's episode
+    role: str                 # its author's role: its gradient goes to policies[role] only (the per-role update)
+    response: Response        # the student's context x_i^t and its sampled tokens y_i^t
+    lp_student: torch.Tensor  # log pi_theta_i(y_k | x, y_<k) from the sampler, (L,)
+    reward: float             # R_i of its episode (Eq. 14), or its return-to-go from its turn (MAGRPO)
+    adv: torch.Tensor = None  # A_g on every token, (L,), detached
+
+
+def group_advantages(rewards, eps=1e-6):
+    """GRPO's advantage over one group: A_g = (R_g - mean(R)) / (std(R) + eps), std unbiased (over G - 1); a group
+    whose rewards are all equal (or of one rollout) gets A_g = 0: nothing to prefer. list[float] -> list[float]."""
+    r = torch.tensor(rewards, dtype=torch.float64)
+    if len(r) < 2:
+        return [0.0] * len(r)
+    return ((r - r.mean()) / (r.std() + eps)).tolist()
+
+
+def grpo_rollout(problems, policies, tok, cfg, gen, args):
+    """Phase 1 of the GRPO family: each problem rolled out args.group_size times in a row (its group), in the
+    two-agent workflow (rollout.run_episodes) or by the main role alone (baselines/single.py)."""
+    group = [p for p in problems for _ in range(args.group_size)]
+    if args.grpo_variant in SINGLE:
+        return run_single(group, policies, tok, cfg, gen, max_turns=min(SINGLE[args.grpo_variant], cfg.max_turns))
+    return run_episodes(group, policies, tok, cfg, gen)
+
+
+def turn_rewards(episode, atts, role, args, cfg, first=0):
+    """r_i^t of every turn t >= first role played (Eq. 14 on turn t's artefacts and checks; math's team reward on
+    the answer the system would submit at t, Eq. 17). -> list of floats, one per turn from `first`."""
+    out = []
+    for t, (turn, att) in list(enumerate(zip(episode.turns, atts)))[first:]:
+        final = final_answer(dataclasses.replace(episode, turns=episode.turns[:t + 1]), cfg)
+        out.append(role_reward(role, episode.problem, turn.artefacts, att.checks, final, cfg.code_timeout,
+                               args.alpha))
+    return out
+
+
+def group_items(problem_index, group, args, cfg):
+    """The Rewarded items of one problem's group, group: [(episode, its attributions)] x G. mas and the
+    single-agent forms: one reward per episode and role, that of its last turn (what it submitted), given to each of
+    the role's responses, normalised over the group per role. magrpo: per turn the return-to-go, normalised per
+    (role, turn) over the rollouts that played that turn."""
+    items, slots = [], {}  # (role, turn or None) -> [(rollout, reward)]
+    for g, (e, atts) in enumerate(group):
+        for role in {r for turn in e.turns for r in turn.responses}:
+            if args.grpo_variant == "magrpo":
+                r = turn_rewards(e, atts, role, args, cfg)
+                for t in range(len(r)):
+                    slots.setdefault((role, t), []).append((g, sum(r[t:])))  # Monte-Carlo return-to-go (gamma 1)
+            else:  # the last turn's: what the episode submitted
+                last = turn_rewards(e, atts, role, args, cfg, first=len(e.turns) - 1)[0]
+                slots.setdefault((role, None), []).append((g, last))
+    for (role, t), members in sorted(slots.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):  # a fixed order
+        for (g, reward), a in zip(members, group_advantages([x for _, x in members])):
+            turns = group[g][0].turns if t is None else group[g][0].turns[t:t + 1]
+            for turn in turns:
+                resp = turn.responses[role]
+                items.append(Rewarded(problem_index, role, resp, torch.tensor(resp.logprobs), reward,
+                                      torch.full((len(resp.tokens),), a)))
+    return items
+
+
+def grpo_items(episodes, attributions, ids, args, cfg):
+    """The baselines' Phase 2: rewards (App. D.4) and group-normalised advantages for every response. episodes:
+    args.group_size consecutive rollouts per problem ids[k] (grpo_rollout); attributions: one list per episode.
+    -> (Rewarded items, 0 teacher-overlong responses)."""
+    G, items = args.group_size, []
+    for k, lo in enumerate(range(0, len(episodes), G)):
+        items += group_items(ids[k], list(zip(episodes[lo:lo + G], attributions[lo:lo + G])), args, cfg)
+    return items, 0
+
+
+def reward_counts(episodes, attributions, items, overlong):
+    """rollout_counts (infra.metrics) of a GRPO step, summable over ranks: the episode figures, the sampled tokens,
+    no teacher, per role its responses and tokens (A^OPD, A^role and reverse KL 0: there is no teacher), and the
+    sum of its rewards with the count of responses whose advantage is 0 (a group with nothing to prefer)."""
+    counts = rollout_counts(episodes, attributions, [], overlong)
+    counts["tokens"] = {"rollout": sum(len(it.response.tokens) for it in items), "teacher": 0}
+    for it in items:
+        s = counts["roles"].setdefault(it.role, {"a_opd": 0.0, "a_role": 0.0, "reverse_kl": 0.0, "responses": 0,
+                                                 "tokens": 0, "reward": 0.0, "zero_advantage": 0})
+        s["responses"] += 1
+        s["tokens"] += len(it.response.tokens)
+        s["reward"] += it.reward
+        s["zero_advantage"] += bool(it.adv.numel() == 0 or it.adv[0] == 0)
+    return counts
+
+
+def reward_metrics(counts):
+    """Per role the mean reward of its responses and the % of them with a zero advantage; {} for MAS-OPD."""
+    roles = {r: s for r, s in counts.get("roles", {}).items() if "reward" in s}
+    return {"reward": {r: s["reward"] / max(1, s["responses"]) for r, s in sorted(roles.items())},
+            "zero_advantage": {r: 100 * s["zero_advantage"] / max(1, s["responses"])
+                               for r, s in sorted(roles.items())}} if roles else {}

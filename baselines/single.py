@@ -1,0 +1,129 @@
+"""The single agent of Table 1 (App. D.3): each workflow's main role alone, the Coder for code and the Reasoner for
+math, with no teammate and no environment feedback. SA+ST answers once; SA+MT revises its own answer until it is
+unchanged or T = 4 turns (App. D.3, the cap of App. D.6.1). Episodes of rollout.py's shape, so the verifier
+(attribution.attribute_episodes), the evaluation and the GRPO baselines (baselines/grpo.py) read them as any.
+
+The turn-0 prompt is the main role's own (prompts.build_context); later turns show the agent its earlier answers
+and ask it, in our words, to check the latest and revise it or repeat it unchanged.
+"""
+import time
+
+import torch
+
+from attribution import ROLE_CHECK, attribute_episodes
+from infra.metrics import format_counts, format_shares
+from infra.models import encode_text
+from prompts import (ANSWER_FMT, NO_ANSWER, NO_CODE_BLOCK, NO_PROGRAM, OPENING, ROLES, CodeArtefacts,
+                     MathArtefacts, Segment, _fence, build_context, extract_answer, extract_program, fit_context)
+from rollout import Episode, TurnProgress, Turn, final_answer, sample_turn
+
+MAIN_ROLES = tuple(roles[0] for roles in ROLES.values())  # ("coder", "reasoner"): who answers alone
+REVISE_OWN = {  # SA+MT's later turns (App. D.3): no feedback, the agent's own earlier answers only
+    "coder": "Your earlier programs are shown above. Check the latest one against the problem. If it is wrong, "
+             "write a corrected program; if it is right, give it again unchanged.",
+    "reasoner": "Your earlier derivations are shown above. Check the latest one against the problem. If it is "
+                "wrong, fix the faulty step and give the corrected answer; if it is right, give the same answer "
+                "again.",
+}
+
+
+def own_entry(role, t, artefacts):
+    """The history entry of earlier turn t: the agent's own artefact, nothing else (there is no feedback)."""
+    if role == "coder":
+        lines = ["Your program:", _fence(artefacts.program or NO_PROGRAM, "python")]
+    else:
+        lines = ["Your derivation:", artefacts.derivation.strip(),
+                 f"Your answer: {artefacts.derivation_answer or NO_ANSWER}"]
+    return f"Turn {t + 1}:\n" + "\n".join(lines) + "\n\n"
+
+
+def self_context(tokenizer, problem, role, turns):
+    """x^t of the single agent as segments: turn 0 is the role's own prompt; later turns keep its head, task and
+    tail, open with the role's refining line and put the earlier answers and REVISE_OWN before the answer format."""
+    segs = build_context(tokenizer, problem, role, [])  # head | opening | task | instruction | tail
+    if not turns:
+        return segs
+    text = lambda kind, s, turn=-1: Segment(kind, encode_text(tokenizer, s), turn)
+    history = [text("history", "History of your earlier turns:\n\n")]
+    history += [text("history", own_entry(role, i, turn.artefacts), i) for i, turn in enumerate(turns)]
+    return [segs[0], text("opening", OPENING[role][1]), segs[2], *history,
+            text("instruction", REVISE_OWN[role] + "\n\n" + ANSWER_FMT[role]), segs[-1]]
+
+
+def artefacts_of(problem, role, text):
+    """What the verifier judges of a single agent's response: the Coder's program, the Reasoner's answer; the
+    partner's fields empty (no test case; no program, whose outcome is then NO_CODE_BLOCK, never an answer)."""
+    if problem["domain"] == "code":
+        program, rule = extract_program(text)
+        return CodeArtefacts(program, None, None, None, {role: rule})
+    answer, rule = extract_answer(text)
+    return MathArtefacts(text, answer, None, NO_CODE_BLOCK, {role: rule})
+
+
+def unchanged(before, after, role):
+    """SA+MT's stop: the role's own artefact is the same text as the turn before, whitespace aside (the rule of
+    "revised", DECISIONS.md D10)."""
+    squash = lambda v: None if v is None else " ".join(v.split())
+    return all(squash(b) == squash(a) for b, a in zip(before.own(role), after.own(role)))
+
+
+def run_single(problems, policies, tokenizer, cfg, generator, max_turns):
+    """Episodes of each problem's main role alone: one turn (SA+ST) or up to max_turns, stopping as soon as its
+    answer is unchanged (SA+MT, App. D.3). policies: role -> model (only the main roles are used); sampling as in
+    rollout.run_episodes. A turn's `agree` marks an unchanged answer; `stopped` is "unchanged", "max_turns" or
+    "prompt_too_long". Returns one Episode per problem."""
+    episodes = [Episode(p, []) for p in problems]
+
+    def finish(e, why):
+        e.stopped, e.final = why, final_answer(e, cfg)
+
+    for t in range(max_turns):
+        contexts = {}
+        for k, e in enumerate(episodes):
+            role = ROLES[e.problem["domain"]][0]
+            if not e.stopped:
+                ctx = fit_context(self_context(tokenizer, e.problem, role, e.turns), cfg.max_prompt_tokens)
+                if ctx is None:
+                    finish(e, "prompt_too_long")
+                else:
+                    contexts[k] = {role: ctx}
+        if not contexts:
+            break
+        live = TurnProgress.open(t, cfg, len(contexts))
+        out = sample_turn(policies, episodes, contexts, tokenizer, cfg, generator, live)  # out[k]: role -> y^t
+        live.close()
+        for k in contexts:
+            e, (role, resp) = episodes[k], next(iter(out[k].items()))
+            artefacts = artefacts_of(e.problem, role, resp.text)
+            same = bool(e.turns) and unchanged(e.turns[-1].artefacts, artefacts, role)
+            e.turns.append(Turn(t, out[k], artefacts, same))
+            if same:
+                finish(e, "unchanged")
+    for e in episodes:
+        if not e.stopped:
+            finish(e, "max_turns")
+    return episodes
+
+
+def single_metrics(problems, policies, tok, seed, cfg, max_turns, on_run=None):
+    """SA+ST (max_turns 1) or SA+MT (max_turns T) of one evaluation seed: accuracy per domain by the main role's
+    own check on its last turn (its submitted answer), turns used, and how its responses were parsed (DECISIONS.md
+    D5); a single turn (SA+ST) has no turns figure. on_run(seed, seats, episodes, metrics, seconds) as for
+    eval.evaluate, seats "single"."""
+    start = time.perf_counter()
+    device = next((p.device for p in policies.values() if isinstance(p, torch.nn.Module)), "cpu")
+    gen = torch.Generator(device=device).manual_seed(seed)
+    episodes = run_single(problems, policies, tok, cfg, gen, max_turns)
+    atts = attribute_episodes(episodes, timeout=cfg.code_timeout, workers=cfg.workers)
+    m = {}
+    for domain, roles in ROLES.items():
+        mine = [(e, a) for e, a in zip(episodes, atts) if e.problem["domain"] == domain]
+        if mine:
+            m[f"acc_{domain}"] = 100 * sum(bool(a and a[-1].checks[ROLE_CHECK[roles[0]]]) for _, a in mine) / len(mine)
+            if max_turns > 1:  # SA+ST's is always 1
+                m[f"turns_{domain}"] = sum(len(e.turns) for e, _ in mine) / len(mine)
+    m.update({f"parse_{rule}_{role}": v for role, shares in format_shares(format_counts(episodes)).items()
+              for rule, v in shares.items()})
+    if on_run:
+        on_run(seed, "single", episodes, m, time.perf_counter() - start)
+    return m
