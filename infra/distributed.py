@@ -13,6 +13,7 @@ import os
 
 import torch
 import torch.distributed as dist
+from torch.distributed.tensor import DTensor
 
 # A rank waits at most this long for the others in one collective: long enough for rank 0's held-out evaluation,
 # which the others wait out (torchrun stops the whole job as soon as a rank fails, so no wait is spent on that).
@@ -63,6 +64,10 @@ def sum_grads(models):
     if world_size() == 1:
         return
     params = [p for model in models for p in model.parameters()]
+    for p in params:  # FSDP2 (--fsdp) reduce-scattered these in backward, as the mean over ranks
+        if isinstance(p.grad, DTensor):
+            p.grad.mul_(world_size())
+    params = [p for p in params if not isinstance(p, DTensor)]
     has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=_on())
     dist.all_reduce(has)  # how many ranks hold a gradient of each parameter
     for p, n in zip(params, has.tolist()):
