@@ -8,12 +8,10 @@ import torch
 import train
 from config import get_args
 from infra.checkpoint import load_policies
-from infra.models import tiny_model
 from infra.launch import build
+from infra.models import tiny_model
 from infra.offload import MOMENTS, optimizer_steps, parked
-
-FAST = ["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--max-new-tokens", "6", "--max-turns", "2",
-        "--batch", "2", "--mini-batch", "1", "--micro-batch", "3", "--lr", "1e-3", "--workers", "2"]
+from test_train import FAST  # the tiny run of train.py's own tests
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 

@@ -73,14 +73,7 @@ def main(argv=None):
     root = start_toy(args.cache, targs.threads)
     base, tok = load_model(targs.student, device=targs.device)
     teacher = HandTeacher(tok)  # frozen: one for every run
-    runs = {name: [os.path.join(args.out, f"{_slug(name)}_seed{s}") for s in args.train_seeds] for name in VARIANTS}
-    for name, flags in VARIANTS.items():
-        for seed, out in zip(args.train_seeds, runs[name]):
-            if args.reuse and os.path.isfile(os.path.join(out, "checkpoint", "state.pt")):
-                print(f"== reusing {name}, seed {seed}: {out}")
-                continue
-            print(f"== training {name}, seed {seed}")
-            train.main(common + flags + ["--seed", str(seed), "--out", out], teacher=teacher)  # evaluated below
+    runs = train_runs(VARIANTS, args.train_seeds, args.out, common, lambda name: teacher, args.reuse)
     if args.train_only:
         return
 
@@ -104,6 +97,21 @@ def main(argv=None):
     print(markdown(coordination))
     write_atomic(os.path.join(args.out, "ablation.json"), json.dumps(results, indent=1))
     print(f"\nwrote {os.path.join(args.out, 'ablation.json')}")
+
+
+def train_runs(rows, train_seeds, out, common, teacher_of, reuse):
+    """Train every row (name -> train.py flags) once per training seed into OUT/<slug>_seed<s>, each with
+    train.py's `common` flags and teacher_of(name) (None: train.py loads its own or, for GRPO, none). With reuse a
+    run whose checkpoint is already there is kept. Returns {name: [run directory per seed]}."""
+    runs = {name: [os.path.join(out, f"{_slug(name)}_seed{s}") for s in train_seeds] for name in rows}
+    for name, flags in rows.items():
+        for seed, run in zip(train_seeds, runs[name]):
+            if reuse and os.path.isfile(os.path.join(run, "checkpoint", "state.pt")):
+                print(f"== reusing {name}, seed {seed}: {run}")
+                continue
+            print(f"== training {name}, seed {seed}")
+            train.main(common + flags + ["--seed", str(seed), "--out", run], teacher=teacher_of(name))
+    return runs
 
 
 def _slug(name):

@@ -19,7 +19,6 @@ import os
 import sys
 import time
 
-import train
 from config import EVAL_DECODING, GROUP_SIZE, TOY, get_args
 from eval import evaluate_policies, markdown, mean_std, single_agent_metrics
 from infra.checkpoint import load_policies
@@ -27,7 +26,7 @@ from infra.data import SEED, load_problems, write_atomic
 from infra.models import load_model
 from prompts import ROLES
 from rollout import rollout_config
-from toy.ablation import _slug, over_runs, with_means
+from toy.ablation import over_runs, train_runs, with_means
 from toy.expert import HandTeacher
 from toy.world import start_toy, toy_root, train_args
 
@@ -53,15 +52,8 @@ def main(argv=None):
     root = start_toy(args.cache, targs["MAS-OPD"].threads)
     base, tok = load_model(targs["MAS-OPD"].student, device=targs["MAS-OPD"].device)
     teacher = HandTeacher(tok)  # MAS-OPD's alone: the GRPO runs load none
-    runs = {name: [os.path.join(args.out, f"{_slug(name)}_seed{s}") for s in args.train_seeds] for name in ROWS}
-    for name, flags in ROWS.items():
-        for seed, out in zip(args.train_seeds, runs[name]):
-            if args.reuse and os.path.isfile(os.path.join(out, "checkpoint", "state.pt")):
-                print(f"== reusing {name}, seed {seed}: {out}")
-                continue
-            print(f"== training {name}, seed {seed}")
-            train.main(common + flags + ["--seed", str(seed), "--out", out],
-                       teacher=teacher if name == "MAS-OPD" else None)
+    runs = train_runs(ROWS, args.train_seeds, args.out, common, lambda name: teacher if name == "MAS-OPD" else None,
+                      args.reuse)
 
     problems = load_problems(args.eval_problems or os.path.join(root, "test.jsonl"))
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
