@@ -23,14 +23,18 @@ TIMEOUT = datetime.timedelta(hours=2)
 def init(device):
     """(rank, world size, device of this rank). Under torchrun: joins the process group (NCCL on CUDA, else gloo)
     and gives each rank its own GPU of the node (LOCAL_RANK); else (0, 1, device)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
+    if "LOCAL_RANK" not in os.environ:  # not under torchrun (which also starts one process: --fsdp on one GPU)
         return 0, 1, device
     if device.startswith("cuda"):
         device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
         torch.cuda.set_device(device)
     dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", timeout=TIMEOUT)
-    return dist.get_rank(), world, device
+    return dist.get_rank(), dist.get_world_size(), device
+
+
+def under_torchrun():
+    """Whether this process is one of torchrun's ranks (init joined a process group), one rank or several."""
+    return dist.is_initialized()
 
 
 def rank():

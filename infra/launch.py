@@ -53,9 +53,12 @@ def build(args, teacher=None):
     # state.pt first, so that a damaged checkpoint fails before any model loads
     state = read_state(os.path.join(ckpt, "state.pt")) if args.resume else None
     opd = args.objective == "mas-opd"  # the GRPO baselines load no teacher
-    if args.fsdp and args.optimizer_offload:
-        raise ValueError("--optimizer-offload with --fsdp: not supported yet (the moments of sharded policies stay on "
-                         "the device; FSDP2 already divides them by the number of ranks)")
+    if args.fsdp and not distributed.under_torchrun():
+        raise ValueError("--fsdp shards across torchrun's ranks: launch train.py with torchrun (one GPU: torchrun "
+                         "--nproc-per-node 1 train.py ...)")
+    if args.fsdp_offload and (not args.fsdp or args.optimizer_offload):
+        raise ValueError("--fsdp-offload is FSDP2's offload of --fsdp's shards, the moments included: give it with "
+                         "--fsdp and without --optimizer-offload")
     if teacher is None and opd:  # the tokenizers alone first: a mismatch is refused in seconds, before any weights load
         if args.teacher is None:
             raise ValueError("--teacher is required (a model spec, as for --student)")
@@ -87,7 +90,7 @@ def build(args, teacher=None):
             model.activation_checkpointing_enable()
     rollout_models = rollout_copies(policies, args)  # whole copies, before any policy is sharded
     if args.fsdp:  # FSDP2 units, then the optimizers on the shards (infra/sharding.py)
-        roots = {model: shard(model) for model in unique}
+        roots = {model: shard(model, args.fsdp_offload) for model in unique}
         policies, unique = {r: roots[m] for r, m in policies.items()}, [roots[m] for m in unique]
     # AdamW, i.e. Adam with decoupled weight decay 0.01 (the paper says Adam with wd, not which form: DECISIONS.md D9)
     optims = [torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay) for model in unique]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
                                                      set_optimizer_state_dict)
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
 from infra import distributed
@@ -45,12 +45,15 @@ class Sharded(torch.nn.Module):
         return sequence_logprobs(self.lm, contexts, responses)
 
 
-def shard(model):
-    """FSDP2 over a policy already on its device: a unit per decoder layer, then the root (Sharded)."""
+def shard(model, offload=False):
+    """FSDP2 over a policy already on its device: a unit per decoder layer, then the root (Sharded). offload
+    (--fsdp-offload): FSDP2's CPUOffloadPolicy, the shards (weights, gradients, so the optimizer's moments and step
+    too) in host memory, each unit's weights copied to the device for its forward and backward only."""
+    policy = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if offload else OffloadPolicy()
     for layer in model.base_model.layers:
-        fully_shard(layer)
+        fully_shard(layer, offload_policy=policy)
     root = Sharded(model)
-    fully_shard(root)
+    fully_shard(root, offload_policy=policy)
     return root
 
 
@@ -66,7 +69,9 @@ def logprobs(model, contexts, responses):
 
 def whole(t):
     """A parameter's full value: gathered from every rank when sharded (a collective: every rank calls it)."""
-    return t.full_tensor() if isinstance(t, DTensor) else t
+    if not isinstance(t, DTensor):
+        return t
+    return t.to(t.device_mesh.device_type).full_tensor()  # a host shard (--fsdp-offload) joins its device's gather
 
 
 @dataclass

@@ -19,13 +19,14 @@ ARGS = ["--problems", os.path.join(ROOT, "examples", "problems.jsonl"), "--stude
         "tiny-qwen3", "--batch", "4", "--mini-batch", "2", "--micro-batch", "3", "--max-new-tokens", "8",
         "--max-turns", "2", "--temperature", "0", "--lr", "1e-3", "--workers", "2"]
 # Runs train.main, with a tap that saves the gradients every update steps on (rank 0's, after the sum over ranks)
-# and how many parameter elements each rank holds, and, if FAIL_AT is set, rank 1 failing at that step.
+# and the AdamW moments each rank holds after each update, and, if FAIL_AT is set, rank 1 failing at that step.
 WRAPPER = """
 import os, sys, torch
 sys.path.insert(0, {root!r})
 import train
+from infra.offload import MOMENTS, parked
 from infra.sharding import whole
-sum_grads, train_step, taps = train.distributed.sum_grads, train.train_step, []
+sum_grads, train_step, steps, taps = train.distributed.sum_grads, train.train_step, train.optimizer_steps, []
 
 def tap(models):
     sum_grads(models)
@@ -33,24 +34,29 @@ def tap(models):
                  for p in m.parameters()])  # (whole: gathered from every rank's shard under --fsdp)
     if train.distributed.rank() == 0:
         torch.save(taps, {grads!r})
-    local = sum((p.to_local() if hasattr(p, "to_local") else p).numel() for m in models for p in m.parameters())
-    torch.save(local, {grads!r} + f".rank{{train.distributed.rank()}}.elements")  # this rank's parameter elements
+
+def counted(optims, offload):  # after each update: the AdamW moments this rank holds (elements, in host buffers)
+    steps(optims, offload)
+    with torch.no_grad():
+        held = [((v.to_local() if hasattr(v, "to_local") else v).numel(), parked(v)) for o in optims
+                for st in o.state.values() for k, v in st.items() if k in MOMENTS]
+    torch.save(held, {grads!r} + f".rank{{train.distributed.rank()}}.moments")
 
 def failing(step, *a, **k):
     if train.distributed.rank() == 1 and step == int(os.environ.get("FAIL_AT", -1)):
         raise RuntimeError("rank 1 fails on purpose")
     return train_step(step, *a, **k)
 
-train.distributed.sum_grads, train.train_step = tap, failing
+train.distributed.sum_grads, train.train_step, train.optimizer_steps = tap, failing, counted
 train.main(sys.argv[1:])
 """
 
 
-def _run(tmp_path, name, ranks, extra, env=None):
-    """train.py through the wrapper, in one process or under torchrun with `ranks` processes."""
+def _run(tmp_path, name, ranks, extra, env=None, torchrun=False):
+    """train.py through the wrapper, in one process or under torchrun with `ranks` processes (one: torchrun)."""
     script = tmp_path / f"{name}.py"
     script.write_text(WRAPPER.format(root=ROOT, grads=str(tmp_path / f"{name}.grads")))
-    launch = [sys.executable] if ranks == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
+    launch = [sys.executable] if ranks == 1 and not torchrun else [sys.executable, "-m", "torch.distributed.run", "--standalone",
                                                    "--nproc-per-node", str(ranks)]
     return subprocess.run(launch + [str(script)] + ARGS + extra, cwd=ROOT, capture_output=True, text=True,
                           timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
@@ -132,6 +138,19 @@ def test_grpo_runs_under_two_ranks_without_a_teacher(tmp_path):
     assert os.path.isfile(os.path.join(out, "checkpoint", "state.pt"))
 
 
+def _moments(tmp_path, name, rank):
+    """(elements, all in host buffers) of the AdamW moments rank `rank` of run `name` held after its last update."""
+    held = torch.load(tmp_path / f"{name}.grads.rank{rank}.moments")
+    return sum(n for n, _ in held), all(p for _, p in held)
+
+
+def _checkpoint(out):
+    """Every tensor of a checkpoint: the policies' weights and the optimizers' states."""
+    weights = [p for role in ("coder", "reasoner", "tester", "tool_user") for p in _params(out, role)]
+    optims = torch.load(os.path.join(out, "checkpoint", "state.pt"), weights_only=False)["optims"]
+    return weights + [v for o in optims for st in o["state"].values() for v in st.values()]
+
+
 def test_fsdp_ranks_take_the_one_process_update_each_holding_half_and_resume_without_it(tmp_path):
     # Seed 1 puts a math episode on one rank and a code episode on the other in each mini-batch: every rank holds no
     # response of two of the four policies, which it runs on padding to stay in step with the other.
@@ -146,8 +165,8 @@ def test_fsdp_ranks_take_the_one_process_update_each_holding_half_and_resume_wit
     assert len(g1) == len(g2) == 2
     assert all(torch.allclose(x, y, rtol=1e-4, atol=1e-7) for x, y in zip(g1[0], g2[0]))
     _same_update(one, two, g1)  # every parameter of the checkpoint (gathered, loaded with from_pretrained)
-    whole = torch.load(tmp_path / "one.grads.rank0.elements")
-    halves = [torch.load(tmp_path / f"two.grads.rank{r}.elements") for r in (0, 1)]
+    whole, _ = _moments(tmp_path, "one", 0)
+    halves = [_moments(tmp_path, "two", r)[0] for r in (0, 1)]
     assert sum(halves) == whole and all(abs(h - whole / 2) < 0.01 * whole for h in halves)  # FSDP2: half each
     for ranks in (1, 2):  # its checkpoint resumes without --fsdp, in one process and in two
         out = str(tmp_path / f"resume{ranks}")
@@ -157,3 +176,24 @@ def test_fsdp_ranks_take_the_one_process_update_each_holding_half_and_resume_wit
         assert [json.loads(ln)["step"] for ln in open(os.path.join(out, "metrics.jsonl"))] == [0, 1]
     r = _run(tmp_path, "back", 2, ["--steps", "2", "--out", one, "--resume", "--fsdp"])  # and the other way round
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_fsdp_composes_with_the_offloads_and_changes_no_number(tmp_path):
+    # --optimizer-offload moves each rank's shard of the moments to host buffers between steps: the same checkpoint,
+    # bit for bit. --fsdp-offload (FSDP2's CPUOffloadPolicy) on one rank: the update of a run without --fsdp.
+    plain, off = str(tmp_path / "plain"), str(tmp_path / "off")
+    for name, out, extra in (("plain", plain, []), ("off", off, ["--optimizer-offload"])):
+        r = _run(tmp_path, name, 2, ["--steps", "1", "--out", out, "--seed", "1", "--fsdp"] + extra)
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert all(torch.equal(x, y) for x, y in zip(_checkpoint(plain), _checkpoint(off)))
+    assert [_moments(tmp_path, "off", r)[1] for r in (0, 1)] == [True, True]
+    assert [_moments(tmp_path, "plain", r)[1] for r in (0, 1)] == [False, False]
+    one, host = str(tmp_path / "one"), str(tmp_path / "host")
+    r = _run(tmp_path, "one", 1, ["--steps", "1", "--out", one, "--seed", "1"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = _run(tmp_path, "host", 1, ["--steps", "1", "--out", host, "--seed", "1", "--fsdp", "--fsdp-offload"],
+             torchrun=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    _same_update(one, host, torch.load(tmp_path / "one.grads"))
+    r = _run(tmp_path, "alone", 1, ["--steps", "1", "--out", str(tmp_path / "alone"), "--fsdp"])
+    assert r.returncode == 2 and "launch train.py with torchrun" in r.stderr
