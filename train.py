@@ -15,7 +15,7 @@ infra/report.py's. With --objective grpo the teacher phase becomes the rewards o
         --batch 2 --max-new-tokens 32      # tiny random models: every phase of the protocol, seconds
     python train.py --problems FILE --student DIR --teacher DIR   # the paper's schedule (defaults) on real models
     python -m toy                          # the laptop demo: the toy world's models and problems through this file
-    torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR   # data parallel, 8 GPUs
+    torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR --fsdp   # 8 GPUs (FSDP2)
     python train.py --problems FILE --student DIR --objective grpo --grpo-variant mas   # a Table 1 baseline
 
 Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows them in brackets. The flags

@@ -1,12 +1,13 @@
 """Data parallelism for train.py under torchrun: each rank rolls out and scores its share of a step's episodes, and
 the students' gradients are summed across ranks so that every rank takes the update one process would take over
-the whole batch. Without torchrun (no WORLD_SIZE in the environment, or 1) every function here is the identity and
-nothing of torch.distributed is touched.
+the whole batch. Without torchrun every function here is the identity and nothing of torch.distributed is touched;
+under torchrun a process group is joined even for one rank (--fsdp on one GPU needs one).
 
 Gradients are summed by hand after the whole mini-batch is accumulated rather than by a DDP wrapper: a rank may
 hold no response of a policy in a mini-batch, or a different number of micro-batches than the others, which DDP's
 per-backward hooks cannot express without hanging. The policies and their optimizer states are replicated (with
---optimizer-offload each rank keeps its moments in its own host memory).
+--optimizer-offload each rank keeps its moments in its own host memory), unless --fsdp shards them
+(infra/sharding.py: FSDP2 reduce-scatters those gradients itself, as the mean, which sum_grads turns into the sum).
 """
 import datetime
 import os
