@@ -66,13 +66,14 @@ def _params(out, role):
     return list(AutoModelForCausalLM.from_pretrained(os.path.join(out, "checkpoint", role)).parameters())
 
 
-def _same_update(one, two, g1):
+def _same_update(one, two, g1, least=0.5):
     """Every parameter of every policy of two runs' checkpoints, g1 the taps of run `one`'s two updates. AdamW's first
     step moves an entry by about lr * sign(g) wherever |g| >> eps, so an entry whose gradient is rounding noise may
     move either way: compare the entries whose gradient is clear of noise in each update the policy took part in. A
     policy absent from a mini-batch (no response of it on any rank) has no gradient there, in one process and in two
     alike, and must take no step: a zero gradient would still move every entry (momentum, weight decay) by up to
-    0.7 lr. Returns how many times a policy sat out a mini-batch."""
+    0.7 lr. least: the share of each policy's entries that must be compared. Returns how many times a policy sat out
+    a mini-batch."""
     g1, absent = [list(g) for g in g1], 0
     for role in ("coder", "reasoner", "tester", "tool_user"):
         ps1, ps2 = _params(one, role), _params(two, role)
@@ -87,7 +88,7 @@ def _same_update(one, two, g1):
                     sure &= g[u].abs() > 1e-4
             assert torch.allclose(x[sure], y[sure], atol=1e-6), role
             compared += int(sure.sum())
-        assert compared > 0.1 * sum(x.numel() for x in ps1), (role, compared)  # a good part, never none
+        assert compared > least * sum(x.numel() for x in ps1), (role, compared)
     assert g1 == [[], []]  # every tapped gradient belongs to a parameter compared above
     return absent
 
@@ -164,7 +165,9 @@ def test_fsdp_ranks_take_the_one_process_update_each_holding_half_and_resume_wit
     g1, g2 = torch.load(tmp_path / "one.grads"), torch.load(tmp_path / "two.grads")
     assert len(g1) == len(g2) == 2
     assert all(torch.allclose(x, y, rtol=1e-4, atol=1e-7) for x, y in zip(g1[0], g2[0]))
-    _same_update(one, two, g1)  # every parameter of the checkpoint (gathered, loaded with from_pretrained)
+    # every parameter of the checkpoint (gathered, loaded with from_pretrained); one episode of a domain per
+    # mini-batch leaves fewer entries clear of rounding noise than the example of the test above
+    _same_update(one, two, g1, least=0.15)
     whole, _ = _moments(tmp_path, "one", 0)
     halves = [_moments(tmp_path, "two", r)[0] for r in (0, 1)]
     assert sum(halves) == whole and all(abs(h - whole / 2) < 0.01 * whole for h in halves)  # FSDP2: half each
@@ -194,6 +197,6 @@ def test_fsdp_composes_with_the_offloads_and_changes_no_number(tmp_path):
     r = _run(tmp_path, "host", 1, ["--steps", "1", "--out", host, "--seed", "1", "--fsdp", "--fsdp-offload"],
              torchrun=True)
     assert r.returncode == 0, r.stderr[-2000:]
-    _same_update(one, host, torch.load(tmp_path / "one.grads"))
+    _same_update(one, host, torch.load(tmp_path / "one.grads"), least=0.15)
     r = _run(tmp_path, "alone", 1, ["--steps", "1", "--out", str(tmp_path / "alone"), "--fsdp"])
     assert r.returncode == 2 and "launch train.py with torchrun" in r.stderr
