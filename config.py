@@ -232,6 +232,11 @@ def get_args(argv=None):
     add("--teacher-batch-tokens", type=COUNT, default=TEACHER_BATCH_TOKENS, help="padded tokens per teacher forward "
         "[%(default)s]")
     add("--teacher-offload", action="store_true", help="keep the teacher on the CPU except while it scores")
+    add("--fsdp", action="store_true", help="under torchrun, shard each student's weights, gradients and AdamW "
+        "moments across the ranks with FSDP2 (the rollout copies and the teacher stay whole)")
+    add("--fsdp-offload", action="store_true", help="with --fsdp: FSDP2's CPUOffloadPolicy, the sharded fp32 "
+        "weights, gradients and AdamW moments in host memory and the optimizer step on the CPU (one GPU of 48 GiB: "
+        "torchrun --nproc-per-node 1; 12 bytes per parameter over PCIe per micro-batch)")
     add("--optimizer-offload", action="store_true", help="keep each policy's AdamW moments in host memory except "
         "inside its optimizer step (exact; 16 bytes per parameter over PCIe per update)")
     add("--compile", action="store_true", help="compile the sampler's decode step (fused kernels, for a GPU; the "

@@ -15,7 +15,7 @@ infra/report.py's. With --objective grpo the teacher phase becomes the rewards o
         --batch 2 --max-new-tokens 32      # tiny random models: every phase of the protocol, seconds
     python train.py --problems FILE --student DIR --teacher DIR   # the paper's schedule (defaults) on real models
     python -m toy                          # the laptop demo: the toy world's models and problems through this file
-    torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR   # data parallel, 8 GPUs
+    torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR --fsdp   # 8 GPUs (FSDP2)
     python train.py --problems FILE --student DIR --objective grpo --grpo-variant mas   # a Table 1 baseline
 
 Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows them in brackets. The flags
@@ -42,17 +42,18 @@ from eval import evaluate_policies, markdown
 from infra import distributed
 from infra.checkpoint import distinct, save_checkpoint, start_log
 from infra.data import ProblemError, check_writable, json_text, load_problems, write_atomic
-from infra.launch import build, refresh, rollout_copies
+from infra.launch import build, refresh
 from infra.metrics import (PhaseClock, add_counts, gap_metrics, logprob_gap, peak_memory_mb, rollout_counts,
                            rollout_metrics, step_line, step_samples)
 from infra.models import cpu_threads
 from infra.offload import optimizer_steps, teacher_on_device
 from infra.report import write_report
+from infra.sharding import full_states, logprobs, micro_batches
 from infra.sandbox import check_isolation, describe, stop_on_sigterm
 from loss import eq13_weights, mas_opd_loss, ras_advantage
 from prompts import check_prompt_limit
 from rollout import Response, append_episodes, rollout_config, run_episodes
-from sampler import release_decoder, sequence_logprobs
+from sampler import release_decoder
 from teacher import score_both_passes, teacher_inputs
 
 
@@ -154,8 +155,7 @@ def author_logprobs(items, policies):
     for model in distinct(policies):
         idx = [k for k, it in enumerate(items) if policies[it.role] is model]
         if idx:
-            lps = sequence_logprobs(model, [items[k].response.context_ids for k in idx],
-                                    [items[k].response.tokens for k in idx])
+            lps = logprobs(model, [items[k].response.context_ids for k in idx], [items[k].response.tokens for k in idx])
             for k, lp in zip(idx, lps):
                 logps[k] = lp
     return logps
@@ -181,8 +181,7 @@ def update(items, n_episodes, policies, optims, args):
             continue
         weights = eq13_weights([it.role for it in mb], [it.episode for it in mb], n_mb)  # w_i of Eq. 13
         loss_sum = 0.0
-        for lo in range(0, len(mb), args.micro_batch):  # gradients accumulated over micro-batches of responses
-            chunk, w = mb[lo:lo + args.micro_batch], weights[lo:lo + args.micro_batch]
+        for chunk, w in micro_batches(mb, weights, args.micro_batch, policies, args.fsdp):  # gradients accumulated
             with autocast(args):
                 logps = author_logprobs(chunk, policies)                         # log pi_theta_i(y_k | x, y_<k)
             gap = gap or logprob_gap(logps, chunk)  # the first micro-batch, before any update: on-policy here
@@ -248,8 +247,7 @@ def main(argv=None, teacher=None):
         held_out = load_problems(args.eval_problems) if args.eval_problems else None
         s = build(args, teacher)  # infra.launch.Start: Algorithm 1's inputs and the step the run starts at
         problems, policies, teacher, tok, optims, gen = s.problems, s.policies, s.teacher, s.tok, s.optims, s.gen
-        start, skipped = s.step, s.skipped
-        rollout_models = rollout_copies(policies, args)
+        start, skipped, rollout_models = s.step, s.skipped, s.rollout_models
         check_prompt_limit(held_out or [], tok, args.max_prompt_tokens)
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -278,12 +276,14 @@ def main(argv=None, teacher=None):
             tqdm.write(step_line(metrics))  # stays on screen above the bar
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
             samplers = distributed.gather(gen.get_state())  # every rank's stream, so that a resume continues each
+            states = full_states(distinct(policies), optims)  # gathered to rank 0 under --fsdp
             if rank == 0:
-                save_checkpoint(args.out, step, policies, optims, tok, samplers, skipped, args)
+                save_checkpoint(args.out, step, policies, states, tok, samplers, skipped, args)
     say(f"done: {args.steps - start} steps, {skipped} skipped; metrics in {metrics_path}, "
         f"checkpoint in {os.path.join(args.out, 'checkpoint')}")
-    if held_out and rank == 0:
+    if held_out:
         refresh(rollout_models, policies)  # the copies still hold the weights from before the last update
+    if held_out and rank == 0:
         results["after"] = evaluate_policies(held_out, rollout_models, tok, args)
         print(markdown({f"{k} ({len(held_out)} held-out problems, seeds {args.eval_seeds})": v
                         for k, v in results.items()}))

@@ -14,6 +14,7 @@ from infra.data import longest_response, nearest_folder
 from infra.footprint import checkpoint_bytes, config_of
 from infra.memory import GiB
 from infra.models import first_line, load_model
+from infra.sharding import unwrap
 
 
 def distinct(policies):
@@ -29,19 +30,21 @@ def policy_names(policies):
     return names
 
 
-def save_checkpoint(out, step, policies, optims, tok, samplers, skipped, args):
+def save_checkpoint(out, step, policies, states, tok, samplers, skipped, args):
     """Write OUT/checkpoint atomically: build checkpoint.tmp, then swap it in. Refuses non-finite weights.
-    samplers: the sampler generator state of every rank (one in a single process)."""
-    unique = distinct(policies)
-    if not all(torch.isfinite(p).all() for model in unique for p in model.parameters()):
+    states: (weights, optimizer states) per distinct policy, as sharding.full_states gives them (weights None: the
+    model's own). samplers: the sampler generator state of every rank (one in a single process)."""
+    unique, (weights, optim_states) = distinct(policies), states
+    tensors = [t for model, sd in zip(unique, weights) for t in (model.parameters() if sd is None else sd.values())]
+    if not all(torch.isfinite(t).all() for t in tensors):
         raise RuntimeError(f"step {step}: non-finite weights; refusing to write a checkpoint")
     final, tmp, old = (os.path.join(out, n) for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
     shutil.rmtree(tmp, ignore_errors=True)
     names = policy_names(policies)
-    for model in unique:
-        model.save_pretrained(os.path.join(tmp, names[model]))
+    for model, sd in zip(unique, weights):
+        unwrap(model).save_pretrained(os.path.join(tmp, names[model]), state_dict=sd)
         tok.save_pretrained(os.path.join(tmp, names[model]))
-    torch.save({"step": step, "optims": [o.state_dict() for o in optims], "skipped": skipped, "args": vars(args),
+    torch.save({"step": step, "optims": optim_states, "skipped": skipped, "args": vars(args),
                 "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "sampler": samplers}},
                os.path.join(tmp, "state.pt"))
     if os.path.isdir(final):

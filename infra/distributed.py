@@ -1,18 +1,20 @@
 """Data parallelism for train.py under torchrun: each rank rolls out and scores its share of a step's episodes, and
 the students' gradients are summed across ranks so that every rank takes the update one process would take over
-the whole batch. Without torchrun (no WORLD_SIZE in the environment, or 1) every function here is the identity and
-nothing of torch.distributed is touched.
+the whole batch. Without torchrun every function here is the identity and nothing of torch.distributed is touched;
+under torchrun a process group is joined even for one rank (--fsdp on one GPU needs one).
 
 Gradients are summed by hand after the whole mini-batch is accumulated rather than by a DDP wrapper: a rank may
 hold no response of a policy in a mini-batch, or a different number of micro-batches than the others, which DDP's
 per-backward hooks cannot express without hanging. The policies and their optimizer states are replicated (with
---optimizer-offload each rank keeps its moments in its own host memory).
+--optimizer-offload each rank keeps its moments in its own host memory), unless --fsdp shards them
+(infra/sharding.py: FSDP2 reduce-scatters those gradients itself, as the mean, which sum_grads turns into the sum).
 """
 import datetime
 import os
 
 import torch
 import torch.distributed as dist
+from torch.distributed.tensor import DTensor
 
 # A rank waits at most this long for the others in one collective: long enough for rank 0's held-out evaluation,
 # which the others wait out (torchrun stops the whole job as soon as a rank fails, so no wait is spent on that).
@@ -22,14 +24,18 @@ TIMEOUT = datetime.timedelta(hours=2)
 def init(device):
     """(rank, world size, device of this rank). Under torchrun: joins the process group (NCCL on CUDA, else gloo)
     and gives each rank its own GPU of the node (LOCAL_RANK); else (0, 1, device)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
+    if "LOCAL_RANK" not in os.environ:  # not under torchrun (which also starts one process: --fsdp on one GPU)
         return 0, 1, device
     if device.startswith("cuda"):
         device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
         torch.cuda.set_device(device)
     dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", timeout=TIMEOUT)
-    return dist.get_rank(), world, device
+    return dist.get_rank(), dist.get_world_size(), device
+
+
+def under_torchrun():
+    """Whether this process is one of torchrun's ranks (init joined a process group), one rank or several."""
+    return dist.is_initialized()
 
 
 def rank():
@@ -63,6 +69,10 @@ def sum_grads(models):
     if world_size() == 1:
         return
     params = [p for model in models for p in model.parameters()]
+    for p in params:  # FSDP2 (--fsdp) reduce-scattered these in backward, as the mean over ranks
+        if isinstance(p.grad, DTensor):
+            p.grad.mul_(world_size())
+    params = [p for p in params if not isinstance(p, DTensor)]
     has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=_on())
     dist.all_reduce(has)  # how many ranks hold a gradient of each parameter
     for p, n in zip(params, has.tolist()):

@@ -16,6 +16,7 @@ from infra.data import load_problems
 from infra.memory import check_fits
 from infra.models import DTYPES, forget_gguf, load_model, same_tokenizer_specs, to_dtype
 from infra.offload import park
+from infra.sharding import load_optimizer, shard, whole
 from prompts import ROLES, check_prompt_limit
 
 
@@ -29,6 +30,7 @@ class Start:
     tok: object                   # the students' tokenizer, the teacher's too
     optims: list                  # one AdamW per distinct policy, in distinct(policies)' order
     gen: torch.Generator          # this rank's sampler RNG
+    rollout_models: dict          # role -> what Phase 1 samples with (rollout_copies)
     step: int = 0                 # the first step to run: 0, or the resumed checkpoint's step + 1
     skipped: int = 0              # steps skipped before it (resumed)
 
@@ -51,6 +53,12 @@ def build(args, teacher=None):
     # state.pt first, so that a damaged checkpoint fails before any model loads
     state = read_state(os.path.join(ckpt, "state.pt")) if args.resume else None
     opd = args.objective == "mas-opd"  # the GRPO baselines load no teacher
+    if args.fsdp and not distributed.under_torchrun():
+        raise ValueError("--fsdp shards across torchrun's ranks: launch train.py with torchrun (one GPU: torchrun "
+                         "--nproc-per-node 1 train.py ...)")
+    if args.fsdp_offload and (not args.fsdp or args.optimizer_offload):
+        raise ValueError("--fsdp-offload is FSDP2's offload of --fsdp's shards, the moments included: give it with "
+                         "--fsdp and without --optimizer-offload")
     if teacher is None and opd:  # the tokenizers alone first: a mismatch is refused in seconds, before any weights load
         if args.teacher is None:
             raise ValueError("--teacher is required (a model spec, as for --student)")
@@ -80,14 +88,18 @@ def build(args, teacher=None):
         model.to(device)
         if args.grad_checkpointing:
             model.activation_checkpointing_enable()
+    rollout_models = rollout_copies(policies, args)  # whole copies, before any policy is sharded
+    if args.fsdp:  # FSDP2 units, then the optimizers on the shards (infra/sharding.py)
+        roots = {model: shard(model, args.fsdp_offload) for model in unique}
+        policies, unique = {r: roots[m] for r, m in policies.items()}, [roots[m] for m in unique]
     # AdamW, i.e. Adam with decoupled weight decay 0.01 (the paper says Adam with wd, not which form: DECISIONS.md D9)
     optims = [torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay) for model in unique]
     rank, world = distributed.rank(), distributed.world_size()
     gen = torch.Generator(device=device).manual_seed(args.seed + rank)  # each rank samples its own episodes
     start, skipped = 0, 0
     if args.resume:
-        for opt, s in zip(optims, state["optims"]):
-            opt.load_state_dict(s)  # onto the device; with --optimizer-offload back to host memory at once
+        for model, opt, s in zip(unique, optims, state["optims"]):
+            load_optimizer(model, opt, s)  # onto the device; with --optimizer-offload back to host memory at once
             if args.optimizer_offload:
                 park(opt)
         torch.set_rng_state(state["rng"]["torch"])
@@ -98,17 +110,18 @@ def build(args, teacher=None):
             gen.set_state(samplers[rank])
         else:  # another world size: a fresh stream per rank, fixed by seed, step and rank
             gen.manual_seed(random.Random(f"{args.seed}-{start}-{rank}").getrandbits(63))
-    return Start(problems, policies, teacher, tok, optims, gen, step=start, skipped=skipped)
+    return Start(problems, policies, teacher, tok, optims, gen, rollout_models, step=start, skipped=skipped)
 
 
 def rollout_copies(policies, args):
     """role -> the model Phase 1 (App. C) samples with, whose log-probs are Eq. 8's log pi_theta. Under --precision
     bf16 a bf16 copy of each policy (one per distinct policy), refreshed from the fp32 masters before every rollout
     (refresh): decoding reads half the bytes, casts nothing per step, and its step can be recorded as a CUDA graph
-    (sampler.decoder). Otherwise the policies."""
-    if args.precision != "bf16":
+    (sampler.decoder). Under --fsdp a whole copy in any precision (ranks decode apart, FSDP2 runs in step). Otherwise
+    the policies."""
+    if args.precision != "bf16" and not args.fsdp:
         return policies
-    copies = {m: to_dtype(copy.deepcopy(m), torch.bfloat16).eval().requires_grad_(False)  # RoPE stays fp32
+    copies = {m: to_dtype(copy.deepcopy(m), DTYPES[args.precision]).eval().requires_grad_(False)  # RoPE stays fp32
               for m in distinct(policies)}
     return {r: copies[m] for r, m in policies.items()}
 
@@ -116,8 +129,10 @@ def rollout_copies(policies, args):
 @torch.no_grad()
 def refresh(rollout_models, policies):
     """Copy each policy's fp32 master weights into its rollout copy, in place (a recorded decode step keeps reading
-    the same storage), so that Phase 1 samples from the policy Eq. 13 just updated (App. C: on-policy)."""
-    for r, model in policies.items():
-        if rollout_models[r] is not model:
-            for c, p in zip(rollout_models[r].parameters(), model.parameters()):
-                c.copy_(p)
+    the same storage), so that Phase 1 samples from the policy Eq. 13 just updated (App. C: on-policy). Sharded
+    policies are gathered parameter by parameter: every rank calls this."""
+    for m in distinct(policies):
+        r = next(r for r, p in policies.items() if p is m)
+        if rollout_models[r] is not m:
+            for c, p in zip(rollout_models[r].parameters(), m.parameters()):
+                c.copy_(whole(p))

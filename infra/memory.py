@@ -40,7 +40,8 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
          prompt_len=PAPER["max_prompt_tokens"], response_len=PAPER["max_new_tokens"],
          teacher_prompt_len=PAPER["teacher_max_prompt_tokens"], micro_batch=PAPER["micro_batch"],
          rollout_batch=PAPER["batch"], teacher_batch_tokens=TEACHER_BATCH_TOKENS, lm_head_chunk=1024,
-         kv_bytes=None, rollout_attention="fused", teacher_offload=False, rollout_chunk=0, optimizer_offload=False):
+         kv_bytes=None, rollout_attention="fused", teacher_offload=False, rollout_chunk=0, optimizer_offload=False,
+         fsdp_ranks=0, fsdp_offload=False):
     """Estimated bytes per item and per phase of one train.py step. Returns a dict:
       settings, params {student, teacher}, bytes {item: bytes}, phases {rollout, teacher, update: bytes},
       persistent, peak_phase, total (= persistent + the largest phase), host {item: bytes of host memory}.
@@ -58,6 +59,11 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     teacher_offload: the teacher lives on the CPU except while it scores (--teacher-offload).
     optimizer_offload: each policy's AdamW moments live in pinned host memory except inside its own optimizer step,
     one policy at a time (--optimizer-offload).
+    fsdp_ranks: 0, or the ranks FSDP2 shards each policy over (--fsdp under torchrun; infra/sharding.py): fp32
+    weights, gradients, moments and the step's temporary are 1/fsdp_ranks each; the update adds what FSDP2 gathers
+    (the root unit whole through forward and backward, two decoder layers at a time, and their unsharded gradients),
+    a micro-batch holds one policy, and a checkpoint gathers the full states in rank 0's host memory (`gather`).
+    fsdp_offload: FSDP2's CPUOffloadPolicy (--fsdp-offload): the shards, gradients and the optimizer step on the host.
     """
     if precision not in ("bf16", "fp32") or n_policies < 1 or rollout_attention not in ("fused", "math"):
         raise ValueError("plan: precision must be bf16|fp32, n_policies >= 1, rollout_attention fused|math")
@@ -68,14 +74,16 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     kvb = kv_bytes or a
     n = n_policies
     b = {}
+    Pl = math.ceil(Ps / max(1, fsdp_ranks))  # a policy's parameters held on this rank
 
     # Persistent: present in every phase.
-    b["student weights (fp32 master)"] = n * 4 * Ps
-    b["AdamW moments (2 x fp32)"] = n * 8 * Ps
+    b["student weights (fp32 master)"] = n * 4 * Pl
+    b["AdamW moments (2 x fp32)"] = n * 8 * Pl
     if a != p:
         b["rollout copies (bf16, launch.rollout_copies)"] = n * a * Ps
     b["teacher weights"] = tb * Pt
-    host = {k: b[k] for k, off in (("AdamW moments (2 x fp32)", optimizer_offload),
+    host = {k: b[k] for k, off in (("student weights (fp32 master)", fsdp_offload),
+                                   ("AdamW moments (2 x fp32)", optimizer_offload or fsdp_offload),
                                    ("teacher weights", teacher_offload)) if off}
     persistent = sum(b.values()) - sum(host.values())
     casts = n * 2 * autocast_params(student_cfg) if a != p else 0
@@ -105,22 +113,28 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     # --optimizer-offload the stepping policy's moments (2 x fp32) are on the device beside it.
     Ls = prompt_len + response_len
     tok = micro_batch * Ls
-    masked = math.ceil(micro_batch / n) > 1
+    masked = (micro_batch if fsdp_ranks else math.ceil(micro_batch / n)) > 1  # --fsdp: one policy per micro-batch
     mask_bool = micro_batch * Ls * Ls if masked else 0
     mask_layer = a * micro_batch * Ls * Ls if masked else 0
     lay = layer_act_bytes(student_cfg, p, a, masked)
     common = tok * outside_layers_bytes(student_cfg, p) + micro_batch * response_len * p * s["C"] + mask_bool
     full = tok * s["L"] * lay + s["L"] * mask_layer + common
     ckpt = tok * s["L"] * p * s["C"] + tok * lay + mask_layer + common
-    b["gradients (fp32, update only)"] = n * 4 * Ps
-    b["autocast bf16 weight copies (update)"] = casts = casts // n * min(n, micro_batch)  # policies in a micro-batch
+    b["gradients (fp32, update only)"] = n * 4 * Pl
+    b["autocast bf16 weight copies (update)"] = casts = casts // n * (1 if fsdp_ranks else min(n, micro_batch))
     b["activations, no checkpointing"] = full
     b["activations, checkpointing"] = ckpt
     b["backward temporaries"] = tok * (2 * p * s["C"] + 3 * a * s["I"])
     b["LM-head logits chunk"] = (min(lm_head_chunk, micro_batch * response_len) * s["V"] * 16
                                  + (2 * s["V"] * s["C"] if a != p else 0))  # + its recomputed weight cast
-    b["AdamW step temporary"] = 4 * Ps
-    b["AdamW step window"] = b["AdamW step temporary"] + (8 * Ps if optimizer_offload else 0)
+    b["AdamW step temporary"] = 4 * Pl
+    b["AdamW step window"] = 0 if fsdp_offload else b["AdamW step temporary"] + (8 * Pl if optimizer_offload else 0)
+    # FSDP2 (--fsdp): the root unit (embedding, final norm, an untied LM head) stays gathered from the forward to the
+    # end of the backward, a decoder layer's unit is gathered while it runs and the next one is prefetched; in the
+    # backward each unit's unsharded gradient waits for its reduce-scatter.
+    root = s["V"] * s["C"] * (1 if s["tie"] else 2) + s["C"]
+    units = 4 * (root + 2 * (Ps - root) / s["L"])
+    b["FSDP2 gathered units (fp32)"] = b["FSDP2 unsharded gradients"] = round(units) if fsdp_ranks else 0
     if grad_checkpointing:
         # Autocast's cached weight copies live only through the forward (the checkpointed graph does not hold them,
         # and the cache empties when `with amp:` ends); the recompute in backward casts one layer at a time.
@@ -130,7 +144,11 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
         fwd_bwd = saved + max(fwd, bwd)
     else:  # the graph holds the bf16 weight copies until backward has used them
         fwd_bwd = casts + full + b["backward temporaries"] + b["LM-head logits chunk"]
-    update = b["gradients (fp32, update only)"] + max(fwd_bwd, b["AdamW step window"])
+    fwd_bwd += b["FSDP2 gathered units (fp32)"] + b["FSDP2 unsharded gradients"]
+    grads = 0 if fsdp_offload else b["gradients (fp32, update only)"]
+    update = grads + max(fwd_bwd, b["AdamW step window"])
+    if fsdp_offload:
+        host["gradients and AdamW step (--fsdp-offload)"] = b["gradients (fp32, update only)"] + 4 * Pl
 
     phases = {"rollout": rollout, "teacher": teacher, "update": update}
     peak_phase = max(phases, key=phases.get)
@@ -139,10 +157,10 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
                     rollout_batch=rollout_batch, generate_batch=B, teacher_batch_tokens=teacher_batch_tokens,
                     teacher_seqs_per_forward=Bt, lm_head_chunk=lm_head_chunk, kv_bytes=kvb,
                     rollout_attention=rollout_attention, teacher_offload=teacher_offload,
-                    optimizer_offload=optimizer_offload)
+                    optimizer_offload=optimizer_offload, fsdp_ranks=fsdp_ranks, fsdp_offload=fsdp_offload)
     return {"settings": settings, "params": {"student": Ps, "teacher": Pt}, "bytes": b, "phases": phases,
             "persistent": persistent, "peak_phase": peak_phase, "total": persistent + phases[peak_phase],
-            "host": host}
+            "host": host, "gather": n * 12 * Ps if fsdp_ranks else 0}
 
 
 def format_plan(pl):
@@ -158,7 +176,9 @@ def format_plan(pl):
              f"{s['teacher_prompt_len']}); rollout batch {s['rollout_batch']} episodes = {s['generate_batch']} "
              f"prompts per generate call; micro-batch {s['micro_batch']}; KV cache {s['kv_bytes']} bytes/elem; "
              f"prefill attention {s['rollout_attention']}" + ("; teacher offloaded" if s["teacher_offload"] else "")
-             + ("; optimizer offloaded" if s["optimizer_offload"] else ""),
+             + ("; optimizer offloaded" if s["optimizer_offload"] else "")
+             + (f"; students sharded over {s['fsdp_ranks']} ranks (--fsdp)" if s["fsdp_ranks"] else "")
+             + ("; shards on the host (--fsdp-offload)" if s["fsdp_offload"] else ""),
              "persistent (every phase)"]
     persistent = [k for k in ("student weights (fp32 master)", "AdamW moments (2 x fp32)",
                               "rollout copies (bf16, launch.rollout_copies)", "teacher weights") if k in b]
@@ -169,7 +189,8 @@ def format_plan(pl):
                           "rollout prefill/decode temporaries"],
               "teacher": ["teacher scoring activations"] + (["teacher weights"] if s["teacher_offload"] else []),
               "update": ["gradients (fp32, update only)", "autocast bf16 weight copies (update)", ckpt_item,
-                         "backward temporaries", "LM-head logits chunk"]}
+                         "backward temporaries", "LM-head logits chunk"]
+              + (["FSDP2 gathered units (fp32)", "FSDP2 unsharded gradients"] if s["fsdp_ranks"] else [])}
     for name, items in groups.items():
         lines.append(f"phase {name}" + ("  <- largest" if name == pl["peak_phase"] else ""))
         lines += [f"  {k:<46}{g(b[k])}" for k in items]
@@ -184,10 +205,14 @@ def format_plan(pl):
     lines.append(f"{'TOTAL peak = persistent + ' + pl['peak_phase']:<48}{g(pl['total'])}")
     if pl["host"]:
         lines.append("host memory (per process, beside the GPU's):")
-        flag = {"AdamW moments (2 x fp32)": "AdamW moments (--optimizer-offload)",
-                "teacher weights": "teacher weights (--teacher-offload)"}
-        lines += [f"  {flag[k]:<46}{g(v)}" for k, v in pl["host"].items()]
+        flag = {"AdamW moments (2 x fp32)": "AdamW moments (" + ("--fsdp-offload)" if s["fsdp_offload"] else
+                                                             "--optimizer-offload)"),
+                "teacher weights": "teacher weights (--teacher-offload)",
+                "student weights (fp32 master)": "student weights (--fsdp-offload)"}
+        lines += [f"  {flag.get(k, k):<46}{g(v)}" for k, v in pl["host"].items()]
         lines.append(f"  {'= host':<46}{g(sum(pl['host'].values()))}")
+    if pl["gather"]:
+        lines.append(f"{'host memory of rank 0 while it saves (full states)':<48}{g(pl['gather'])}")
     return "\n".join(lines)
 
 
@@ -301,14 +326,15 @@ def fit_report(student_cfg, teacher_cfg, gib=80.0, reserve=0.1, top=10, **kw):
 
 def plan_inputs(args, n_policies, world=1, rollout_attention="fused"):
     """(student config, teacher config, plan keywords) for train.py's parsed args: the plan of exactly the run they
-    would start. world: ranks under torchrun; each rolls out its share of --batch, while policies, optimizer states
-    and the teacher are replicated on every rank (nothing is sharded), so only the rollout's KV cache shrinks."""
+    would start. world: ranks under torchrun; each rolls out its share of --batch; the teacher and the rollout copies
+    are whole on every rank, and so are the policies and their optimizer states unless --fsdp shards them."""
     kw = dict(n_policies=n_policies, precision=args.precision, grad_checkpointing=args.grad_checkpointing,
               prompt_len=args.max_prompt_tokens, response_len=longest_response(args),
               teacher_prompt_len=args.teacher_max_prompt_tokens, micro_batch=args.micro_batch,
               rollout_batch=math.ceil(args.batch / world), teacher_batch_tokens=args.teacher_batch_tokens,
               rollout_attention=rollout_attention, rollout_chunk=args.rollout_chunk,
-              teacher_offload=args.teacher_offload, optimizer_offload=args.optimizer_offload)
+              teacher_offload=args.teacher_offload, optimizer_offload=args.optimizer_offload,
+              fsdp_ranks=world if args.fsdp else 0, fsdp_offload=args.fsdp_offload)
     return config_of(args.student), config_of(args.teacher), kw
 
 
@@ -344,7 +370,7 @@ def check_fits(args, n_policies, world=1, reserve=0.1):
     s, t, kw = plan_inputs(args, n_policies, world)
     on_gpu = args.device.startswith("cuda")
     if not on_gpu:
-        kw.update(optimizer_offload=False, teacher_offload=False)
+        kw.update(optimizer_offload=False, teacher_offload=False, fsdp_offload=False)
     pl, free = plan(s, t, **kw), available_bytes(args.device)
     if not fits(pl, free / GiB, reserve):
         found = [f for f in fixes(s, t, free / GiB, reserve, **kw) if on_gpu or not any("offload" in n for n in f[0])]
@@ -361,9 +387,10 @@ def check_fits(args, n_policies, world=1, reserve=0.1):
                          f"{free_line(args.device, free)} ({reserve:.0%} kept in reserve); {hint} (python -m tools.memory "
                          f"prints the whole plan)")
     procs = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # torchrun's processes on this machine, each its own
-    host, ram = procs * sum(pl["host"].values()), available_bytes("cpu")
+    host, ram = procs * sum(pl["host"].values()) + pl["gather"], available_bytes("cpu")
     if host > ram * (1 - reserve):
         held = " and ".join(f"{k} {v / GiB:.1f} GiB" for k, v in pl["host"].items())
+        held += f", and {pl['gather'] / GiB:.1f} GiB of full states while rank 0 saves" if pl["gather"] else ""
         raise ValueError(f"memory: the offload flags keep {host / GiB:.1f} GiB in host memory ({held} per process, "
                          f"{procs} process{'es' * (procs > 1)} here), but this machine has {free_line('cpu', ram)} "
                          f"({reserve:.0%} kept in reserve); drop an offload flag or use a machine with more RAM")

@@ -112,8 +112,12 @@ def rollout_metrics(c):
 
 def logprob_gap(logps, items):
     """|trainer - sampler| log pi_theta (Eq. 8) per token of one micro-batch of train.Scored items and their
-    re-scored log-probs, as (max, sum, count), so that ranks add up (gap_metrics)."""
-    gaps = torch.cat([(lp.detach().cpu() - it.lp_student).abs() for lp, it in zip(logps, items)])
+    re-scored log-probs, as (max, sum, count), so that ranks add up (gap_metrics); None without a sampled response
+    (a micro-batch of sharding.Padding, episode -1)."""
+    pairs = [(lp, it) for lp, it in zip(logps, items) if it.episode >= 0]
+    if not pairs:
+        return None
+    gaps = torch.cat([(lp.detach().cpu() - it.lp_student).abs() for lp, it in pairs])
     return gaps.max().item(), gaps.sum().item(), gaps.numel()
 
 

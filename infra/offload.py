@@ -9,11 +9,13 @@ steps, copies them back into the same buffers, and frees the device copies befor
 step window holds one policy's moments. Per mini-batch that is 2 x 8 bytes per parameter over PCIe (two 1.7B
 policies: 2 x 25.6 GiB, about 2 s at 25 GB/s). Checkpoints save the optimizers' state_dict as they are, so a
 checkpoint is the same with and without the flag, and either run resumes from it. verl's optimizer_offload and
-OpenRLHF's --adam_offload do the same.
+OpenRLHF's --adam_offload do the same. Under --fsdp a moment is a DTensor: its local shard (1/N of it) is what moves,
+the DTensor around it keeps its sharding.
 """
 from contextlib import contextmanager
 
 import torch
+from torch.distributed.tensor import DTensor
 
 # The state AdamW keeps per parameter in the parameter's shape; `step` is a CPU scalar already and stays put.
 MOMENTS = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
@@ -39,11 +41,27 @@ def _moments(opt):
     return [(st, k) for st in opt.state.values() for k in MOMENTS if torch.is_tensor(st.get(k))]
 
 
+def _local(t):
+    """The tensor that holds t's values on this rank: a DTensor's shard (--fsdp), else t itself."""
+    if not isinstance(t, DTensor):
+        return t
+    with torch.no_grad():  # to_local's own tensor, not an autograd view of it
+        return t.to_local()
+
+
+def _like(t, local):
+    """`local` in t's place: wrapped in t's sharding when t is a DTensor, else local itself."""
+    if not isinstance(t, DTensor):
+        return local
+    return DTensor.from_local(local, t.device_mesh, t.placements, run_check=False, shape=t.shape, stride=t.stride())
+
+
 def parked(t):
-    """Whether a tensor is one of park's host buffers."""
+    """Whether a tensor is one of park's host buffers (a DTensor around one, under --fsdp)."""
     return getattr(t, "_parked", False)
 
 
+@torch.no_grad()
 def park(opt):
     """Move the optimizer's moments into host buffers (pinned where CUDA exists, so that the copies run at PCIe
     speed): a fresh buffer for a tensor not parked yet (the first step creates the state on the device; a resume
@@ -52,23 +70,24 @@ def park(opt):
     for st, k in _moments(opt):
         v = st[k]
         if not parked(v):
-            host = torch.empty(v.shape, dtype=v.dtype, device="cpu", pin_memory=pin)
-            host.copy_(v)
-            host._parked = True  # a host buffer of this module, reused by every later step
-            st[k] = host
+            host = torch.empty(_local(v).shape, dtype=v.dtype, device="cpu", pin_memory=pin)
+            host.copy_(_local(v))
+            st[k] = _like(v, host)
+            st[k]._parked = True  # a host buffer of this module, reused by every later step
 
 
+@torch.no_grad()
 def offloaded_step(opt):
     """opt.step() with the moments on their parameters' device inside the step only (--optimizer-offload): copied
     in from their host buffers, stepped, copied back into the same buffers. The device copies are fresh tensors on
     any device (on a CPU too), so the moments the step used are never the buffers that wait between steps."""
-    where = {id(st): p.device for p, st in opt.state.items()}
+    where = {id(st): _local(p).device for p, st in opt.state.items()}
     parked = [(st, k, st[k]) for st, k in _moments(opt)]
     for st, k, host in parked:
-        st[k] = torch.empty_like(host, device=where[id(st)]).copy_(host, non_blocking=True)
+        st[k] = _like(host, torch.empty_like(_local(host), device=where[id(st)]).copy_(_local(host), non_blocking=True))
     opt.step()
     for st, k, host in parked:
-        host.copy_(st[k])  # blocking: a checkpoint may read the buffer next
+        _local(host).copy_(_local(st[k]))  # blocking: a checkpoint may read the buffer next
         st[k] = host
     park(opt)  # the moments this step created (the first step), into new buffers
 

@@ -21,7 +21,7 @@ PAPER = ["rollout", "prompts", "attribution", "teacher", "loss", "train", "confi
 # sampler's cache bucket (footprint), the roles of a workflow and, for the plan's defaults, the paper preset's lengths
 # and batches (memory and eval_memory), and the prompt limit (launch).
 INFRA_READS = {"infra.metrics": {"loss"}, "infra.footprint": {"sampler"}, "infra.memory": {"prompts", "config"},
-               "infra.eval_memory": {"config"}, "infra.launch": {"prompts"}}
+               "infra.eval_memory": {"config"}, "infra.launch": {"prompts"}, "infra.sharding": {"sampler"}}
 # train.py's plumbing, apart so that train.py reads as Algorithm 1: what a run starts from. (config.py, the table of
 # values, is read by every paper file; it imports none of them.)
 TRAIN_PARTS = ["infra.launch"]

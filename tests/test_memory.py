@@ -288,3 +288,48 @@ def test_check_fits_refuses_offloads_the_host_cannot_hold_and_names_only_the_pap
     with pytest.raises(ValueError) as e:
         memory.check_fits(config.get_args(base), 2)
     assert "--shared-policy" + memory.NOT_PAPER in str(e.value)
+
+
+def test_fsdp_divides_the_policies_fp32_state_by_the_ranks_and_adds_what_it_gathers():
+    kw = dict(micro_batch=1, rollout_batch=4, rollout_chunk=4, grad_checkpointing=True)
+    P, s = param_count(S), footprint.shape(S)
+    whole, eight = plan(S, T, **kw), plan(S, T, fsdp_ranks=8, **kw)
+    for item in ("student weights (fp32 master)", "AdamW moments (2 x fp32)", "gradients (fp32, update only)",
+                 "AdamW step temporary"):
+        assert eight["bytes"][item] * P == whole["bytes"][item] * -(-P // 8), item
+    for item in ("rollout copies (bf16, launch.rollout_copies)", "teacher weights", "KV cache (one generate call)"):
+        assert eight["bytes"][item] == whole["bytes"][item], item  # whole on every rank
+    root = s["V"] * s["C"] + s["C"]  # tied: the embedding is the LM head
+    units = 4 * (root + 2 * (P - root) / s["L"])  # the root and two decoder layers, gathered, and their gradients
+    assert eight["bytes"]["FSDP2 gathered units (fp32)"] == eight["bytes"]["FSDP2 unsharded gradients"] == round(units)
+    one = plan(S, T, fsdp_ranks=1, **kw)  # one rank: nothing divided, the gathers still happen
+    assert one["total"] > whole["total"] and one["gather"] == 2 * 12 * P and whole["gather"] == 0
+    off = plan(S, T, fsdp_ranks=1, fsdp_offload=True, **kw)  # FSDP2's CPUOffloadPolicy: the fp32 state on the host
+    assert off["persistent"] == one["persistent"] - 2 * 12 * P
+    assert sum(off["host"].values()) == 2 * 16 * P + 4 * P  # weights, moments, gradients; one step's temporary ...
+    assert off["bytes"]["AdamW step window"] == 0  # ... and the step on the host
+    text = format_plan(eight)
+    assert "students sharded over 8 ranks (--fsdp)" in text and "FSDP2 gathered units" in text
+    assert "host memory of rank 0 while it saves" in text
+
+
+def test_the_4b_students_fit_eight_96_gib_gpus_with_fsdp_and_not_without():
+    """The paper's lengths and batches, two Qwen3-4B policies (a one-domain file), the Qwen3-14B teacher."""
+    flags = ["--problems", EXAMPLES, "--student", "Qwen3-4B", "--teacher", "Qwen3-14B", "--precision", "bf16",
+             "--grad-checkpointing", "--micro-batch", "1", "--rollout-chunk", "4"]
+    s, t, kw = memory.plan_inputs(config.get_args(flags + ["--fsdp"]), 2, world=8)
+    assert kw["fsdp_ranks"] == 8 and fits(plan(s, t, **kw), 96)
+    s, t, kw = memory.plan_inputs(config.get_args(flags), 2, world=8)
+    assert not fits(plan(s, t, **kw), 96)
+
+
+def test_check_fits_holds_rank_0_s_gathered_checkpoint_against_the_ram(monkeypatch):
+    monkeypatch.setattr(memory, "available_bytes", lambda device: (96 if device.startswith("cuda") else 80) * GiB)
+    monkeypatch.setattr(config, "device", lambda name: name)
+    args = config.get_args(["--problems", EXAMPLES, "--student", "Qwen3-4B", "--teacher", "Qwen3-14B", "--precision",
+                            "bf16", "--grad-checkpointing", "--micro-batch", "1", "--rollout-chunk", "4", "--fsdp",
+                            "--device", "cuda"])
+    with pytest.raises(ValueError, match=r"89.9 GiB of full states while rank 0 saves"):
+        memory.check_fits(args, 2, world=8)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: (96 if device.startswith("cuda") else 512) * GiB)
+    assert memory.check_fits(args, 2, world=8)["total"] < 86.4 * GiB

@@ -333,7 +333,7 @@ def test_save_refuses_non_finite_weights(tmp_path):
     opt = torch.optim.AdamW(model.parameters())
     args = config.get_args(["--problems", "p.jsonl", "--student", "tiny-qwen3", "--teacher", "tiny-qwen3"])
     with pytest.raises(RuntimeError, match="non-finite"):
-        checkpoint.save_checkpoint(str(tmp_path), 0, {"coder": model}, [opt], make_tokenizer(),
+        checkpoint.save_checkpoint(str(tmp_path), 0, {"coder": model}, ([None], [opt.state_dict()]), make_tokenizer(),
                               [torch.Generator().get_state()], 0, args)
     assert not os.path.exists(tmp_path / "checkpoint")
 

@@ -1,0 +1,141 @@
+"""The students sharded across ranks with PyTorch's FSDP2 under torchrun (--fsdp): each policy's fp32 master
+weights, gradients and AdamW moments are 1/N per rank; the bf16 rollout copies and the teacher stay whole.
+
+Units: one per decoder layer, plus a root that holds the rest (embeddings, final norm, the tied LM head). The root
+is a small module around the policy (Sharded) whose forward is sampler.sequence_logprobs: that function calls the
+base model and then the LM-head weight itself (its chunked, checkpointed head), outside any forward of the
+CausalLM, so a root on the CausalLM would never gather its parameters. Optimizers are built on the sharded
+parameters, after wrapping.
+
+FSDP2 is SPMD: every rank must run the same forward and backward calls of a policy, in the same order, because each
+gathers and reduce-scatters with the others. A rank's share of a mini-batch may hold no response of a policy, or
+fewer micro-batches than another rank's, so micro_batches gives every rank the same sequence of one-policy
+micro-batches and fills the missing ones with a padding response of weight 0 (its gradient is zero, its
+collectives happen). A policy with no response of the mini-batch on any rank runs nothing and takes no step. FSDP2
+averages the gradients over ranks; distributed.sum_grads multiplies them back by N for Eq. 13's sum (gloo refuses
+the PREMUL_SUM a gradient divide factor would need).
+
+Checkpoints hold full states in the layout of an unsharded run (gathered to rank 0 on the CPU): the policies as
+from_pretrained directories, the optimizers as torch's own state_dict, keyed by parameter index. So a run resumes
+under any number of ranks, with or without --fsdp.
+"""
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
+                                                     set_optimizer_state_dict)
+from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
+from torch.distributed.tensor import DTensor
+
+from infra import distributed
+from sampler import sequence_logprobs
+
+FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)  # whole tensors, on rank 0's CPU
+
+
+class Sharded(torch.nn.Module):
+    """The FSDP2 root around one policy (`lm`, a CausalLM): calling it is sequence_logprobs(lm, ...)."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, contexts, responses):
+        return sequence_logprobs(self.lm, contexts, responses)
+
+
+def shard(model, offload=False):
+    """FSDP2 over a policy already on its device: a unit per decoder layer, then the root (Sharded). offload
+    (--fsdp-offload): FSDP2's CPUOffloadPolicy, the shards (weights, gradients, so the optimizer's moments and step
+    too) in host memory, each unit's weights copied to the device for its forward and backward only."""
+    policy = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if offload else OffloadPolicy()
+    for layer in model.base_model.layers:
+        fully_shard(layer, offload_policy=policy)
+    root = Sharded(model)
+    fully_shard(root, offload_policy=policy)
+    return root
+
+
+def unwrap(model):
+    """The CausalLM itself (from_pretrained's kind) of a policy, sharded or not."""
+    return model.lm if isinstance(model, Sharded) else model
+
+
+def logprobs(model, contexts, responses):
+    """sequence_logprobs by a policy, through its FSDP2 root when sharded (so that the root gathers its part)."""
+    return model(contexts, responses) if isinstance(model, Sharded) else sequence_logprobs(model, contexts, responses)
+
+
+def whole(t):
+    """A parameter's full value: gathered from every rank when sharded (a collective: every rank calls it)."""
+    if not isinstance(t, DTensor):
+        return t
+    return t.to(t.device_mesh.device_type).full_tensor()  # a host shard (--fsdp-offload) joins its device's gather
+
+
+@dataclass
+class Padding:
+    """A response of weight 0 that keeps a rank in step with the others (FSDP2's SPMD): the fields update reads."""
+    role: str
+    episode: int = -1                      # no episode: metrics.logprob_gap leaves it out
+    response: object = None                # context_ids and tokens: one token each
+    lp_student: torch.Tensor = field(default_factory=lambda: torch.zeros(1))
+    adv: torch.Tensor = field(default_factory=lambda: torch.zeros(1))
+
+
+@dataclass
+class _Ids:
+    context_ids: list
+    tokens: list
+
+
+def micro_batches(mb, weights, size, policies, sharded):
+    """[(items, Eq. 13 weights)] of one mini-batch, gradients accumulated over them. Unsharded: consecutive runs of
+    `size` responses. Sharded: per policy in distinct order, its responses in runs of `size`, as many runs on every
+    rank as on the rank with the most, the missing ones a Padding of weight 0; a policy without a response of this
+    mini-batch on any rank gets none."""
+    if not sharded:
+        return [(mb[lo:lo + size], weights[lo:lo + size]) for lo in range(0, len(mb), size)]
+    models = list(dict.fromkeys(policies.values()))
+    mine = [[k for k, it in enumerate(mb) if policies[it.role] is m] for m in models]
+    runs = [max(counts) for counts in zip(*distributed.gather([math.ceil(len(ks) / size) for ks in mine]))]
+    out = []
+    for m, ks, n in zip(models, mine, runs):
+        role = next(r for r, p in policies.items() if p is m)
+        for j in range(n):
+            part = ks[j * size:(j + 1) * size]
+            out.append(([mb[k] for k in part], [weights[k] for k in part]) if part else
+                       ([Padding(role, response=_Ids([0], [0]))], [0.0]))
+    return out
+
+
+def full_states(models, optims):
+    """(weights, optimizer states) to checkpoint, one per distinct policy: each sharded policy's full state dict and
+    its optimizer's full state in torch's own layout (keyed by parameter index), on rank 0's CPU (empty elsewhere;
+    every rank must call this); an unsharded policy's weights None (save_pretrained reads the model) and its
+    optimizer's state_dict()."""
+    weights, states = [], []
+    for model, opt in zip(models, optims):
+        if not isinstance(model, Sharded):
+            weights.append(None)
+            states.append(opt.state_dict())
+            continue
+        weights.append(get_model_state_dict(model.lm, options=FULL))
+        full = get_optimizer_state_dict(model, opt, options=FULL)
+        index = {name: i for i, (name, _) in enumerate(model.named_parameters())}
+        states.append({"state": {index[k]: v for k, v in full.get("state", {}).items()},
+                       "param_groups": [{**g, "params": [index[k] for k in g["params"]]}
+                                        for g in full.get("param_groups", [])]})
+    return weights, states
+
+
+def load_optimizer(model, opt, state):
+    """Load a checkpoint's optimizer state (torch's layout, full) into a policy's optimizer, sharded or not."""
+    if not isinstance(model, Sharded):
+        opt.load_state_dict(state)
+        return
+    names = [name for name, _ in model.named_parameters()]
+    full = {"state": {names[i]: v for i, v in state["state"].items()},
+            "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in state["param_groups"]]}
+    set_optimizer_state_dict(model, opt, full, options=StateDictOptions(full_state_dict=True))
