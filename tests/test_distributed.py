@@ -19,14 +19,16 @@ ARGS = ["--problems", os.path.join(ROOT, "examples", "problems.jsonl"), "--stude
         "tiny-qwen3", "--batch", "4", "--mini-batch", "2", "--micro-batch", "3", "--max-new-tokens", "8",
         "--max-turns", "2", "--temperature", "0", "--lr", "1e-3", "--workers", "2"]
 # Runs train.main, with a tap that saves the gradients every update steps on (rank 0's, after the sum over ranks)
-# and the AdamW moments each rank holds after each update, and, if FAIL_AT is set, rank 1 failing at that step.
+# and the AdamW moments each rank holds after each update, whether each refresh of the rollout copies filled them in
+# place with the policies' whole weights, and, if FAIL_AT is set, rank 1 failing at that step.
 WRAPPER = """
 import os, sys, torch
 sys.path.insert(0, {root!r})
 import train
 from infra.offload import MOMENTS, parked
 from infra.sharding import whole
-sum_grads, train_step, steps, taps = train.distributed.sum_grads, train.train_step, train.optimizer_steps, []
+sum_grads, train_step, steps, refresh = train.distributed.sum_grads, train.train_step, train.optimizer_steps, train.refresh
+taps, fills = [], []
 
 def tap(models):
     sum_grads(models)
@@ -42,12 +44,21 @@ def counted(optims, offload):  # after each update: the AdamW moments this rank 
                 for st in o.state.values() for k, v in st.items() if k in MOMENTS]
     torch.save(held, {grads!r} + f".rank{{train.distributed.rank()}}.moments")
 
+def refreshed(copies, policies):  # before each rollout: are the copies filled in place with the whole policies?
+    ptrs = [p.data_ptr() for m in copies.values() for p in m.parameters()]
+    refresh(copies, policies)
+    with torch.no_grad():
+        same = all(torch.equal(c, whole(p).to(c.dtype)) for r in policies
+                   for c, p in zip(copies[r].parameters(), policies[r].parameters()))
+    fills.append((ptrs == [p.data_ptr() for m in copies.values() for p in m.parameters()], same))
+    torch.save(fills, {grads!r} + f".rank{{train.distributed.rank()}}.refresh")
+
 def failing(step, *a, **k):
     if train.distributed.rank() == 1 and step == int(os.environ.get("FAIL_AT", -1)):
         raise RuntimeError("rank 1 fails on purpose")
     return train_step(step, *a, **k)
 
-train.distributed.sum_grads, train.train_step, train.optimizer_steps = tap, failing, counted
+train.distributed.sum_grads, train.train_step, train.optimizer_steps, train.refresh = tap, failing, counted, refreshed
 train.main(sys.argv[1:])
 """
 
@@ -183,11 +194,13 @@ def test_fsdp_ranks_take_the_one_process_update_each_holding_half_and_resume_wit
 
 def test_fsdp_composes_with_the_offloads_and_changes_no_number(tmp_path):
     # --optimizer-offload moves each rank's shard of the moments to host buffers between steps: the same checkpoint,
-    # bit for bit. --fsdp-offload (FSDP2's CPUOffloadPolicy) on one rank: the update of a run without --fsdp.
+    # bit for bit, after two steps. Before the second rollout the whole copies are refilled from the updated shards,
+    # in place. --fsdp-offload (FSDP2's CPUOffloadPolicy) on one rank: the update of a run without --fsdp.
     plain, off = str(tmp_path / "plain"), str(tmp_path / "off")
     for name, out, extra in (("plain", plain, []), ("off", off, ["--optimizer-offload"])):
-        r = _run(tmp_path, name, 2, ["--steps", "1", "--out", out, "--seed", "1", "--fsdp"] + extra)
+        r = _run(tmp_path, name, 2, ["--steps", "2", "--out", out, "--seed", "1", "--fsdp"] + extra)
         assert r.returncode == 0, r.stderr[-2000:]
+        assert [torch.load(tmp_path / f"{name}.grads.rank{r}.refresh") for r in (0, 1)] == [[(True, True)] * 2] * 2
     assert all(torch.equal(x, y) for x, y in zip(_checkpoint(plain), _checkpoint(off)))
     assert [_moments(tmp_path, "off", r)[1] for r in (0, 1)] == [True, True]
     assert [_moments(tmp_path, "plain", r)[1] for r in (0, 1)] == [False, False]
