@@ -141,7 +141,7 @@ def test_grpo_update_of_one_role_leaves_the_other_policy_unchanged(tok, scripted
     cfg = RolloutConfig(max_new_tokens=5, max_turns=1, code_timeout=5)
     eps = run_episodes([SUM] * 4, policies, tok, cfg, torch.Generator().manual_seed(0))
     args = types.SimpleNamespace(grpo_variant="mas", alpha=1.0, mini_batch=1, micro_batch=8, grad_clip=1.0,
-                                 optimizer_offload=False, precision="fp32", device="cpu")
+                                 optimizer_offload=False, fsdp=False, precision="fp32", device="cpu")
     items = group_items(0, list(zip(eps, _atts(eps))), args, cfg)
     for it in items:  # rewards of random models are all 0: give the Coder's responses an advantage by hand
         it.adv = torch.full_like(it.adv, 1.0 if it.role == "coder" else 0.0)
