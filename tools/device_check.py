@@ -229,7 +229,7 @@ def main(argv=None):
             items.append(train.Scored(0, "ab"[i % 2], response, [], [], torch.zeros(resp_len),
                                       adv=torch.randn(resp_len, device=dev)))
         args = SimpleNamespace(mini_batch=1, micro_batch=mb, grad_clip=1.0, precision="bf16", device=dev,
-                               optimizer_offload=offload)
+                               optimizer_offload=offload, fsdp=False)
         return train.update(items, 1, policies, optims, args)
 
     log("(c) update: both students, bf16 autocast, AdamW moments present; micro-batch responses alternate policies")
