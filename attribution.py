@@ -15,7 +15,7 @@ from infra.answers import answers_equivalent
 from infra.cases import outputs_match, run_case, run_cases
 from infra.sandbox import is_error
 from infra.models import encode_text
-from infra.team import diagonal, number_of, own_artefact, pairs_of, role_of
+from infra.team import diagonal, number_of, pairs_of, role_of
 from prompts import ROLE_NAMES, CodeArtefacts, MathArtefacts
 
 HEADER = "Verification result for the previous turn:"
@@ -293,6 +293,14 @@ JUDGE_PROMPT = ("Here is a problem, its reference {reference}, and what each age
                 "\n\nProblem:\n{question}\n\nReference {reference}:\n{shown}\n\nOutputs:\n{outputs}")
 
 
+JUDGED = {  # what the attribution model reads of each agent: its own output, as the verifier checks it
+    "coder": lambda a: "the program\n" + (a.program or "[none]").rstrip("\n"),
+    "tester": lambda a: f"the test input {_show(a.test_input or '')} with expected output {_show(a.test_output or '')}",
+    "reasoner": lambda a: f"the answer {_show(a.derivation_answer or '')}",
+    "tool_user": lambda a: f"the printed result {_show(a.program_answer or '')}",
+}
+
+
 def judge_prompt(problem: dict, pairs: dict) -> str:
     """The attribution model's prompt for one turn (pairs: its pairings, D15): the problem, its reference (math:
     the answer; code: the reference solution, else the golden tests) and each agent's own output."""
@@ -301,7 +309,7 @@ def judge_prompt(problem: dict, pairs: dict) -> str:
     shown = {"solution": problem.get("solution"), "answer": problem.get("answer")}.get(reference) or "\n".join(
         f"input {_show(t['input'])} -> output {_show(t['output'])}" for t in problem.get("tests", []))
     names = sorted({n for key in pairs for n in key}, key=lambda n: (n not in [k[0] for k in pairs], number_of(n)))
-    outputs = "\n".join(f"{ROLE_NAMES[role_of(n)]} {number_of(n)}: {_show(repr(own_artefact(n, pairs)))}"
+    outputs = "\n".join(f"{ROLE_NAMES[role_of(n)]} {number_of(n)}: {JUDGED[role_of(n)](pairs_of(n, pairs)[0])}"
                         for n in names)
     return JUDGE_PROMPT.format(reference=reference, question=problem["question"].strip(), shown=shown,
                                outputs=outputs)

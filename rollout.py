@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, fields
 import torch
 from tqdm import tqdm
 
-from attribution import attribute_turn
+from attribution import attribute_team
 from infra.answers import answers_equivalent
 from infra.cases import outputs_match, run_case, run_once
 from config import (AGENTS_PER_ROLE, CODE_TIMEOUT, MATH_FINAL, MATH_TIMEOUT, MAX_TURNS, PAPER, ROLLOUT_CHUNK,
@@ -296,7 +296,8 @@ def print_transcript(e, attributions, width=400):
     print(f"=== {e.problem['id']} ({e.problem['domain']}) -- {len(e.turns)} turn(s), {e.stopped}")
     for turn, att in zip(e.turns, attributions):
         for role, resp in turn.responses.items():
-            print(f"--- turn {turn.t + 1} · {ROLE_NAMES[role]} ({len(resp.tokens)} tokens)\n{cut(resp.text)}")
+            name = ROLE_NAMES[role_of(role)] + role[len(role_of(role)):]  # "Coder", "Coder2"
+            print(f"--- turn {turn.t + 1} · {name} ({len(resp.tokens)} tokens)\n{cut(resp.text)}")
         shown = {k: v for k, v in asdict(turn.artefacts).items() if k != "derivation"}
         print(f"--- environment: {'AGREE' if turn.agree else 'MISMATCH'} {shown}")
         print(f"--- verifier, teacher-only ({att.outcome}):\n{att.description}")
@@ -363,7 +364,7 @@ def main(argv=None):
 
     def done(e):  # each transcript as its episode stops, while the others go on (the progress line cleared)
         with tqdm.external_write_mode():
-            print_transcript(e, [attribute_turn(e.problem, t.artefacts, timeout=cfg.code_timeout) for t in e.turns])
+            print_transcript(e, [attribute_team(e.problem, t, timeout=cfg.code_timeout) for t in e.turns])
         if args.out:
             append_episodes(args.out, [e])
     episodes = run_episodes(problems, {r: model for r in roles}, tok, cfg, generator=gen, on_done=done)
