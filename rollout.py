@@ -38,7 +38,8 @@ from sampler import Generation, generate
 #
 # Each turn both agents answer the same state independently (neither sees the other's same-turn output); the
 # environment compares their artefacts; agreement ends the episode, otherwise both see the mismatch history and
-# are asked, in the same terms, to locate the fault and revise or keep their own artefact; at most T turns.
+# are asked, in the same terms, to locate the fault and revise or keep their own artefact; at most T turns. A team
+# of 2n agents (App. E.1) plays every pairing of the two roles' agents the same way (DECISIONS.md D15).
 
 
 @dataclass
@@ -161,7 +162,8 @@ def final_answer(episode, cfg):
 def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_done=None):
     """Algorithm 1, Phase 1: joint rollouts of a batch of problems, all episodes advancing turn by turn.
 
-    policies: role -> model, e.g. {"coder": m1, "tester": m2}; one model may sit in both seats. All prompts of a
+    policies: seat -> model, e.g. {"coder": m1, "tester": m2} (cfg.agents_per_role n > 1: also "coder2", ...,
+    infra/team.py); one model may sit in several seats. All prompts of a
     turn that go to the same model with the same response limit (response_limit) are sampled in one `generate`
     call (cfg.rollout_chunk at most). A policy may also be any function list[list[int]] -> Generation (scripted
     agents in tests). on_done: called with each episode as soon as it stops (its transcript can be written while

@@ -24,6 +24,7 @@ from sampler import Generation
 from teacher import KAPPA, ROLE_CONDITIONS, teacher_inputs, teacher_pieces
 from tests.test_train import FAST
 from tests.test_workflows import APPLES, BAD, GOOD, SUM
+from toy.expert import conclusion_of
 
 CFG2 = RolloutConfig(code_timeout=5, math_timeout=5, agents_per_role=2, max_turns=3)
 
@@ -293,3 +294,17 @@ def test_one_agent_per_role_gives_the_pairs_numbers(tmp_path):
         [(g["tokens"], g["outcomes"], sorted(g["a_opd"])) for g in PAIR_BEFORE_TEAMS]
     for g, want in zip(got, PAIR_BEFORE_TEAMS):
         assert floats(g) == pytest.approx(floats(want), rel=1e-6, abs=1e-9)
+
+
+def test_the_toy_teacher_reads_its_own_line_of_a_larger_teams_verdict(tok, scripted):
+    team = {"reasoner": scripted(["#### 5"]), "reasoner2": scripted(["#### 29"]),
+            "tool_user": scripted(["Code:\n```python\nprint(4)\n```"]),
+            "tool_user2": scripted(["Code:\n```python\nprint(6)\n```"])}
+    e = run_episodes([APPLES], team, tok, CFG2)[0]
+    verdict = attribute_team(APPLES, e.turns[0], timeout=5).description
+    last = lambda name: team[name].seen[1][0].split("History of the earlier turns:")[1].split("\nTurn ")[-1]
+    assert conclusion_of("reasoner2", verdict, last("reasoner2")) == "in the program's computation"
+    assert conclusion_of("reasoner", verdict, last("reasoner")) == "in both"  # its own 5 and the programs
+    assert conclusion_of("tool_user", verdict, last("tool_user")) == "in both"  # reasoner 1 is wrong too
+    pair = "\n".join([HEADER, "- observed", "- the inconsistency originates in the program."])
+    assert conclusion_of("coder", pair, "") == "- the inconsistency originates in the program."
