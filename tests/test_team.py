@@ -98,7 +98,8 @@ def test_each_replicas_verdict_line_names_only_its_own_output(tok, scripted):
     tester2 = next(x for x in att.description.split("\n") if x.startswith("- Tester 2:"))
     assert "'6\\n'" in tester2 and "'5\\n'" not in tester2 and "does not agree" in tester2
     coder2 = next(x for x in att.description.split("\n") if x.startswith("- Coder 2:"))
-    assert "'-1\\n', '-1\\n'" in coder2 and "does not pass" in coder2  # its own outputs on both test inputs
+    assert "'-1\\n', '-1\\n'" in coder2 and "'5\\n'" not in coder2 and "does not pass" in coder2  # its own
+    # outputs on both test inputs, never Coder 1's
 
 
 def test_a_pair_team_keeps_the_three_line_verdict(tok, scripted):
