@@ -304,7 +304,8 @@ def test_the_toy_teacher_reads_its_own_line_of_a_larger_teams_verdict(tok, scrip
     e = run_episodes([APPLES], team, tok, CFG2)[0]
     verdict = attribute_team(APPLES, e.turns[0], timeout=5).description
     last = lambda name: team[name].seen[1][0].split("History of the earlier turns:")[1].split("\nTurn ")[-1]
-    assert conclusion_of("reasoner2", verdict, last("reasoner2")) == "in the program's computation"
+    # the toy teacher knows a seat by its role's answer format; which agent it is, only by its own values
+    assert conclusion_of("reasoner", verdict, last("reasoner2")) == "in the program's computation"
     assert conclusion_of("reasoner", verdict, last("reasoner")) == "in both"  # its own 5 and the programs
     assert conclusion_of("tool_user", verdict, last("tool_user")) == "in both"  # reasoner 1 is wrong too
     pair = "\n".join([HEADER, "- observed", "- the inconsistency originates in the program."])

@@ -145,7 +145,7 @@ def conclusion_of(seat, verdict, last):
     produced (`last`, its history entry of that turn: the same agent has no other name in its context), and reads
     a fault in its own artefact from it and in its teammates' from the other role's lines, as a pair's conclusion
     would name them ("in the program", "in the test case", "in both")."""
-    lines = verdict.split("\n")[1:]
+    lines = [x for x in verdict.split("\n") if x.startswith("- ")]  # without the header line
     if len(lines) == 2:
         return lines[-1]
     mate = KAPPA[seat]

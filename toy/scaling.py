@@ -33,9 +33,9 @@ from toy.ablation import over_runs, train_runs
 from toy.expert import HandTeacher
 from toy.world import start_toy, toy_root, train_args
 
-# ours: the demo's 100 steps of 16 episodes, a fifth of them per run here (40 steps of 8 episodes), so that the
-# twelve runs (n = 1..4, three seeds) train in minutes on two cores: an 8-agent team costs four pairs per episode
-STUDY = ["--steps", "40", "--batch", "8", "--mini-batch", "4"]
+# ours: the demo's 100 steps of 16 episodes, a twentieth of them per run here (20 steps of 4 episodes), so that
+# the runs (n = 1..4, two or three seeds) train in minutes on two cores: an 8-agent team costs four pairs per episode
+STUDY = ["--steps", "20", "--batch", "4", "--mini-batch", "2"]
 COLOURS = {"acc_code": "#e69f00", "acc_math": "#cc79a7"}
 
 
