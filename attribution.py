@@ -8,13 +8,15 @@ reference; it never contains a reference value (answer, reference-solution outpu
 """
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from config import CODE_TIMEOUT, WORKERS
 from infra.answers import answers_equivalent
 from infra.cases import outputs_match, run_case, run_cases
 from infra.sandbox import is_error
-from prompts import CodeArtefacts, MathArtefacts
+from infra.models import encode_text
+from infra.team import diagonal, number_of, pairs_of, role_of
+from prompts import ROLE_NAMES, CodeArtefacts, MathArtefacts
 
 HEADER = "Verification result for the previous turn:"
 SHOW_CHARS = 200  # longest value rendered in the observation line; the rest is elided
@@ -27,6 +29,7 @@ class Attribution:
     checks: dict[str, bool | None]    # the two Boolean checks; None = could not be decided
     first_failing_test: int | None = None  # code: index of the first golden test the program fails.
                                            # Verifier-side bookkeeping only, never rendered into c^t.
+    agents: dict = field(default_factory=dict)  # a^t per agent (Eq. 24): seat -> its own check (ROLE_CHECK)
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -172,12 +175,93 @@ def attribute_math(problem: dict, derivation_answer: str | None, program_answer:
     reference = problem["answer"]
     derivation_correct = answers_equivalent(derivation_answer, reference)
     program_correct = not is_error(program_answer) and answers_equivalent(program_answer, reference)
+    return describe_math(derivation_answer, program_answer, derivation_correct, program_correct)
+
+
+def describe_math(derivation_answer: str | None, program_answer: str | None, derivation_correct: bool,
+                  program_correct: bool) -> Attribution:
+    """Render math checks that are already decided into a^t and c^t (attribute_math runs them)."""
     shown_derived = "[none: no answer after '####']" if derivation_answer is None else _show(derivation_answer)
     shown_printed = "[none: no printed result]" if program_answer is None else _show(program_answer)
     observation = f"The derivation reported {shown_derived} and the program printed {shown_printed}."
     outcome, conclusion = MATH_OUTCOMES[(derivation_correct, program_correct)]
     return Attribution(outcome, _describe(observation, conclusion),
                        {"derivation_correct": derivation_correct, "program_correct": program_correct})
+
+
+# ----------------------------------------------------------------------------- a team of 2n agents [App. E.1.3]
+
+AGENT_LINES = {  # one line per agent (Eq. 24): what that agent produced and its own check, facts only
+    "coder": ("printed {shown}; the program passes the reference tests.",
+              "printed {shown}; the program does not pass the reference tests."),
+    "tester": ("declared the expected output {shown}; it agrees with the reference behaviour on that input.",
+               "declared the expected output {shown}; it does not agree with the reference behaviour on that input."),
+    "reasoner": ("reported {shown}; the derived answer agrees with the reference answer.",
+                 "reported {shown}; the derived answer does not agree with the reference answer."),
+    "tool_user": ("printed {shown}; the printed result agrees with the reference answer.",
+                  "printed {shown}; the printed result does not agree with the reference answer."),
+}
+
+
+def agent_line(name: str, pairs: dict, ok: bool | None) -> str:
+    """The verdict line of agent `name` (Eq. 24): it names that agent's own output only, never a teammate's, and
+    its check ok (None: the check could not be decided, DECISIONS.md D6). pairs: the turn's pairings (D15)."""
+    role, mine = role_of(name), pairs_of(name, pairs)
+    who = f"{ROLE_NAMES[role]} {number_of(name)}"
+    if role == "coder":
+        shown = ", ".join(_show(a.program_output or "") for a in mine) + " on the declared test inputs"
+        missing = mine[0].program is None and "no program was produced"
+    elif role == "tester":
+        shown = f"{_show(mine[0].test_output or '')} for the test input {_show(mine[0].test_input or '')}"
+        missing = mine[0].test_input is None and "no test case was declared"
+    elif role == "reasoner":
+        shown, missing = _show(mine[0].derivation_answer or ""), mine[0].derivation_answer is None and \
+            "no answer after '####' was given"
+    else:
+        shown, missing = _show(mine[0].program_answer or ""), mine[0].program is None and "no program was produced"
+    if missing:
+        return f"{who}: {missing}."
+    if ok is None:
+        return f"{who}: " + AGENT_LINES[role][0].format(shown=shown).split(";")[0] + \
+            "; whether it is correct could not be checked."
+    return f"{who}: " + AGENT_LINES[role][0 if ok else 1].format(shown=shown)
+
+
+def team_attribution(problem: dict, pairs: dict, agents: dict, pair: Attribution | None = None) -> Attribution:
+    """a^t = (a_1^t, ..., a_2n^t) of a turn rendered into one c^t (Eq. 24): a pair team's is App. F.6's three
+    lines (`pair`, the verifier's attribution of it, else rendered from the agents' checks); a larger team's the
+    header and one line per agent (agent_line), in seat order (DECISIONS.md D15). outcome and checks sum the agents
+    up per role: a check fails when any agent of its role fails it, and is undecided when none fails and one is."""
+    if len(pairs) == 1:
+        (first, second), art = next(iter(pairs.items()))
+        if pair is None and problem["domain"] == "code":
+            case = None if art.test_input is None else (art.test_input, art.test_output)
+            pair = describe_code(art.program is not None, case, art.program_output, agents[first], agents[second])
+        elif pair is None:
+            pair = describe_math(art.derivation_answer, art.program_answer, agents[first], agents[second])
+        return replace(pair, agents=agents)
+    checks = {}
+    for name, ok in agents.items():
+        key, before = ROLE_CHECK[role_of(name)], checks.get(ROLE_CHECK[role_of(name)], True)
+        checks[key] = False if False in (before, ok) else None if None in (before, ok) else True
+    table = CODE_OUTCOMES if problem["domain"] == "code" else MATH_OUTCOMES
+    first, second = ("program_correct", "test_correct") if problem["domain"] == "code" else \
+        ("derivation_correct", "program_correct")
+    lines = [agent_line(name, pairs, agents[name]) for name in sorted(agents, key=lambda n: (n not in
+             [k[0] for k in pairs], number_of(n)))]
+    return Attribution(table[(checks[first], checks[second])][0], "\n".join([HEADER] + ["- " + x for x in lines]),
+                       checks, agents=agents)
+
+
+def attribute_team(problem: dict, turn, *, timeout: float = CODE_TIMEOUT) -> Attribution:
+    """a^t of one completed turn of a team (rollout.Turn, Eq. 11 and 24): each agent's own check, run once per
+    agent on the pairings (agent m, agent m) that hold every agent's artefact once (infra.team.diagonal), and c^t
+    (team_attribution); for a pair exactly attribute_turn's."""
+    agents, pair = {}, None
+    for key, artefacts in diagonal(turn.pairs).items():
+        pair = attribute_turn(problem, artefacts, timeout=timeout)
+        agents.update({name: pair.checks[ROLE_CHECK[role_of(name)]] for name in key})
+    return team_attribution(problem, turn.pairs, agents, pair)
 
 
 # ----------------------------------------------------------------------------- c^{<t}
@@ -200,6 +284,62 @@ def attribute_turn(problem: dict, artefacts: CodeArtefacts | MathArtefacts, *,
                           timeout=timeout)
 
 
+# The attribution model's route (App. E.1.3, E.1.5): a model, not an agent of the team and never trained, reads
+# the turn's outputs beside the reference and says, one line per agent, whose output agrees with it. Its answers
+# are a^t in the verifier's form (the agents' checks), rendered by team_attribution alike.
+JUDGE_PROMPT = ("Here is a problem, its reference {reference}, and what each agent of a team produced for it in one "
+                "turn. For every agent, say whether its output is consistent with the reference. Answer with one "
+                "line per agent, exactly \"<agent>: consistent\" or \"<agent>: inconsistent\", and nothing else."
+                "\n\nProblem:\n{question}\n\nReference {reference}:\n{shown}\n\nOutputs:\n{outputs}")
+
+
+JUDGED = {  # what the attribution model reads of each agent: its own output, as the verifier checks it
+    "coder": lambda a: "the program\n" + (a.program or "[none]").rstrip("\n"),
+    "tester": lambda a: f"the test input {_show(a.test_input or '')} with expected output {_show(a.test_output or '')}",
+    "reasoner": lambda a: f"the answer {_show(a.derivation_answer or '')}",
+    "tool_user": lambda a: f"the printed result {_show(a.program_answer or '')}",
+}
+
+
+def judge_prompt(problem: dict, pairs: dict) -> str:
+    """The attribution model's prompt for one turn (pairs: its pairings, D15): the problem, its reference (math:
+    the answer; code: the reference solution, else the golden tests) and each agent's own output."""
+    code = problem["domain"] == "code"
+    reference = "solution" if code and problem.get("solution") else "tests" if code else "answer"
+    shown = {"solution": problem.get("solution"), "answer": problem.get("answer")}.get(reference) or "\n".join(
+        f"input {_show(t['input'])} -> output {_show(t['output'])}" for t in problem.get("tests", []))
+    names = sorted({n for key in pairs for n in key}, key=lambda n: (n not in [k[0] for k in pairs], number_of(n)))
+    outputs = "\n".join(f"{ROLE_NAMES[role_of(n)]} {number_of(n)}: {JUDGED[role_of(n)](pairs_of(n, pairs)[0])}"
+                        for n in names)
+    return JUDGE_PROMPT.format(reference=reference, question=problem["question"].strip(), shown=shown,
+                               outputs=outputs)
+
+
+def read_judgement(text: str, names: list) -> dict:
+    """The attribution model's answer -> {seat: True (consistent) | False}; an agent the answer has no line for
+    counts as inconsistent, since the model did not confirm it (the verifier's tables have no undecided program)."""
+    said = {}
+    for line in text.splitlines():
+        m = re.match(r"\W*([\w-]+) (\d+)\W*:\W*(consistent|inconsistent)\b", line.strip(), re.I)
+        if m:
+            said[(m.group(1).lower(), int(m.group(2)))] = m.group(3).lower() == "consistent"
+    return {n: said.get((ROLE_NAMES[role_of(n)].lower(), number_of(n)), False) for n in names}
+
+
+def attribute_by_model(episodes, judge, tokenizer) -> list[list[Attribution]]:
+    """a^t of every turn by the attribution model (App. E.1.3): one judge call for all turns, one prompt per turn
+    (judge_prompt), answered in one line per agent (read_judgement), rendered as the verifier's a^t would be.
+    judge: a function list[list[int]] -> sampler.Generation (e.g. the teacher, sampled greedily by the caller).
+    Returns one list per episode, as attribute_episodes."""
+    jobs = [(e, turn) for e in episodes for turn in e.turns]
+    prompts = [encode_text(tokenizer, judge_prompt(e.problem, turn.pairs)) for e, turn in jobs]
+    answers = iter(judge(prompts).tokens if prompts else [])
+    atts = iter([team_attribution(e.problem, turn.pairs, read_judgement(
+        tokenizer.decode(next(answers), skip_special_tokens=True), list(turn.responses) or
+        sorted({n for key in turn.pairs for n in key}))) for e, turn in jobs])
+    return [[next(atts) for _ in e.turns] for e in episodes]
+
+
 def attribute_episodes(episodes, *, timeout: float = CODE_TIMEOUT, workers: int = WORKERS) -> list[list[Attribution]]:
     """a^t (Eq. 11) of every turn of every episode (rollout.Episode): Alg. 1 Phase 2a, also used by evaluation.
     `workers` turns at a time, since most of a code turn's cost is waiting on sandboxed runs.
@@ -207,5 +347,5 @@ def attribute_episodes(episodes, *, timeout: float = CODE_TIMEOUT, workers: int 
     episode stopped before its first turn has an empty list): zip it with `episodes`."""
     jobs = [(e, turn) for e in episodes for turn in e.turns]
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        atts = iter(pool.map(lambda j: attribute_turn(j[0].problem, j[1].artefacts, timeout=timeout), jobs))
+        atts = iter(pool.map(lambda j: attribute_team(j[0].problem, j[1], timeout=timeout), jobs))
     return [[next(atts) for _ in e.turns] for e in episodes]

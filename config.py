@@ -137,6 +137,8 @@ ROLLOUT_CHUNK = 0              # ours: prompts per generate call, 0 = all of a t
 GROUP_SIZE = 4                 # G, rollouts per problem of the GRPO baselines (App. D.3, D.6.2)
 GRPO_VARIANTS = ("mas", "magrpo", "sa-st", "sa-mt")  # MAS+GRPO, MAGRPO, SA+ST+GRPO, SA+MT+GRPO (App. D.3)
 ALPHA = 1.0                    # alpha, the local reward's weight beside the team reward (App. D.4, Eq. 14)
+AGENTS_PER_ROLE = 1            # n: a team of 2n agents (App. E.1; the paper's main results use the pair, n = 1)
+ATTRIBUTION = "verifier"       # PAC's a^t: the verifier (§3.3), or an attribution model (App. E.1.3; DECISIONS.md D15)
 
 
 def apply_preset(args):
@@ -206,6 +208,11 @@ def get_args(argv=None):
     add("--lam", type=bounded(float, 0), help=preset_help("lam", "lambda of Eq. 10; 0 = w/o RAS"))
     add("--no-pac", action="store_true", help="teacher sees only the student-visible context (w/o PAC)")
     add("--shared-policy", action="store_true", help="one student in every seat")
+    add("--agents-per-role", type=COUNT, default=AGENTS_PER_ROLE, help="n: a team of 2n agents, n per role, each its "
+        "own policy (App. E.1) [%(default)s]")
+    add("--attribution", choices=("verifier", "model"), default=ATTRIBUTION, help="who writes PAC's verdicts: the "
+        "verifier's checks, or --attribution-model called once per turn (App. E.1.3) [%(default)s]")
+    add("--attribution-model", help="with --attribution model: a model spec as for --student (default: --teacher)")
     add = ap.add_argument_group("the GRPO baselines of Table 1 (App. D.3, D.4, D.6.2; baselines/grpo.py)").add_argument
     add("--objective", choices=("mas-opd", "grpo"), default="mas-opd", help="grpo: rewards in place of the teacher, "
         "which is not loaded [%(default)s]")
@@ -261,6 +268,8 @@ def get_args(argv=None):
         ap.error("--problems and --student are required; the laptop demo (the toy world, nothing to download) is "
                  "python -m toy")
     args = ap.parse_args(argv)
+    if args.agents_per_role > 1 and args.objective == "grpo":
+        ap.error("--agents-per-role: the GRPO baselines (--objective grpo) run one agent per role")
     apply_preset(args)
     args.precision = precision(args.precision, args.device)
     return args

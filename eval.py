@@ -24,12 +24,12 @@ import time
 import torch
 from tqdm import tqdm
 
-from attribution import ROLE_CHECK, attribute_episodes
+from attribution import attribute_episodes
 from baselines.grpo import SINGLE
 from baselines.single import MAIN_ROLES, single_metrics
 from infra.answers import answers_equivalent
 from infra.checkpoint import load_policies, policy_dirs
-from config import EVAL_DECODING, PRESETS, add_unisolated_flag, apply_preset, preset_help, preset_line
+from config import AGENTS_PER_ROLE, EVAL_DECODING, PRESETS, add_unisolated_flag, apply_preset, preset_help, preset_line
 from infra.data import (COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems, response_limit,
                         write_atomic)
 from infra.footprint import config_of
@@ -38,8 +38,9 @@ from infra.metrics import format_counts, format_shares
 from infra.models import DEVICE, DTYPES, cpu_threads, device, forget_gguf, load_model, precision, same_tokenizer_specs
 from infra.report import heatmap, page, table_rows, token_pieces
 from infra.sandbox import check_isolation, describe, stop_on_sigterm
+from infra.team import own_artefact, partner, role_of, team_seats
 from loss import role_advantage
-from prompts import ROLES, check_prompt_limit
+from prompts import check_prompt_limit
 from rollout import append_episodes, rollout_config, run_episodes
 from sampler import release_decoder
 from teacher import KAPPA, score_both_passes, teacher_inputs
@@ -55,28 +56,30 @@ def solved(episode, atts):
     """Pass@1 (code: the submitted program passes every golden test) or accuracy (math), by the verifier."""
     if episode.final is None:
         return False
-    if episode.problem["domain"] == "code":  # the final program is the last turn's: its check is already run
-        return bool(atts[-1].checks[ROLE_CHECK["coder"]])
+    if episode.problem["domain"] == "code":  # the final program is the last turn's: its Coder's check is run
+        return bool(next(atts[-1].agents[a] for (a, _), art in episode.turns[-1].pairs.items()
+                         if art.program == episode.final))
     return answers_equivalent(episode.final, episode.problem["answer"])
 
 
 def revision_stats(episodes, attributions):
-    """Fig. 4a-b: at every disagreeing turn t with a turn t+1, a role succeeds iff it revised its artefact
-    exactly when its own check failed at t. attributions: one list per episode (attribute_episodes). Returns per
-    role counts of success / revised-when-right / kept-when-wrong (turns whose check is undecided, test_correct
-    None, are skipped)."""
+    """Fig. 4a-b: at every disagreeing turn t with a turn t+1, an agent succeeds iff it revised its own artefact
+    exactly when its own check failed at t (a^t per agent, Eq. 24; with replicas, a turn disagrees when any
+    pairing does, DECISIONS.md D15). attributions: one list per episode (attribute_episodes). Returns per role
+    counts of success / revised-when-right / kept-when-wrong, summed over the role's agents (turns whose check is
+    undecided, test_correct None, are skipped)."""
     stats = {}
     for e, atts in zip(episodes, attributions):
         for t in range(len(e.turns) - 1):
             if e.turns[t].agree:
                 continue
-            for role in ROLES[e.problem["domain"]]:
-                ok = atts[t].checks[ROLE_CHECK[role]]
+            for name, ok in atts[t].agents.items():
                 if ok is None:
                     continue
-                before, after = e.turns[t].artefacts.own(role), e.turns[t + 1].artefacts.own(role)
+                before, after = own_artefact(name, e.turns[t].pairs), own_artefact(name, e.turns[t + 1].pairs)
                 revised = any(_squash_spaces(b) != _squash_spaces(a) for b, a in zip(before, after))
-                s = stats.setdefault(role, {"n": 0, "success": 0, "revised_when_right": 0, "kept_when_wrong": 0})
+                s = stats.setdefault(role_of(name), {"n": 0, "success": 0, "revised_when_right": 0,
+                                                     "kept_when_wrong": 0})
                 s["n"] += 1
                 s["success"] += revised == (not ok)
                 s["revised_when_right"] += revised and ok
@@ -139,9 +142,10 @@ def evaluate(problems, policies, tok, seeds, cfg, exchange=True, on_run=None):
     own = []
     for seed in seeds:
         own.append(_run(problems, policies, tok, seed, cfg, "own", on_run))
-        if exchange:  # each policy plays its partner's seat (in a two-role team, kappa of its own role) and
-            # receives that seat's prompt (Fig. 3a)
-            m = _run(problems, {r: policies[KAPPA[r]] for r in policies}, tok, seed, cfg, "exchanged", on_run)
+        if exchange:  # each policy plays its partner's seat (kappa of its own role, the agent of the same number:
+            # DECISIONS.md D15) and receives that seat's prompt (Fig. 3a)
+            m = _run(problems, {s: policies[partner(s, KAPPA)] for s in policies}, tok, seed, cfg, "exchanged",
+                     on_run)
             own[-1].update({f"exchange_penalty_{d}": own[-1][f"acc_{d}"] - m[f"acc_{d}"]
                             for d in ("code", "math") if f"acc_{d}" in m})
     return mean_std(own)
@@ -192,16 +196,18 @@ def heatmap_html(teacher, tok, episodes, attributions, limit, block=4, levels=11
 def seat_plan(args, problems, roles):
     """What eval.py's args put in the seats, for the memory plan and the tokenizer check, before any weights load:
     (a spec or directory of the students, how many distinct models load, the most prompts one of them samples in
-    one turn). One model in every seat samples both roles of every problem in one call; a checkpoint's policy per
-    role its role's problems; a single agent the main role of every problem."""
+    one turn). One model in every seat samples all 2n seats of every problem in one call; a checkpoint's policy per
+    seat its seat's problems; a single agent the main role of every problem."""
     if args.single_agent:
         return args.single_agent, 1, len(problems)
+    every = 2 * args.agents_per_role * len(problems)  # 2n seats per problem
     if args.student:
-        return args.student, 1, 2 * len(problems)
+        return args.student, 1, every
     dirs = policy_dirs(os.path.join(args.run, "checkpoint"), roles)
     if len(set(dirs.values())) == 1:
-        return dirs[roles[0]], 1, 2 * len(problems)
-    return dirs[roles[0]], len(roles), max(sum(r in ROLES[p["domain"]] for p in problems) for r in roles)
+        return dirs[roles[0]], 1, every
+    return dirs[roles[0]], len(roles), max(sum(s in team_seats([p], args.agents_per_role) for p in problems)
+                                           for s in roles)
 
 
 def markdown(rows):
@@ -231,6 +237,8 @@ def main(argv=None):
     add("--multi-turn", action="store_true", help="with --single-agent: SA+MT, the agent revises its own answer until "
         "it is unchanged or T turns (App. D.3)")
     add("--problems", required=True, help="JSONL problem file (schema: infra/data.py)")
+    add("--agents-per-role", type=COUNT, default=AGENTS_PER_ROLE, help="n: a team of 2n agents, n per role (App. "
+        "E.1); with --run, the n it was trained with [%(default)s]")
     add("--teacher", help="the teacher of --heatmap, a model spec as for --student (required with --heatmap)")
     add("--preset", choices=sorted(PRESETS), default="paper", help="defaults of the flags marked (preset): the "
         "paper's, a first GPU run's, a first CPU run's or the toy world's (config.py, PRESETS); explicit flags win "
@@ -283,7 +291,7 @@ def main(argv=None):
             open(args.episodes, "w").close()
         problems = load_problems(args.problems)
         on_run = report_run(args.episodes)
-        roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
+        roles = team_seats(problems, args.agents_per_role)  # a seat per agent, 2n per domain (App. E.1)
         spec, n_models, prompts = seat_plan(args, problems, roles)
         if args.heatmap:  # the teacher scores the students' token ids (Eq. 7): one tokenizer, checked before any load
             who = f"--run {args.run}" if args.run else f"--student {args.student}"

@@ -148,11 +148,19 @@ def _fence(text, lang=""):
     return f"{ticks}{lang}\n" + text.rstrip("\n") + f"\n{ticks}"
 
 
-def history_entry(role, t, artefacts):
+def history_entry(role, t, seen):
     """The mismatch-history entry of earlier turn t as `role` sees it: its own artefact in full and what the
     environment observed of its partner (App. F.1: the Coder sees its programs, the test inputs, expected and
-    actual outputs; the Tester its test cases and the differing program output), from that turn's CodeArtefacts or
-    MathArtefacts. Every past turn is shown (DECISIONS.md D2)."""
+    actual outputs; the Tester its test cases and the differing program output). seen: the CodeArtefacts or
+    MathArtefacts of that turn's pairings this agent took part in, one per partner (one in a pair team; with
+    several agents per role its own artefact once, then each partner's part in number order, DECISIONS.md D15).
+    Every past turn is shown (DECISIONS.md D2)."""
+    parts = [_entry_lines(role, a) for a in seen]
+    return f"Turn {t + 1}:\n" + "\n".join(parts[0][0] + [line for _, mate in parts for line in mate]) + "\n\n"
+
+
+def _entry_lines(role, artefacts):
+    """(lines of the agent's own artefact, lines of what was observed of its partner) in one pairing."""
     program = artefacts.program or NO_PROGRAM
     if role in ("coder", "tester"):
         test_in, test_out = artefacts.test_input, artefacts.test_output
@@ -160,25 +168,24 @@ def history_entry(role, t, artefacts):
                  "expected output": _fence(NO_TEST if test_out is None else test_out),
                  "program output": _fence(artefacts.program_output or NOT_RUN)}
         if role == "coder":
-            lines = ["Your program:", _fence(program, "python"), "Test input:", shown["test input"], "Expected output:",
-                     shown["expected output"], "Your program's output:", shown["program output"]]
-        else:
-            lines = ["Your test input:", shown["test input"], "Your expected output:", shown["expected output"],
-                     "The program's output:", shown["program output"]]
-    elif role == "reasoner":  # App. F.2: prior derivation and answer, the teammate's program and its output
-        lines = ["Your derivation:", artefacts.derivation.strip(),
-                 f"Your answer: {artefacts.derivation_answer or NO_ANSWER}", "The program:", _fence(program, "python"),
-                 f"It printed: {artefacts.program_answer}"]
-    else:
-        lines = ["Your program:", _fence(program, "python"), f"It printed: {artefacts.program_answer}",
-                 f"The derivation's answer: {artefacts.derivation_answer or NO_ANSWER}"]
-    return f"Turn {t + 1}:\n" + "\n".join(lines) + "\n\n"
+            return ["Your program:", _fence(program, "python")], \
+                ["Test input:", shown["test input"], "Expected output:", shown["expected output"],
+                 "Your program's output:", shown["program output"]]
+        return ["Your test input:", shown["test input"], "Your expected output:", shown["expected output"]], \
+            ["The program's output:", shown["program output"]]
+    if role == "reasoner":  # App. F.2: prior derivation and answer, the teammate's program and its output
+        return ["Your derivation:", artefacts.derivation.strip(),
+                f"Your answer: {artefacts.derivation_answer or NO_ANSWER}"], \
+            ["The program:", _fence(program, "python"), f"It printed: {artefacts.program_answer}"]
+    return ["Your program:", _fence(program, "python"), f"It printed: {artefacts.program_answer}"], \
+        [f"The derivation's answer: {artefacts.derivation_answer or NO_ANSWER}"]
 
 
-def build_context(tokenizer, problem, role, turns):
+def build_context(tokenizer, problem, role, seen):
     """x_i^t as segments: chat head | opening line | guidance + problem | one entry per earlier turn | revise
-    instruction + answer format | chat tail with Qwen3's empty think block (no-thinking mode, App. D.5)."""
-    t = len(turns)
+    instruction + answer format | chat tail with Qwen3's empty think block (no-thinking mode, App. D.5). seen: per
+    earlier turn, the artefacts of the pairings this agent took part in (history_entry)."""
+    t = len(seen)
     fill = {"entry_point": problem.get("entry_point", ""), "io": "", "test": ""}
     if problem["domain"] == "code":
         fill["io"] = IO_RULES[problem["format"]].format(**fill)
@@ -191,7 +198,7 @@ def build_context(tokenizer, problem, role, turns):
     pieces = [("head", head, -1), ("opening", OPENING[role][min(t, 1)], -1), ("task", task, -1)]
     if t:
         pieces.append(("history", "History of the earlier turns:\n\n", -1))
-        pieces += [("history", history_entry(role, i, turn.artefacts), i) for i, turn in enumerate(turns)]
+        pieces += [("history", history_entry(role, i, mine), i) for i, mine in enumerate(seen)]
         pieces.append(("instruction", REVISE[role] + "\n\n" + ANSWER_FMT[role], -1))
     else:
         pieces.append(("instruction", ANSWER_FMT[role], -1))

@@ -12,21 +12,22 @@ the responses with the parsing rules of prompts.py; the turn loop `run_episodes`
 import argparse
 import os
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 
 import torch
 from tqdm import tqdm
 
-from attribution import attribute_turn
+from attribution import attribute_team
 from infra.answers import answers_equivalent
 from infra.cases import outputs_match, run_case, run_once
-from config import (CODE_TIMEOUT, MATH_FINAL, MATH_TIMEOUT, MAX_TURNS, PAPER, ROLLOUT_CHUNK, TEMPERATURE, TOP_K,
-                    TOP_P, WORKERS)
+from config import (AGENTS_PER_ROLE, CODE_TIMEOUT, MATH_FINAL, MATH_TIMEOUT, MAX_TURNS, PAPER, ROLLOUT_CHUNK,
+                    TEMPERATURE, TOP_K, TOP_P, WORKERS)
 from infra.data import COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems, response_limit
-from infra.models import load_model
+from infra.models import load_model, stop_ids_of
+from infra.progress import TurnProgress
 from infra.sandbox import is_error, stop_on_sigterm
+from infra.team import number_of, pairings, pairs_of, role_of, seats
 from prompts import (NO_CODE_BLOCK, ROLE_NAMES, ROLES, CodeArtefacts, MathArtefacts, Segment, build_context,
                      check_prompt_limit, extract_answer, extract_program, extract_test_case, fit_context,
                      printed_answer)
@@ -37,7 +38,8 @@ from sampler import Generation, generate
 #
 # Each turn both agents answer the same state independently (neither sees the other's same-turn output); the
 # environment compares their artefacts; agreement ends the episode, otherwise both see the mismatch history and
-# are asked, in the same terms, to locate the fault and revise or keep their own artefact; at most T turns.
+# are asked, in the same terms, to locate the fault and revise or keep their own artefact; at most T turns. A team
+# of 2n agents (App. E.1) plays every pairing of the two roles' agents the same way (DECISIONS.md D15).
 
 
 @dataclass
@@ -64,6 +66,7 @@ class RolloutConfig:
     rollout_chunk: int = ROLLOUT_CHUNK  # prompts per generate call (0 = all of a turn at once); bounds the KV cache
     compile: bool = False           # the sampler's decode step through torch.compile (sampler.compiled_decode_one)
     progress: bool = False          # a live line while episodes run: turn, responses done, tokens per second
+    agents_per_role: int = AGENTS_PER_ROLE  # n: 2n agents, n per role (App. E.1; protocol: DECISIONS.md D15)
 
 
 def rollout_config(args, **overrides):
@@ -91,9 +94,16 @@ class Response:
 @dataclass
 class Turn:
     t: int
-    responses: dict         # role -> Response
-    artefacts: CodeArtefacts | MathArtefacts  # what the environment read and observed (code_env / math_env)
-    agree: bool
+    responses: dict         # seat -> Response (infra/team.py: a role's own name when one agent plays it)
+    artefacts: CodeArtefacts | MathArtefacts  # what the environment read and observed (code_env / math_env) of
+                                              # agent 1 of each role: a pair's only pairing
+    agree: bool             # every pairing agreed: the workflow's stop (D15)
+    pairs: dict = None      # (first seat, second seat) -> artefacts of every pairing (Table 3 generalised, D15)
+    agreed: dict = None     # ... -> whether that pairing agreed
+
+    def __post_init__(self):  # a pair's turn, given its one pairing
+        first = ROLES["code" if isinstance(self.artefacts, CodeArtefacts) else "math"]
+        self.pairs, self.agreed = self.pairs or {first: self.artefacts}, self.agreed or {first: self.agree}
 
 
 @dataclass
@@ -127,29 +137,33 @@ def math_env(problem, texts, cfg):
 
 
 def final_answer(episode, cfg):
-    """The submitted answer: the Coder's last program (Eq. 20); math's y-hat (Eq. 17) per RolloutConfig.math_final."""
-    last = episode.turns[-1].artefacts if episode.turns else None  # none: the first prompt was already too long
-    if episode.problem["domain"] == "code":
-        return None if last is None else last.program
+    """The submitted answer of the last turn (DECISIONS.md D15 for several agents per role): code, the program
+    (Eq. 20) of the Coder whose program agreed with the most test cases, the first on a tie (a pair: the Coder's);
+    math, y-hat (Eq. 17), the answer most of the team's answers are equivalent to, on a tie the first in the order
+    RolloutConfig.math_final gives (its role's agents first, D7)."""
     if cfg.math_final not in ("reasoner", "tool_user"):
         raise ValueError(f"RolloutConfig.math_final must be 'reasoner' or 'tool_user', got {cfg.math_final!r}")
-    if last is None:
+    if not episode.turns:  # the first prompt was already too long
         return None
-    deriv, prog = last.derivation_answer, None if is_error(last.program_answer) else last.program_answer
-    first, second = (deriv, prog) if cfg.math_final == "reasoner" else (prog, deriv)
-    return first if first is not None else second
-
-
-def stop_ids_of(tokenizer):
-    """Token ids that end a turn: <|im_end|> (Qwen3's end of turn) and the tokenizer's eos."""
-    ids = {tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id}
-    return tuple(sorted(i for i in ids if i is not None and i != tokenizer.unk_token_id))
+    last = episode.turns[-1]
+    if episode.problem["domain"] == "code":
+        votes = {}
+        for (coder, _), art in last.pairs.items():
+            votes.setdefault(coder, [art.program, 0])[1] += last.agreed[(coder, _)]
+        return max(votes.values(), key=lambda v: v[1])[0]  # max keeps the first of equal counts
+    answers = {**{a: art.derivation_answer for (a, _), art in last.pairs.items()},
+               **{b: None if is_error(art.program_answer) else art.program_answer
+                  for (_, b), art in last.pairs.items()}}
+    order = sorted(answers, key=lambda s: (role_of(s) != cfg.math_final, number_of(s)))
+    said = [answers[s] for s in order if answers[s] is not None]
+    return max(said, key=lambda a: sum(answers_equivalent(a, b) for b in said), default=None)
 
 
 def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_done=None):
     """Algorithm 1, Phase 1: joint rollouts of a batch of problems, all episodes advancing turn by turn.
 
-    policies: role -> model, e.g. {"coder": m1, "tester": m2}; one model may sit in both seats. All prompts of a
+    policies: seat -> model, e.g. {"coder": m1, "tester": m2} (cfg.agents_per_role n > 1: also "coder2", ...,
+    infra/team.py); one model may sit in several seats. All prompts of a
     turn that go to the same model with the same response limit (response_limit) are sampled in one `generate`
     call (cfg.rollout_chunk at most). A policy may also be any function list[list[int]] -> Generation (scripted
     agents in tests). on_done: called with each episode as soon as it stops (its transcript can be written while
@@ -157,14 +171,18 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
     Returns one Episode per problem.
     """
     cfg = cfg or RolloutConfig()
-    check_policies(problems, policies)
+    check_policies(problems, policies, cfg.agents_per_role)
     episodes = [Episode(p, []) for p in problems]
     with ThreadPoolExecutor(max(1, cfg.workers)) as pool:  # the episodes' programs run at once
         for t in range(cfg.max_turns):                        # at most T turns
             # Eq. 1: each role's input x_i^t = P_i(s^t, r_i), s^t = (q, e^{t-1}, h^t): the task, the last feedback
             # and the episode's history, within the prompt limit (None: it no longer fits, the episode stops)
-            contexts = {k: {r: fit_context(build_context(tokenizer, e.problem, r, e.turns), cfg.max_prompt_tokens)
-                            for r in ROLES[e.problem["domain"]]} for k, e in enumerate(episodes) if not e.stopped}
+            # (D15: each agent sees the pairings it took part in, of completed turns only)
+            contexts = {k: {s: fit_context(build_context(tokenizer, e.problem, role_of(s),
+                                                         [pairs_of(s, turn.pairs) for turn in e.turns]),
+                                           cfg.max_prompt_tokens)
+                            for s in seats(e.problem["domain"], cfg.agents_per_role)}
+                        for k, e in enumerate(episodes) if not e.stopped}
             for k in [k for k, ctxs in contexts.items() if any(c is None for c in ctxs.values())]:
                 _finish(episodes[k], "prompt_too_long", cfg, on_done)
                 del contexts[k]
@@ -173,13 +191,14 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
             live = TurnProgress.open(t, cfg, sum(map(len, contexts.values())))
             # Eq. 2: y_i^t ~ pi_theta_i(. | x_i^t), every role of every episode sampled together, so that no
             # student sees a teammate's same-turn response (the parallel workflow, §2.1)
-            out = sample_turn(policies, episodes, contexts, tokenizer, cfg, generator, live)  # out[k]: role -> y_i^t
-            # the environment reads y^t = (y_1^t, y_2^t) and returns its feedback e^t (Table 3)
+            out = sample_turn(policies, episodes, contexts, tokenizer, cfg, generator, live)  # out[k]: seat -> y_i^t
+            # the environment reads y^t = (y_1^t, ..., y_2n^t) and returns its feedback e^t (Table 3, D15)
             live.running_programs()
             stepped = [k for k, responses in enumerate(out) if responses]
-            feedback = pool.map(lambda k: environment(episodes[k], out[k], cfg), stepped)  # (artefacts, agree)
-            for k, (artefacts, agree) in zip(stepped, feedback):
-                episodes[k].turns.append(Turn(t, out[k], artefacts, agree))  # Eq. 3: tau, one joint sample
+            feedback = pool.map(lambda k: environment(episodes[k], out[k], cfg), stepped)  # (pairs, agreed)
+            for k, (pairs, agreed) in zip(stepped, feedback):
+                first, agree = next(iter(pairs)), all(agreed.values())       # the roles agree: every pairing (D15)
+                episodes[k].turns.append(Turn(t, out[k], pairs[first], agree, pairs, agreed))  # Eq. 3: one sample
                 if agree:                                                    # the workflow's stop (§2.1)
                     _finish(episodes[k], "agreed", cfg, on_done)
             live.close()
@@ -189,10 +208,10 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
     return episodes
 
 
-def check_policies(problems, policies):
-    """Refuse, before any sampling, a problem whose workflow has a role without a policy."""
+def check_policies(problems, policies, n):
+    """Refuse, before any sampling, a problem whose workflow has a seat (n agents per role) without a policy."""
     for p in problems:
-        missing = [r for r in ROLES[p["domain"]] if r not in policies]
+        missing = [s for s in seats(p["domain"], n) if s not in policies]
         if missing:
             raise ValueError(f"run_episodes: problem {p['id']!r} needs a policy for {missing}")
 
@@ -237,62 +256,19 @@ def sample_prompts(model, prompts, limit, stops, cfg, generator, live):
 
 
 def environment(episode, responses, cfg):
-    """e^t of one turn: its workflow's environment (Table 3) on the responses' texts -> (artefacts, agree)."""
-    env = {"code": code_env, "math": math_env}[episode.problem["domain"]]
-    return env(episode.problem, {r: x.text for r, x in responses.items()}, cfg)
+    """e^t of one turn: its workflow's environment (Table 3) on the texts of every pairing of the team (D15) ->
+    ({(first seat, second seat): artefacts}, {(first seat, second seat): agree})."""
+    domain = episode.problem["domain"]
+    env, pairs, agreed = {"code": code_env, "math": math_env}[domain], {}, {}
+    for key in pairings(domain, cfg.agents_per_role):
+        pairs[key], agreed[key] = env(episode.problem, {role_of(s): responses[s].text for s in key}, cfg)
+    return pairs, agreed
 
 
 def _finish(e, stopped, cfg, on_done):
     e.stopped, e.final = stopped, final_answer(e, cfg)
     if on_done:
         on_done(e)
-
-
-@dataclass
-class TurnProgress:
-    """The figures of run_episodes' progress line for one turn: what runs (a generate call's prefill reads its
-    prompts in one forward, on a CPU for minutes), responses done and tokens per second, updated at each of the
-    sampler's host reads (generate's on_check) and exactly as each generate call returns."""
-    bar: tqdm
-    turn: str              # "turn t/T"
-    start: float = field(default_factory=time.perf_counter)
-    tokens: int = 0        # of the generate calls that returned
-    rows: int = 0
-    call_tokens: int = 0   # of the call under way, as far as its host reads tell
-    call_rows: int = 0
-
-    @classmethod
-    def open(cls, t, cfg, n_responses):
-        """Turn t's line (shown with cfg.progress), counting n_responses."""
-        head = f"turn {t + 1}/{cfg.max_turns}"
-        return cls(tqdm(total=n_responses, desc=head, leave=False, disable=not cfg.progress,
-                        bar_format="{desc}: {n}/{total} responses{postfix} [{elapsed}]"), head)
-
-    def reading(self, n_prompts):
-        self.bar.set_description_str(f"{self.turn}: reading {n_prompts} prompts")
-
-    def check(self, new_tokens, rows_done):
-        self.bar.set_description_str(f"{self.turn}: sampling", refresh=False)
-        self.call_tokens += new_tokens
-        self.call_rows = rows_done
-        self.show()
-
-    def call_done(self, gen):
-        self.tokens += sum(map(len, gen.tokens))
-        self.rows += len(gen.tokens)
-        self.call_tokens = self.call_rows = 0
-        self.show()
-
-    def show(self):
-        tokens = self.tokens + self.call_tokens
-        self.bar.n = self.rows + self.call_rows
-        self.bar.set_postfix_str(f"{tokens:,} tokens, {tokens / (time.perf_counter() - self.start):.1f} tok/s")
-
-    def running_programs(self):
-        self.bar.set_description_str(f"{self.turn}: running programs")
-
-    def close(self):
-        self.bar.close()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -302,6 +278,7 @@ class TurnProgress:
 def episode_record(e):
     """A JSON-ready record of one episode: everything the teacher needs later, nothing recomputed."""
     turns = [{"t": t.t, "agree": t.agree, "artefacts": asdict(t.artefacts),
+              "pairs": {"|".join(key): {**asdict(a), "agree": t.agreed[key]} for key, a in t.pairs.items()},
               "responses": {r: {"context": [[s.kind, s.turn, s.ids] for s in x.context], "tokens": x.tokens,
                                 "logprobs": x.logprobs, "text": x.text, "truncated": x.truncated}
                             for r, x in t.responses.items()}}
@@ -321,7 +298,8 @@ def print_transcript(e, attributions, width=400):
     print(f"=== {e.problem['id']} ({e.problem['domain']}) -- {len(e.turns)} turn(s), {e.stopped}")
     for turn, att in zip(e.turns, attributions):
         for role, resp in turn.responses.items():
-            print(f"--- turn {turn.t + 1} · {ROLE_NAMES[role]} ({len(resp.tokens)} tokens)\n{cut(resp.text)}")
+            name = ROLE_NAMES[role_of(role)] + role[len(role_of(role)):]  # "Coder", "Coder2"
+            print(f"--- turn {turn.t + 1} · {name} ({len(resp.tokens)} tokens)\n{cut(resp.text)}")
         shown = {k: v for k, v in asdict(turn.artefacts).items() if k != "derivation"}
         print(f"--- environment: {'AGREE' if turn.agree else 'MISMATCH'} {shown}")
         print(f"--- verifier, teacher-only ({att.outcome}):\n{att.description}")
@@ -388,7 +366,7 @@ def main(argv=None):
 
     def done(e):  # each transcript as its episode stops, while the others go on (the progress line cleared)
         with tqdm.external_write_mode():
-            print_transcript(e, [attribute_turn(e.problem, t.artefacts, timeout=cfg.code_timeout) for t in e.turns])
+            print_transcript(e, [attribute_team(e.problem, t, timeout=cfg.code_timeout) for t in e.turns])
         if args.out:
             append_episodes(args.out, [e])
     episodes = run_episodes(problems, {r: model for r in roles}, tok, cfg, generator=gen, on_done=done)

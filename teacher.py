@@ -15,6 +15,7 @@ import torch
 from attribution import verdicts_before
 from config import PAPER, TEACHER_BATCH_TOKENS
 from infra.models import encode_text
+from infra.team import role_of
 from sampler import sequence_logprobs
 
 # Two paragraphs each, the same structure and similar length (App. F.3): (1) the role, its teammate, its
@@ -116,19 +117,21 @@ def teacher_inputs(episodes, attributions, tokenizer, limit, pac=True):
     both (attribution.verdicts_before; none when pac is False, w/o PAC), cut to `limit` together (teacher_contexts).
 
     attributions: one list per episode (attribution.attribute_episodes). Returns (inputs, overlong): inputs a list
-    of (k, role, response, target, contrast), k the episode's index in `episodes`, target and contrast token-id
-    lists; overlong the number of responses left out because even their shortest contexts exceed `limit`
+    of (k, seat, response, target, contrast), k the episode's index in `episodes`, seat its author (infra/team.py;
+    with several agents per role one c^{<t} serves them all, Eq. 24), target and contrast token-id lists;
+    overlong the number of responses left out because even their shortest contexts exceed `limit`
     (DECISIONS.md D3)."""
     inputs, overlong = [], 0
     for k, (e, atts) in enumerate(zip(episodes, attributions)):
         for turn in e.turns:
             verdicts = verdicts_before(atts, turn.t) if pac else None
-            for role, resp in turn.responses.items():
+            for name, resp in turn.responses.items():  # agent m of role rho(m): r_rho(m) and kappa(rho(m)) (Eq. 23)
+                role = role_of(name)
                 ctx = teacher_contexts(tokenizer, resp.context, (role, KAPPA[role]), verdicts, limit)
                 if ctx is None:
                     overlong += 1
                     continue
-                inputs.append((k, role, resp, ctx[0], ctx[1]))
+                inputs.append((k, name, resp, ctx[0], ctx[1]))
     return inputs, overlong
 
 

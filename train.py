@@ -35,14 +35,14 @@ import torch
 from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
-from attribution import attribute_episodes
+from attribution import attribute_by_model, attribute_episodes
 from baselines.grpo import grpo_items, grpo_rollout, reward_counts, reward_metrics
 from config import get_args, preset_line
 from eval import evaluate_policies, markdown
 from infra import distributed
 from infra.checkpoint import distinct, save_checkpoint, start_log
-from infra.data import ProblemError, check_writable, json_text, load_problems, write_atomic
-from infra.launch import build, refresh
+from infra.data import ProblemError, batch_for_step, check_writable, json_text, load_problems, write_atomic
+from infra.launch import attribution_judge, build, refresh
 from infra.metrics import (PhaseClock, add_counts, gap_metrics, logprob_gap, peak_memory_mb, rollout_counts,
                            rollout_metrics, step_line, step_samples)
 from infra.models import cpu_threads
@@ -57,21 +57,11 @@ from sampler import release_decoder
 from teacher import score_both_passes, teacher_inputs
 
 
-def batch_for_step(problems, step, batch, seed):
-    """The problems of one step: epoch-wise shuffles derived from the seed alone, so a resumed run draws the
-    same problems as an uninterrupted one without storing a data-loader state."""
-    out = []
-    for k in range(step * batch, (step + 1) * batch):
-        epoch, i = divmod(k, len(problems))
-        out.append(problems[random.Random(f"{seed}-{epoch}").sample(range(len(problems)), len(problems))[i]])
-    return out
-
-
 @dataclass
 class Scored:
     """One student response on its way through Phases 2 and 3. Per-token tensors have shape (L,), L = its tokens."""
     episode: int                 # its episode's index in the step's batch (Eq. 13 averages per episode)
-    role: str                    # its author's role: its gradient goes to policies[role] only
+    role: str                    # its author's seat (infra/team.py): its gradient goes to policies[role] only
     response: Response           # the student's context x_i^t and its sampled tokens y_i^t
     ctx_target: list             # u~ (Eq. 12) under the target role's condition r_i, token ids
     ctx_contrast: list           # u~ (Eq. 12) under the contrast role's condition kappa(r_i) (Eq. 23), token ids
@@ -89,11 +79,12 @@ def autocast(args):
 
 
 def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models=None, record=None,
-               progress=False, samples=None):
+               progress=False, samples=None, judge=None):
     """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes -> advantages -> update.
     rollout_models: what Phase 1 samples with (default: the policies). record(step, episodes): called when the
     rollout ends. progress: a line naming the phase running and the seconds of those done. samples: the report's
-    JSONL of scored responses (metrics.step_samples), appended to by the first and the last step. Returns the
+    JSONL of scored responses (metrics.step_samples), appended to by the first and the last step. judge: the
+    attribution model of --attribution model (infra.launch.attribution_judge), None for the verifier. Returns the
     step's metrics; the caller decides what to save."""
     cfg, clock = rollout_config(args, progress=progress), PhaseClock(step, progress)
     grpo = args.objective == "grpo"  # a Table 1 baseline (baselines/grpo.py): rewards in the teacher's place
@@ -104,7 +95,8 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollou
         if record:
             record(step, episodes)
     with clock.phase("attribution"):      # Phase 2a: a^t of every turn before any scoring (the last goes unused)
-        attributions = attribute_episodes(episodes, timeout=cfg.code_timeout, workers=args.workers)
+        attributions = attribute_by_model(episodes, judge, tok) if judge else \
+            attribute_episodes(episodes, timeout=cfg.code_timeout, workers=args.workers)  # a^t per agent (Eq. 24)
     with clock.phase("reward" if grpo else "teacher"):  # Phase 2b, or the rewards of the GRPO baselines
         items, overlong = grpo_items(episodes, attributions, ids, args, cfg) if grpo else \
             teacher_scores(episodes, attributions, ids, teacher, tok, args)
@@ -248,6 +240,7 @@ def main(argv=None, teacher=None):
         s = build(args, teacher)  # infra.launch.Start: Algorithm 1's inputs and the step the run starts at
         problems, policies, teacher, tok, optims, gen = s.problems, s.policies, s.teacher, s.tok, s.optims, s.gen
         start, skipped, rollout_models = s.step, s.skipped, s.rollout_models
+        judge = attribution_judge(args, teacher, tok)
         check_prompt_limit(held_out or [], tok, args.max_prompt_tokens)
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -267,7 +260,7 @@ def main(argv=None, teacher=None):
         results = {"before": evaluate_policies(held_out, rollout_models, tok, args)} if start == 0 else {}
     for step in tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps, disable=rank != 0):
         metrics = train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models, record,
-                             progress=rank == 0, samples=samples_path if rank == 0 else None)
+                             progress=rank == 0, samples=samples_path if rank == 0 else None, judge=judge)
         skipped += metrics["skipped"]
         metrics["skipped_total"] = skipped
         if rank == 0:

@@ -15,7 +15,8 @@ from infra.metrics import format_counts, format_shares
 from infra.models import encode_text
 from prompts import (ANSWER_FMT, NO_ANSWER, NO_CODE_BLOCK, NO_PROGRAM, OPENING, ROLES, CodeArtefacts,
                      MathArtefacts, Segment, _fence, build_context, extract_answer, extract_program, fit_context)
-from rollout import Episode, TurnProgress, Turn, final_answer, sample_turn
+from infra.progress import TurnProgress
+from rollout import Episode, Turn, final_answer, sample_turn
 
 MAIN_ROLES = tuple(roles[0] for roles in ROLES.values())  # ("coder", "reasoner"): who answers alone
 REVISE_OWN = {  # SA+MT's later turns (App. D.3): no feedback, the agent's own earlier answers only

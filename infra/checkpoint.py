@@ -62,7 +62,7 @@ def check_disk(args, n_policies):
     checkpoints' space, or one where a checkpoint is already there."""
     grpo = args.objective == "grpo"  # G rollouts per problem and no teacher (App. D.6.2)
     episodes = args.batch * (args.group_size if grpo else 1)
-    responses = episodes * 2 * args.max_turns  # two roles per episode
+    responses = episodes * 2 * args.agents_per_role * args.max_turns  # 2n agents per episode
     limit = longest_response(args)
     sampled = responses * limit
     scored = 0 if grpo else 2 * responses * (args.teacher_max_prompt_tokens + limit)
@@ -75,7 +75,8 @@ def check_disk(args, n_policies):
         raise ValueError(f"--out {args.out}: {free / GiB:.1f} GiB free on disk at {folder}, but the checkpoints "
                          f"need {copies * size / GiB:.1f} GiB ({copies} x {size / GiB:.1f} GiB: a new one is written "
                          f"before the last is removed); choose --out on a disk with room, or free space there")
-    return (f"per step: up to {sampled:,} tokens sampled ({episodes} episodes x 2 roles x {args.max_turns} turns x "
+    return (f"per step: up to {sampled:,} tokens sampled ({episodes} episodes x {2 * args.agents_per_role} agents "
+            f"x {args.max_turns} turns x "
             f"{limit}), up to {scored:,} scored by the teacher (each response twice, contexts of at most "
             f"{args.teacher_max_prompt_tokens:,}); checkpoint: {size:,} bytes ({size / GiB:.1f} GiB, {n_policies} "
             f"polic{'y' if n_policies == 1 else 'ies'}: fp32 weights + AdamW moments) every {args.save_every} "
@@ -114,15 +115,15 @@ def read_state(path):
 
 
 def policy_dirs(ckpt, roles):
-    """{role: directory} of the policies saved in a checkpoint directory: <role>/ each (one policy per role as in
-    §2.1) or one shared/ for every role. Raises ValueError (one line) when one is missing."""
+    """{seat: directory} of the policies saved in a checkpoint directory: <seat>/ each (one policy per agent as in
+    §2.1, infra/team.py's seats) or one shared/ for every seat. Raises ValueError (one line) when one is missing."""
     if not os.path.isdir(ckpt):
         raise ValueError(f"no checkpoint directory {ckpt}")
     shared = os.path.isdir(os.path.join(ckpt, "shared"))
     dirs = {r: os.path.join(ckpt, "shared" if shared else r) for r in roles}
     for r, path in dirs.items():
         if not os.path.isdir(path):
-            raise ValueError(f"{ckpt} has no policy for role {r!r}")
+            raise ValueError(f"{ckpt} has no policy for seat {r!r}")
     return dirs
 
 

@@ -24,6 +24,7 @@ import ast
 import json
 import math
 import os
+import random
 
 REQUIRED = {"math": {"id": str, "domain": str, "question": str, "answer": str},
             "code": {"id": str, "domain": str, "question": str, "format": str, "tests": list}}
@@ -182,3 +183,13 @@ def check_all(located):
         seen.add(p["id"])
         problems.append(p)
     return problems
+
+
+def batch_for_step(problems, step, batch, seed):
+    """The problems of one step: epoch-wise shuffles derived from the seed alone, so a resumed run draws the
+    same problems as an uninterrupted one without storing a data-loader state."""
+    out = []
+    for k in range(step * batch, (step + 1) * batch):
+        epoch, i = divmod(k, len(problems))
+        out.append(problems[random.Random(f"{seed}-{epoch}").sample(range(len(problems)), len(problems))[i]])
+    return out

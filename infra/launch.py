@@ -14,10 +14,12 @@ from infra import distributed
 from infra.checkpoint import check_disk, distinct, load_policies, read_state
 from infra.data import load_problems
 from infra.memory import check_fits
-from infra.models import DTYPES, forget_gguf, load_model, same_tokenizer_specs, to_dtype
+from infra.models import DTYPES, forget_gguf, load_model, same_tokenizer_specs, stop_ids_of, to_dtype
 from infra.offload import park
 from infra.sharding import load_optimizer, shard, whole
-from prompts import ROLES, check_prompt_limit
+from infra.team import team_seats
+from prompts import check_prompt_limit
+from sampler import generate
 
 
 @dataclass
@@ -41,7 +43,7 @@ def build(args, teacher=None):
     state). teacher: an already-built teacher (any module sampler.sequence_logprobs can score, over the students'
     tokenizer) to use instead of loading --teacher."""
     problems = load_problems(args.problems)
-    roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
+    roles = team_seats(problems, args.agents_per_role)  # a policy per agent: 2n per domain (App. E.1)
     n_policies = 1 if args.shared_policy else len(roles)
     if distributed.rank() == 0:  # the rank that writes checkpoints; configs only, before any weights load
         print(check_disk(args, n_policies))
@@ -136,3 +138,17 @@ def refresh(rollout_models, policies):
         if rollout_models[r] is not m:
             for c, p in zip(rollout_models[r].parameters(), m.parameters()):
                 c.copy_(whole(p))
+
+
+def attribution_judge(args, teacher, tok, max_new_tokens=64):
+    """PAC's attribution model under --attribution model (App. E.1.3): --attribution-model, else the frozen teacher,
+    as a function list[list[int]] -> Generation that answers greedily (attribution.attribute_by_model); None for
+    the verifier's route. It judges and is never trained: it is not an agent of the team."""
+    if args.attribution == "verifier":
+        return None
+    model = teacher if args.attribution_model is None else load_model(args.attribution_model, seed=args.seed)[0]
+    if model is None:
+        raise ValueError("--attribution model: give --attribution-model (the GRPO baselines load no teacher)")
+    model.to(args.device).eval()
+    return lambda prompts: generate(model, prompts, max_new_tokens, temperature=0, stop_ids=stop_ids_of(tok))
+

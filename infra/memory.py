@@ -41,17 +41,17 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
          teacher_prompt_len=PAPER["teacher_max_prompt_tokens"], micro_batch=PAPER["micro_batch"],
          rollout_batch=PAPER["batch"], teacher_batch_tokens=TEACHER_BATCH_TOKENS, lm_head_chunk=1024,
          kv_bytes=None, rollout_attention="fused", teacher_offload=False, rollout_chunk=0, optimizer_offload=False,
-         fsdp_ranks=0, fsdp_offload=False):
+         fsdp_ranks=0, fsdp_offload=False, agents_per_role=1):
     """Estimated bytes per item and per phase of one train.py step. Returns a dict:
       settings, params {student, teacher}, bytes {item: bytes}, phases {rollout, teacher, update: bytes},
       persistent, peak_phase, total (= persistent + the largest phase), host {item: bytes of host memory}.
 
-    n_policies: 2 (one per role) or 1 (--shared-policy). precision: "bf16" (autocast over fp32 master weights,
-    teacher stored in bf16, as train.py) or "fp32". rollout_batch: episodes sampled together (train.py: --batch);
-    each policy's generate call gets rollout_batch * 2 / n_policies prompts (2 roles per episode; a shared policy
-    samples both roles' prompts in one call), in rounds of at most rollout_chunk prompts (--rollout-chunk; 0 = one
-    call). micro_batch: responses per backward (--micro-batch), each taken at
-    its longest, prompt_len + response_len tokens. kv_bytes: KV-cache element size; default = what
+    n_policies: 2 (one per role), 2n (--agents-per-role n: one per agent) or 1 (--shared-policy). precision:
+    "bf16" (autocast over fp32 master weights, teacher stored in bf16, as train.py) or "fp32". rollout_batch:
+    episodes sampled together (train.py: --batch); each policy's generate call gets rollout_batch * 2n /
+    n_policies prompts (2n agents per episode, agents_per_role = n; a shared policy samples every seat's prompts in
+    one call), in rounds of at most rollout_chunk prompts (--rollout-chunk; 0 = one call). micro_batch: responses
+    per backward (--micro-batch), each taken at its longest, prompt_len + response_len tokens. kv_bytes: KV-cache element size; default = what
     sampler.generate allocates: the autocast dtype under bf16 (2 bytes), else fp32. rollout_attention:
     "fused" assumes a fused SDPA kernel serves generate's masked GQA attention; "math" assumes torch's math
     fallback (flash rejects explicit masks and the memory-efficient kernel rejects GQA in torch 2.13), which
@@ -90,7 +90,7 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
 
     # Phase 1, rollout (sampler.generate; under bf16 on the bf16 rollout copies, so no weight is cast): one generate
     # call of B prompts at a time (rollout_bytes).
-    B = math.ceil(rollout_batch * 2 / n)
+    B = math.ceil(rollout_batch * 2 * agents_per_role / n)
     B = min(B, rollout_chunk) if rollout_chunk else B
     b["KV cache (one generate call)"], b["rollout prefill/decode temporaries"] = rollout_bytes(
         student_cfg, B, prompt_len, response_len, a, kvb, rollout_attention)
@@ -268,6 +268,7 @@ def _lowers(change, kw):
         now = kw.get(k, plan.__kwdefaults__[k])
         if k == "rollout_chunk":
             now = now or math.ceil(kw.get("rollout_batch", plan.__kwdefaults__["rollout_batch"]) * 2
+                                   * kw.get("agents_per_role", 1)
                                    / kw.get("n_policies", plan.__kwdefaults__["n_policies"]))
         if now if isinstance(v, bool) else v >= now:
             return False
@@ -334,14 +335,16 @@ def plan_inputs(args, n_policies, world=1, rollout_attention="fused"):
               rollout_batch=math.ceil(args.batch / world), teacher_batch_tokens=args.teacher_batch_tokens,
               rollout_attention=rollout_attention, rollout_chunk=args.rollout_chunk,
               teacher_offload=args.teacher_offload, optimizer_offload=args.optimizer_offload,
-              fsdp_ranks=world if args.fsdp else 0, fsdp_offload=args.fsdp_offload)
+              fsdp_ranks=world if args.fsdp else 0, fsdp_offload=args.fsdp_offload,
+              agents_per_role=args.agents_per_role)
     return config_of(args.student), config_of(args.teacher), kw
 
 
 def dry_run(args, gib=80.0, rollout_attention="fused", world=1):
     """The estimate for train.py's parsed args, as text. Reads configs and the problem file, loads no weights.
-    Policies: 1 with --shared-policy, else one per role of the problem file (2 per domain)."""
-    n = 1 if args.shared_policy else len({r for p in load_problems(args.problems) for r in ROLES[p["domain"]]})
+    Policies: 1 with --shared-policy, else one per agent of the problem file (2n per domain, --agents-per-role n)."""
+    n = 1 if args.shared_policy else len({r for p in load_problems(args.problems) for r in ROLES[p["domain"]]}) \
+        * args.agents_per_role
     s, t, kw = plan_inputs(args, n, world, rollout_attention)
     return format_plan(plan(s, t, **kw)) + "\n" + fit_report(s, t, gib, **kw)
 

@@ -13,6 +13,7 @@ import torch
 from tqdm import tqdm
 
 from infra.report import token_pieces
+from infra.team import pairs_of, role_of
 from loss import opd_advantage, role_advantage
 
 
@@ -26,10 +27,11 @@ def format_counts(episodes):
     out = {}
     for e in episodes:
         for turn in e.turns:
-            for role, rule in turn.artefacts.parsed_by.items():
+            for name, resp in turn.responses.items():  # every agent once; its role's figures sum its replicas
+                role = role_of(name)
                 c = out.setdefault(role, {"responses": 0, "truncated": 0, "unparsed": 0})
                 c["responses"] += 1
-                rule = rule or ("truncated" if turn.responses[role].truncated else "unparsed")
+                rule = pairs_of(name, turn.pairs)[0].parsed_by[role] or ("truncated" if resp.truncated else "unparsed")
                 c[rule] = c.get(rule, 0) + 1
     return out
 

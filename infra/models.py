@@ -407,3 +407,9 @@ def check_same_vocab(va, vb, names):
                     key=lambda k: (min(va.get(k, 1 << 62), vb.get(k, 1 << 62)), k))
         raise ValueError(f"{names[0]} and {names[1]} must share a tokenizer, but their vocabularies differ "
                          f"({len(va)} vs {len(vb)} entries; e.g. {first!r} is id {va.get(first)} vs {vb.get(first)})")
+
+
+def stop_ids_of(tokenizer):
+    """Token ids that end a turn: <|im_end|> (Qwen3's end of turn) and the tokenizer's eos."""
+    ids = {tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id}
+    return tuple(sorted(i for i in ids if i is not None and i != tokenizer.unk_token_id))

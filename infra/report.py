@@ -13,6 +13,7 @@ import sys
 
 from infra.checkpoint import step_of
 from infra.data import write_atomic
+from infra.team import number_of, role_of
 
 # Okabe-Ito colours: told apart by colour-blind readers, and none of them a shade of the heat map's blue or red
 ROLE_COLOURS = {"coder": "#e69f00", "tester": "#009e73", "reasoner": "#cc79a7", "tool_user": "#56b4e9"}
@@ -148,7 +149,7 @@ def chart(title, steps, lines, width=340, height=200):
         out.append(f"<text x='{px(x):.1f}' y='{height - 8}' text-anchor='middle'>{x:g}</text>")
     out.append(f"<text x='2' y='{height - 8}' fill='#888'>step</text>")
     for name, values in lines.items():
-        colour = COLOURS.get(name, "#000000")
+        colour = COLOURS.get(role_of(name), "#000000")  # the agents of a role share its colour
         for faint, vs in ((True, values), (False, smoothed(values))):
             for run in segments(steps, vs):
                 if len(run) == 1:
@@ -160,6 +161,11 @@ def chart(title, steps, lines, width=340, height=200):
     return "".join(out) + "</svg></figure>"
 
 
+def seat_order(name):
+    """Roles in COLOURS' order, the agents of a role (infra/team.py) in number order."""
+    return list(COLOURS).index(role_of(name)), number_of(name)
+
+
 def curves_html(records):
     """The charts of CURVES over metrics.jsonl's records (last_per_step), with one legend of the roles."""
     if not records:
@@ -168,10 +174,10 @@ def curves_html(records):
     charts = []
     for title, values in CURVES + (REWARD_CURVES if any("reward" in r for r in records) else []):
         per_step = [values(r) for r in records]
-        names = sorted({k for v in per_step for k in v}, key=list(COLOURS).index)
+        names = sorted({k for v in per_step for k in v}, key=seat_order)
         charts.append(chart(title, steps, {k: [v.get(k) for v in per_step] for k in names}))
-    roles = sorted({k for r in records for k in r.get("roles", {})} | {ALL}, key=list(COLOURS).index)
-    legend = " ".join(f"<b style='color:{COLOURS[r]}'>&#9472;&#9472; {r}</b>" for r in roles)
+    roles = sorted({k for r in records for k in r.get("roles", {})} | {ALL}, key=seat_order)
+    legend = " ".join(f"<b style='color:{COLOURS[role_of(r)]}'>&#9472;&#9472; {r}</b>" for r in roles)
     return (f"<p>{legend} &nbsp; faint: as logged; solid: mean over the last {SMOOTH} steps.</p>"
             + "".join(charts))
 

@@ -159,9 +159,11 @@ def test_program_passing_golden_tests_is_no_oracle(program, case):
     assert att.checks == {"program_correct": True, "test_correct": None}
     assert att.outcome == "UNDECIDED"
     assert "could not be checked" in lines_of(att)[2] and "agrees" not in lines_of(att)[2]
-    assert revision_stats([Episode(SQUARE, [Turn(0, {}, CodeArtefacts(program, *case, "", {}), False),
-                                            Turn(1, {}, CodeArtefacts(program, *case, "", {}), False)])],
-                          [[att, att]]).keys() == {"coder"}  # the undecided Tester check is not counted
+    turns = [Turn(t, {}, CodeArtefacts(program, *case, "", {}), False) for t in (0, 1)]
+    team = [attribution.attribute_team(SQUARE, turn, timeout=T) for turn in turns]  # a^t per agent (Eq. 24)
+    assert team[0].agents == {"coder": True, "tester": None} and team[0].outcome == att.outcome
+    assert revision_stats([Episode(SQUARE, turns)], [team]).keys() == {"coder"}  # the undecided Tester check is
+    # not counted
 
 
 DOUBLE = {  # stdio with a reference solution that prints nothing, without failing, on an empty input

@@ -191,7 +191,7 @@ def test_train_objective_grpo_runs_every_variant_without_a_teacher(tmp_path, pro
         assert m["updates"] == 1 and m["skipped"] == 0
     printed = capsys.readouterr().out
     episodes = 2 * 2  # --batch 2 problems x --group-size 2
-    assert f"per step: up to {episodes * 2 * 2 * 6:,} tokens sampled ({episodes} episodes x 2 roles" in printed
+    assert f"per step: up to {episodes * 2 * 2 * 6:,} tokens sampled ({episodes} episodes x 2 agents" in printed
     assert "up to 0 scored by the teacher" in printed
     assert os.path.isfile(os.path.join(out, "checkpoint", "state.pt")) and os.path.isfile(os.path.join(out,
                                                                                                        "report.html"))

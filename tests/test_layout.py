@@ -19,9 +19,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAPER = ["rollout", "prompts", "attribution", "teacher", "loss", "train", "config", "eval", "sampler"]
 # What infra/ may read of the paper's files, each a leaf of them: the step's A^OPD and A^role means (metrics), the
 # sampler's cache bucket (footprint), the roles of a workflow and, for the plan's defaults, the paper preset's lengths
-# and batches (memory and eval_memory), and the prompt limit (launch).
+# and batches (memory and eval_memory), the prompt limit and the attribution model's greedy decoding (launch), and
+# the roles a team's seats play (team).
 INFRA_READS = {"infra.metrics": {"loss"}, "infra.footprint": {"sampler"}, "infra.memory": {"prompts", "config"},
-               "infra.eval_memory": {"config"}, "infra.launch": {"prompts"}, "infra.sharding": {"sampler"}}
+               "infra.eval_memory": {"config"}, "infra.launch": {"prompts", "sampler"}, "infra.team": {"prompts"},
+               "infra.sharding": {"sampler"}}
 # train.py's plumbing, apart so that train.py reads as Algorithm 1: what a run starts from. (config.py, the table of
 # values, is read by every paper file; it imports none of them.)
 TRAIN_PARTS = ["infra.launch"]

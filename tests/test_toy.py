@@ -24,7 +24,7 @@ from rollout import RolloutConfig, code_env, math_env
 from sampler import sequence_logprobs
 from teacher import ROLE_CONDITIONS
 from tools.contexts import main as contexts_main
-from toy import ablation
+from toy import ablation, scaling
 from toy.__main__ import main as toy_main
 from toy.expert import HandTeacher
 from toy.world import (NOUN, ROLE_BLIND, SPLITS, TOY_VERSION, build_line, build_toy, make_phrase_tokenizer, sft,
@@ -218,6 +218,24 @@ def test_ablation_trains_each_variant_per_seed_and_tables_four_systems(tmp_path,
     assert os.path.getmtime(os.path.join(out, "ablation.json")) == table
 
 
+def test_scaling_trains_each_team_size_and_draws_the_curve(tmp_path, small_toy, capsys):
+    cache, held = small_toy
+    out = str(tmp_path / "scaling")
+    scaling.main(["--out", out, "--agents", "1", "2", "--steps", "1", "--train-seeds", "0", "--eval-seeds", "5",
+                  "--cache", cache, "--batch", "2", "--mini-batch", "2", "--max-new-tokens", "8", "--max-turns", "2",
+                  "--eval-problems", held])
+    assert sorted(os.listdir(os.path.join(out, "n_2_seed0", "checkpoint"))) == [
+        "coder", "coder2", "reasoner", "reasoner2", "state.pt", "tester", "tester2", "tool_user", "tool_user2"]
+    with open(os.path.join(out, "scaling.json")) as f:
+        results = json.load(f)
+    assert list(results) == ["untrained n=1", "trained n=1", "untrained n=2", "trained n=2"]
+    assert all({"acc_code", "acc_math", "turns_code"} <= set(m) for m in results.values())
+    printed = capsys.readouterr().out
+    assert "| metric | untrained, 2 agents | untrained, 4 agents | trained, 2 agents | trained, 4 agents |" in printed
+    assert "wall time" in printed and open(os.path.join(out, "scaling.png"), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert "data:image/png;base64," in open(os.path.join(out, "report.html")).read()
+
+
 def test_over_runs_is_mean_and_std_over_training_runs():
     runs = [{"acc_code": {"mean": 10.0, "std": 3.0}}, {"acc_code": {"mean": 20.0, "std": 1.0}}]
     assert ablation.over_runs(runs) == {"acc_code": {"mean": 15.0, "std": pytest.approx(7.0710678)}}
@@ -229,7 +247,8 @@ class Built(Exception):
     """Raised by a stand-in build: the command stops there, as nothing after the build is under test."""
 
 
-@pytest.mark.parametrize("command", [toy_main, ablation.main, contexts_main], ids=["toy", "ablation", "contexts"])
+@pytest.mark.parametrize("command", [toy_main, ablation.main, contexts_main, scaling.main],
+                         ids=["toy", "ablation", "contexts", "scaling"])
 def test_each_toy_command_sets_the_threads_then_says_what_it_builds_before_the_build(command, tmp_path, monkeypatch,
                                                                                        capsys):
     """torch's default thread count on a busy machine slowed the build ~20x: --threads (train.py's flag, 0 = the
@@ -292,7 +311,7 @@ def _tester_states(n=24, seed=0):
 def _prob(model, tok, role, states, text):
     """Mean probability that `model` in `role`'s seat writes `text` first (teacher-forced)."""
     ids = tok(text, add_special_tokens=False)["input_ids"]
-    ctxs = [[i for s in build_context(tok, p, role, earlier) for i in s.ids] for p, earlier in states]
+    ctxs = [[i for s in build_context(tok, p, role, [[x.artefacts] for x in earlier]) for i in s.ids] for p, earlier in states]
     with torch.no_grad():
         return sum(lp.sum().exp().item() for lp in sequence_logprobs(model, ctxs, [ids] * len(ctxs))) / len(ctxs)
 

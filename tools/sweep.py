@@ -24,7 +24,7 @@ from infra.checkpoint import load_policies
 from infra.data import ProblemError, bounded, check_writable, json_text, load_problems, write_atomic
 from infra.png import chart_pixels, write_png
 from infra.report import page, results_html
-from prompts import ROLES
+from infra.team import team_seats
 from rollout import rollout_config
 
 LAMBDAS = [0.0, 0.05, 0.1, 0.2, 0.4, 0.5]  # Fig. 6's six values; the sixth not legible, 0.4 (DECISIONS.md D14)
@@ -39,7 +39,7 @@ def evaluate_run(run, benchmarks, targs):
     mean_std entry}."""
     cfg, out = rollout_config(targs, progress=True, **EVAL_DECODING), {}
     for name, problems in benchmarks.items():
-        roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
+        roles = team_seats(problems, targs.agents_per_role)  # a policy per agent (App. E.1)
         policies, tok = load_policies(os.path.join(run, "checkpoint"), roles, targs.device)
         team = evaluate_policies(problems, policies, tok, targs)
         mains = {r: policies[r] for r in ("coder", "reasoner") if r in policies}

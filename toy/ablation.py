@@ -27,7 +27,7 @@ from eval import evaluate_policies, markdown
 from infra.checkpoint import load_policies
 from infra.data import SEED, load_problems, write_atomic
 from infra.models import load_model
-from prompts import ROLES
+from infra.team import team_seats
 from toy.expert import HandTeacher
 from toy.world import start_toy, toy_root, train_args
 
@@ -78,7 +78,7 @@ def main(argv=None):
         return
 
     problems = load_problems(args.eval_problems or os.path.join(root, "test.jsonl"))
-    roles = sorted({r for p in problems for r in ROLES[p["domain"]]})
+    roles = team_seats(problems, targs.agents_per_role)  # a policy per agent (App. E.1)
     print(f"== evaluating untrained on {len(problems)} held-out problems, seeds {targs.eval_seeds}")
     results = {"untrained": with_means(evaluate_policies(problems, {r: base for r in roles}, tok, targs))}
     for name in VARIANTS:

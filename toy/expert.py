@@ -42,7 +42,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from prompts import ANSWER_FMT
+from prompts import ANSWER_FMT, ROLE_NAMES
 from teacher import KAPPA, ROLE_CONDITIONS
 from toy.world import FIRST, NOUN, calc, question_spec, value_of
 
@@ -131,6 +131,32 @@ def kept(role, last):
     return [lit(text)]
 
 
+OWN_VALUES = {  # the seat's own values in its history entry, as its line of a larger team's verdict shows them
+    "coder": r"Your program's output:\n```\n(.*?)```",
+    "tester": r"Your test input:\n```\n(.*?)```\nYour expected output:\n```\n(.*?)```",
+    "reasoner": r"Your answer: (.*)\n",
+    "tool_user": r"It printed: (.*)\n",
+}
+
+
+def conclusion_of(seat, verdict, last):
+    """The conclusion line of a verdict as the seat reads it. A pair's c^t concludes in its last line. A larger
+    team's has one line per agent (Eq. 24, DECISIONS.md D15): the seat finds its own agent's line by the values it
+    produced (`last`, its history entry of that turn: the same agent has no other name in its context), and reads
+    a fault in its own artefact from it and in its teammates' from the other role's lines, as a pair's conclusion
+    would name them ("in the program", "in the test case", "in both")."""
+    lines = [x for x in verdict.split("\n") if x.startswith("- ")]  # without the header line
+    if len(lines) == 2:
+        return lines[-1]
+    mate = KAPPA[seat]
+    mine = [x for x in lines if x.startswith(f"- {ROLE_NAMES[seat]} ")]
+    values = [v for m in re.findall(OWN_VALUES[seat], last) for v in ((m,) if isinstance(m, str) else m)]
+    own = next((x for x in mine if all(repr(v) in x for v in values)), mine[0] if mine else "")
+    faulty = {r for r, ls in ((seat, [own]), (mate, [x for x in lines if x.startswith(f"- {ROLE_NAMES[mate]} ")]))
+              if any("does not" in x or "no program" in x or "no test case" in x or "no answer" in x for x in ls)}
+    return "in both" if len(faulty) == 2 else FAULT[faulty.pop()][0] if faulty else "no fault"
+
+
 def own_plans(seat, cond, question, history):
     """[(prior, parts)] of the seat's own artefact, after the decision line on later turns: fresh at turn 0;
     afterwards keep or revise as the last verdict says (PAC), at chance without one (Eq. 12). The decision is the
@@ -138,9 +164,9 @@ def own_plans(seat, cond, question, history):
     if history is None:
         return artefacts(seat, question)
     verdicts = history.split("Verification result for the previous turn:")
-    conclusion = verdicts[-1].split("\n\n")[0].strip().split("\n")[-1] if len(verdicts) > 1 else None
-    p_revise = 0.5 if conclusion is None else DECIDE if any(f in conclusion for f in FAULT[cond]) else 1 - DECIDE
     last = history.split("\nTurn ")[-1]  # the previous turn's entry
+    conclusion = conclusion_of(seat, verdicts[-1].split("\n\n")[0].strip(), last) if len(verdicts) > 1 else None
+    p_revise = 0.5 if conclusion is None else DECIDE if any(f in conclusion for f in FAULT[cond]) else 1 - DECIDE
     keep, adopt = kept(seat, last), adopted(seat, last)
     if keep is None:
         p_revise = 1.0

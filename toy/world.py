@@ -283,7 +283,7 @@ def sft_examples(tok, problems, n, seed, first_turns=0.3):
             if t == 0 and rng.random() >= first_turns:
                 continue
             for r in ROLES[p["domain"]]:
-                ctx = [i for s in build_context(tok, p, r, turns[:t]) for i in s.ids]
+                ctx = [i for s in build_context(tok, p, r, [[x.artefacts] for x in turns[:t]]) for i in s.ids]
                 out.append((ctx, tok(turns[t].responses[r], add_special_tokens=False)["input_ids"] + end))
         bar.update(min(len(out), n) - bar.n)
     bar.close()
@@ -369,7 +369,7 @@ def build_toy(cache=".cache", student_steps=STUDENT_STEPS, examples=16000, seed=
         turns = simulate(p, ROLE_BLIND, rng)
         for t in range(len(turns)):
             for r in ROLES[p["domain"]]:
-                corpus.append(base.decode([i for s in build_context(base, p, r, turns[:t]) for i in s.ids]))
+                corpus.append(base.decode([i for s in build_context(base, p, r, [[x.artefacts] for x in turns[:t]]) for i in s.ids]))
                 corpus.append(turns[t].responses[r])
     tok = make_phrase_tokenizer(corpus)
     student = tiny_model("qwen3", vocab_size=len(tok), seed=seed + 2, **SHAPE)
