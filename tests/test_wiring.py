@@ -41,11 +41,12 @@ def condition_of(text):
 
 class Recorder:
     """teacher.score's stand-in, plus taps on train.build (the policies), train.update (the Scored items) and
-    train.sequence_logprobs (which model re-scores which contexts with grad)."""
+    train.logprobs (which model re-scores which contexts with grad: sequence_logprobs, through FSDP2's root when
+    sharded)."""
 
     def __init__(self, monkeypatch, tok):
         self.tok, self.scored, self.items, self.rescored, self.policies = tok, [], [], [], {}
-        real_update, real_logprobs, real_build = train.update, train.sequence_logprobs, train.build
+        real_update, real_logprobs, real_build = train.update, train.logprobs, train.build
 
         def score(teacher, contexts, responses, **kw):
             out = []
@@ -59,9 +60,9 @@ class Recorder:
             self.items += items
             return real_update(items, *a, **kw)
 
-        def sequence_logprobs(model, contexts, responses, **kw):
+        def logprobs(model, contexts, responses):
             self.rescored.append((model, [list(c) for c in contexts]))
-            return real_logprobs(model, contexts, responses, **kw)
+            return real_logprobs(model, contexts, responses)
 
         def build(args, teacher=None):
             built = real_build(args, teacher)
@@ -71,7 +72,7 @@ class Recorder:
         monkeypatch.setattr(train, "build", build)
         monkeypatch.setattr(teacher, "score", score)  # what score_both_passes calls
         monkeypatch.setattr(train, "update", update)
-        monkeypatch.setattr(train, "sequence_logprobs", sequence_logprobs)
+        monkeypatch.setattr(train, "logprobs", logprobs)
 
 
 def run(monkeypatch, tmp_path, problems, *flags):
