@@ -15,7 +15,7 @@ from infra.answers import answers_equivalent
 from infra.cases import outputs_match, run_case, run_cases
 from infra.sandbox import is_error
 from infra.models import encode_text
-from infra.team import diagonal, number_of, pairs_of, role_of
+from infra.team import diagonal, number_of, pairs_of, role_of, seat_order
 from prompts import ROLE_NAMES, CodeArtefacts, MathArtefacts
 
 HEADER = "Verification result for the previous turn:"
@@ -247,8 +247,7 @@ def team_attribution(problem: dict, pairs: dict, agents: dict, pair: Attribution
     table = CODE_OUTCOMES if problem["domain"] == "code" else MATH_OUTCOMES
     first, second = ("program_correct", "test_correct") if problem["domain"] == "code" else \
         ("derivation_correct", "program_correct")
-    lines = [agent_line(name, pairs, agents[name]) for name in sorted(agents, key=lambda n: (n not in
-             [k[0] for k in pairs], number_of(n)))]
+    lines = [agent_line(name, pairs, agents[name]) for name in sorted(agents, key=seat_order(pairs))]
     return Attribution(table[(checks[first], checks[second])][0], "\n".join([HEADER] + ["- " + x for x in lines]),
                        checks, agents=agents)
 
@@ -308,7 +307,7 @@ def judge_prompt(problem: dict, pairs: dict) -> str:
     reference = "solution" if code and problem.get("solution") else "tests" if code else "answer"
     shown = {"solution": problem.get("solution"), "answer": problem.get("answer")}.get(reference) or "\n".join(
         f"input {_show(t['input'])} -> output {_show(t['output'])}" for t in problem.get("tests", []))
-    names = sorted({n for key in pairs for n in key}, key=lambda n: (n not in [k[0] for k in pairs], number_of(n)))
+    names = sorted({n for key in pairs for n in key}, key=seat_order(pairs))
     outputs = "\n".join(f"{ROLE_NAMES[role_of(n)]} {number_of(n)}: {JUDGED[role_of(n)](pairs_of(n, pairs)[0])}"
                         for n in names)
     return JUDGE_PROMPT.format(reference=reference, question=problem["question"].strip(), shown=shown,

@@ -123,11 +123,15 @@ def full_states(models, optims):
             continue
         weights.append(get_model_state_dict(model.lm, options=FULL))
         full = get_optimizer_state_dict(model, opt, options=FULL)
-        index = {name: i for i, (name, _) in enumerate(model.named_parameters())}
-        states.append({"state": {index[k]: v for k, v in full.get("state", {}).items()},
-                       "param_groups": [{**g, "params": [index[k] for k in g["params"]]}
-                                        for g in full.get("param_groups", [])]})
+        states.append(_rekeyed(full, {name: i for i, (name, _) in enumerate(model.named_parameters())}))
     return weights, states
+
+
+def _rekeyed(state, key):
+    """An optimizer state dict with every parameter key k (of its state and its param_groups) replaced by key[k]:
+    names to torch's indices, or back."""
+    return {"state": {key[k]: v for k, v in state.get("state", {}).items()},
+            "param_groups": [{**g, "params": [key[k] for k in g["params"]]} for g in state.get("param_groups", [])]}
 
 
 def load_optimizer(model, opt, state):
@@ -135,7 +139,5 @@ def load_optimizer(model, opt, state):
     if not isinstance(model, Sharded):
         opt.load_state_dict(state)
         return
-    names = [name for name, _ in model.named_parameters()]
-    full = {"state": {names[i]: v for i, v in state["state"].items()},
-            "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in state["param_groups"]]}
+    full = _rekeyed(state, [name for name, _ in model.named_parameters()])
     set_optimizer_state_dict(model, opt, full, options=StateDictOptions(full_state_dict=True))

@@ -50,6 +50,13 @@ def pairs_of(name, pairs):
     return [a for key, a in pairs.items() if name in key]
 
 
+def seat_order(pairs):
+    """The sort key of a turn's seats (pairs as rollout.Turn holds them): the first role's agents, then the
+    second's, each in number order (how a verdict and the attribution model's prompt list them, D15)."""
+    firsts = {key[0] for key in pairs}
+    return lambda name: (name not in firsts, number_of(name))
+
+
 def diagonal(pairs):
     """The pairings (agent m of one role, agent m of the other), one per number m: between them they hold every
     agent's own artefact exactly once, so each agent's check runs once (attribution.attribute_team)."""
