@@ -1,27 +1,30 @@
 """MAS-OPD training: Algorithm 1 (App. C) as one readable loop.
 
-Per step: Phase 1 the students roll out jointly (rollout.py); Phase 2 the verifier attributes every completed
-turn (attribution.py), then the frozen teacher scores every response twice, under the target and the contrast
-role condition (teacher.py); advantages A^RAS (Eq. 10); Phase 3 the loss of Eq. 13 (loss.py) updates each
-role's policy from its own responses, all policies synchronously. Verdicts and teacher scores are then dropped.
-The command line is config.py's, what a run starts from (models, optimizers, a resumed state, the bf16 rollout
-copies) infra/launch.py's, the prompts and parsing rules prompts.py's, a step's figures and console line
-infra/metrics.py's, checkpoints and resume infra/checkpoint.py's, what waits in host memory between its uses
-(--teacher-offload, --optimizer-offload) infra/offload.py's, the run's report (curves, evaluation, heat maps)
-infra/report.py's. With --objective grpo the teacher phase becomes the rewards of the GRPO baselines
-(baselines/grpo.py), everything else unchanged.
+Per step: Phase 1 the students roll out jointly (rollout.py); Phase 2 the verifier attributes every
+completed turn (attribution.py), then the frozen teacher scores every response twice, under the
+target and the contrast role condition (teacher.py), giving A^RAS (Eq. 10); Phase 3 the loss of
+Eq. 13 (loss.py) updates each role's policy from its own responses, all policies synchronously.
+Verdicts and teacher scores are then dropped.
 
-    python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3 \
-        --batch 2 --max-new-tokens 32      # tiny random models: every phase of the protocol, seconds
-    python train.py --problems FILE --student DIR --teacher DIR   # the paper's schedule (defaults) on real models
-    python -m toy                          # the laptop demo: the toy world's models and problems through this file
-    torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR --fsdp   # 8 GPUs (FSDP2)
-    python train.py --problems FILE --student DIR --objective grpo --grpo-variant mas   # a Table 1 baseline
+Beside it, each in its own place: the command line (config.py); what a run starts from (models,
+optimizers, a resumed state, the bf16 rollout copies: infra/launch.py); a step's figures and
+console line (infra/metrics.py); checkpoints and resume (infra/checkpoint.py); several ranks
+(infra/distributed.py, and --fsdp's schedule in infra/sharding.py); what waits in host memory
+(infra/offload.py); the run's report (infra/report.py). The variants run this loop with a step of
+their own: the GRPO baselines of Table 1 (baselines/grpo.py, `python -m baselines.grpo`), and a
+team of 2n agents or the attribution model brings its own Phase 2a (teams/verdicts.py).
 
-Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows them in brackets. The flags
-that depend on the scale of a run (schedule, batches, lengths, checkpoint interval) come from `--preset` (paper |
-gpu | cpu) unless given. At start it prints what a step will sample and a checkpoint will write, and refuses a run
-whose --out has not the disk space for its next checkpoint.
+    python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 \\
+        --steps 3 --batch 2 --max-new-tokens 32    # tiny random models: every phase, in seconds
+    python train.py --problems FILE --student DIR --teacher DIR    # the paper's schedule (defaults)
+    python -m toy                      # the laptop demo: the toy world through this file
+    torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR --fsdp
+
+Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows them in
+brackets. The flags that depend on the scale of a run (schedule, batches, lengths, checkpoint
+interval) come from `--preset` (paper | gpu | cpu) unless given. At start it prints what a step will
+sample and a checkpoint will write, and refuses a run whose --out has not the disk space for its
+next checkpoint.
 """
 import json
 import math
@@ -30,157 +33,172 @@ import random
 import sys
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
-from attribution import attribute_by_model, attribute_episodes
-from baselines.grpo import grpo_items, grpo_rollout, reward_counts, reward_metrics
+from attribution import attribute_episodes
 from config import get_args, preset_line
 from eval import evaluate_policies, markdown
 from infra import distributed
 from infra.checkpoint import distinct, save_checkpoint, start_log
-from infra.data import ProblemError, batch_for_step, check_writable, json_text, load_problems, write_atomic
+from infra.data import (ProblemError, batch_for_step, check_writable, json_text, load_problems,
+                        write_atomic)
 from infra.launch import attribution_judge, build, refresh
-from infra.metrics import (PhaseClock, add_counts, gap_metrics, logprob_gap, peak_memory_mb, rollout_counts,
-                           rollout_metrics, step_line, step_samples)
+from infra.metrics import StepLog, gap_metrics, logprob_gap, rollout_counts, step_line
 from infra.models import cpu_threads
 from infra.offload import optimizer_steps, teacher_on_device
 from infra.report import write_report
-from infra.sharding import full_states, logprobs, micro_batches
 from infra.sandbox import check_isolation, describe, stop_on_sigterm
+from infra.sharding import full_states, lockstep, logprobs
 from loss import eq13_weights, mas_opd_loss, ras_advantage
 from prompts import check_prompt_limit
-from rollout import Response, append_episodes, rollout_config, run_episodes
+from rollout import Response, rollout_config, run_episodes
 from sampler import release_decoder
 from teacher import score_both_passes, teacher_inputs
+from teams.verdicts import phase_2a
 
 
 @dataclass
 class Scored:
-    """One student response on its way through Phases 2 and 3. Per-token tensors have shape (L,), L = its tokens."""
-    episode: int                 # its episode's index in the step's batch (Eq. 13 averages per episode)
-    role: str                    # its author's seat (infra/team.py): its gradient goes to policies[role] only
-    response: Response           # the student's context x_i^t and its sampled tokens y_i^t
-    ctx_target: list             # u~ (Eq. 12) under the target role's condition r_i, token ids
-    ctx_contrast: list           # u~ (Eq. 12) under the contrast role's condition kappa(r_i) (Eq. 23), token ids
-    lp_student: torch.Tensor     # log pi_theta_i(y_k | x, y_<k) kept from the sampler (App. C)
+    """One student response on its way through Phases 2 and 3. Per-token tensors have shape (L,),
+    L = its tokens."""
+    episode: int  # its episode's index in the step's batch (Eq. 13 averages per episode)
+    role: str     # its author's seat (infra/team.py): its gradient goes to policies[role] only
+    response: Response  # the student's context x_i^t and its sampled tokens y_i^t
+    ctx_target: list    # u~ (Eq. 12) under the target role's condition r_i, token ids
+    ctx_contrast: list  # u~ (Eq. 12) under the contrast condition kappa(r_i) (Eq. 23), token ids
+    lp_student: torch.Tensor  # log pi_theta_i(y_k | x, y_<k) kept from the sampler (App. C)
     lp_target: torch.Tensor = None    # l^(i)_k, the teacher under r_i (Eq. 7)
     lp_contrast: torch.Tensor = None  # l^(j)_k, the teacher under r_j, j = kappa(i)
     adv: torch.Tensor = None          # A^RAS_k (Eq. 10), detached
 
 
 def autocast(args):
-    """bf16 compute over the fp32 master weights, or nothing (precision is left open by the paper, DECISIONS.md D9)."""
+    """bf16 compute over the fp32 master weights, or nothing (precision is left open by the paper,
+    DECISIONS.md D9)."""
     if args.precision != "bf16":
         return nullcontext()
     return torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16)
 
 
-def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models=None, record=None,
-               progress=False, samples=None, judge=None):
-    """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes -> advantages -> update.
-    rollout_models: what Phase 1 samples with (default: the policies). record(step, episodes): called when the
-    rollout ends. progress: a line naming the phase running and the seconds of those done. samples: the report's
-    JSONL of scored responses (metrics.step_samples), appended to by the first and the last step. judge: the
-    attribution model of --attribution model (infra.launch.attribution_judge), None for the verifier. Returns the
-    step's metrics; the caller decides what to save."""
-    cfg, clock = rollout_config(args, progress=progress), PhaseClock(step, progress)
-    grpo = args.objective == "grpo"  # a Table 1 baseline (baselines/grpo.py): rewards in the teacher's place
-    ids = list(range(distributed.rank(), args.batch, distributed.world_size()))  # this rank's share of the batch
-    batch = batch_for_step(problems, step, args.batch, args.seed)
-    with clock.phase("rollout"):          # Phase 1: the students' joint rollout
-        episodes = joint_rollout([batch[i] for i in ids], policies, rollout_models or policies, tok, cfg, gen, args)
-        if record:
-            record(step, episodes)
-    with clock.phase("attribution"):      # Phase 2a: a^t of every turn before any scoring (the last goes unused)
-        attributions = attribute_by_model(episodes, judge, tok) if judge else \
-            attribute_episodes(episodes, timeout=cfg.code_timeout, workers=args.workers)  # a^t per agent (Eq. 24)
-    with clock.phase("reward" if grpo else "teacher"):  # Phase 2b, or the rewards of the GRPO baselines
-        items, overlong = grpo_items(episodes, attributions, ids, args, cfg) if grpo else \
-            teacher_scores(episodes, attributions, ids, teacher, tok, args)
-    if samples and step in (0, args.steps - 1) and not grpo:  # the report's heat maps, before and after (App. G.2)
-        with open(samples, "a") as f:
-            f.writelines(json_text(s) + "\n" for s in step_samples(step, items, batch, tok))
-    counts = add_counts(distributed.gather((reward_counts if grpo else rollout_counts)(episodes, attributions, items,
-                                                                                       overlong)))  # all ranks
-    metrics = {"step": step, **rollout_metrics(counts), **reward_metrics(counts)}
-    with clock.phase("update"):           # Phase 3: Eq. 13, all policies synchronously
-        metrics.update(update(items, args.batch, policies, optims, args))
-    clock.close()
-    return {**metrics, "seconds": clock.seconds, "peak_memory_mb": round(peak_memory_mb(args.device), 1)}
+def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models=None,
+               attribute=None, log=None):
+    """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes ->
+    advantages -> update. rollout_models: what Phase 1 samples with (default: the policies).
+    attribute: Phase 2a of a team of 2n agents or of the attribution model (teams.verdicts.phase_2a),
+    None for PAC's verifier of a pair. log: what the run keeps of the step (infra.metrics.StepLog:
+    phase seconds, episodes, the report's samples). Returns the step's metrics.jsonl record."""
+    log = log or StepLog(step, args.device)
+    cfg = rollout_config(args, progress=log.show)
+    batch = batch_for_step(problems, step, args.batch, args.seed)  # the step's problems
+    ids = distributed.share(args.batch)  # the episodes this rank plays (all of them in one process)
+    with log.phase("rollout"):      # Phase 1: the students' joint rollout (Eq. 1-3)
+        episodes = joint_rollout([batch[i] for i in ids], policies, rollout_models or policies,
+                                 tok, cfg, gen, args)
+        log.record(episodes)
+    with log.phase("attribution"):  # Phase 2a, PAC: a^t of every completed turn (Eq. 11)
+        verify = attribute or attribute_episodes
+        attributions = verify(episodes, timeout=cfg.code_timeout, workers=args.workers)
+    with log.phase("teacher"):      # Phase 2b, RAS: two teacher passes, A^RAS (Eq. 7-10)
+        items, overlong = teacher_scores(episodes, attributions, ids, teacher, tok, args)
+    log.sample(items, batch)  # a few scored responses for the report's heat maps (App. G.2)
+    with log.phase("update"):       # Phase 3: Eq. 13, all policies synchronously
+        updated = update(items, args.batch, policies, optims, args)
+    return log.close(rollout_counts(episodes, attributions, items, overlong), updated)
 
 
 def teacher_scores(episodes, attributions, ids, teacher, tok, args):
-    """Phase 2b: each response scored by the teacher under r_i and kappa(r_i) (Eq. 7), then A^RAS (Eq. 10) from the
-    sampler's log-probs. ids: each episode's index in the step's batch. -> (Scored items, teacher-overlong count)."""
+    """Phase 2b: each response scored by the teacher under r_i and kappa(r_i) (Eq. 7), then A^RAS
+    (Eq. 10) from the sampler's log-probs. ids: each episode's index in the step's batch.
+    -> (Scored items, teacher-overlong count)."""
+    # u~ under r_i and kappa(r_i), with the verdicts c^{<t} unless w/o PAC (Eq. 12)
     inputs, overlong = teacher_inputs(episodes, attributions, tok, args.teacher_max_prompt_tokens,
-                                      pac=not args.no_pac)                    # u~ under r_i and kappa(r_i)
+                                      pac=not args.no_pac)
     items = [Scored(ids[k], role, resp, target, contrast, torch.tensor(resp.logprobs))
              for k, role, resp, target, contrast in inputs]
-    with autocast(args), teacher_on_device(teacher, args.device, args.teacher_offload):  # Eq. 7, twice
-        lps = score_both_passes(teacher, [it.ctx_target for it in items], [it.ctx_contrast for it in items],
-                                [it.response.tokens for it in items], args.teacher_batch_tokens)
-    for it, lp_target, lp_contrast in zip(items, *lps):                      # Eq. 10, sampler log-probs
+    targets = [it.ctx_target for it in items]
+    contrasts = [it.ctx_contrast for it in items]
+    responses = [it.response.tokens for it in items]
+    with autocast(args), teacher_on_device(teacher, args.device, args.teacher_offload):
+        lps = score_both_passes(teacher, targets, contrasts, responses,  # Eq. 7, twice
+                                args.teacher_batch_tokens)
+    for it, lp_target, lp_contrast in zip(items, *lps):
         it.lp_target, it.lp_contrast = lp_target, lp_contrast
-        it.adv = ras_advantage(lp_target, lp_contrast, it.lp_student, args.lam)
+        it.adv = ras_advantage(lp_target, lp_contrast, it.lp_student, args.lam)  # Eq. 10
     return items, overlong
 
 
-def joint_rollout(problems, policies, rollout_models, tok, cfg, gen, args):
-    """Phase 1 of Algorithm 1 (App. C): the rollout models refreshed from the policies (on-policy), then the
-    students' episodes (rollout.run_episodes). Under bf16 the rollout copies sample without autocast; their
-    log-probs are then those of bf16 weights while Eq. 13 differentiates the fp32 masters under autocast: the gap
-    between the two is reported as logprob_gap / logprob_gap_mean (0 would be exactly on-policy, Eq. 8)."""
+def joint_rollout(problems, policies, rollout_models, tok, cfg, gen, args, play=run_episodes):
+    """Phase 1 of Algorithm 1 (App. C): the rollout models refreshed from the policies
+    (on-policy), then the students' episodes (play: rollout.run_episodes; a baseline's own
+    protocol, baselines/single.py). Under bf16 the rollout copies sample without autocast; their
+    log-probs are then those of bf16 weights while Eq. 13 differentiates the fp32 masters under
+    autocast: the gap between the two is reported as logprob_gap / logprob_gap_mean (0 would be
+    exactly on-policy, Eq. 8)."""
     refresh(rollout_models, policies)
     with autocast(args) if rollout_models is policies else nullcontext():
-        episodes = grpo_rollout(problems, rollout_models, tok, cfg, gen, args) if args.objective == "grpo" else \
-            run_episodes(problems, rollout_models, tok, cfg, gen)
+        episodes = play(problems, rollout_models, tok, cfg, gen)
     release_decoder()  # the sampler's KV cache, before the teacher and the update need the memory
     return episodes
 
 
 def author_logprobs(items, policies):
-    """Eq. 13's log pi_theta_i(y_k | x, y_<k), with grad: each response re-scored by its author's policy only."""
+    """Eq. 13's log pi_theta_i(y_k | x, y_<k), with grad: each response re-scored by its author's
+    policy only."""
     logps = [None] * len(items)
     for model in distinct(policies):
         idx = [k for k, it in enumerate(items) if policies[it.role] is model]
         if idx:
-            lps = logprobs(model, [items[k].response.context_ids for k in idx], [items[k].response.tokens for k in idx])
+            contexts = [items[k].response.context_ids for k in idx]
+            lps = logprobs(model, contexts, [items[k].response.tokens for k in idx])
             for k, lp in zip(idx, lps):
                 logps[k] = lp
     return logps
 
 
+def micro_batches(mb, weights, size):
+    """Gradient accumulation: one mini-batch's responses and their Eq. 13 weights in consecutive
+    runs of `size` -> [(items, weights)]."""
+    return [(mb[lo:lo + size], weights[lo:lo + size]) for lo in range(0, len(mb), size)]
+
+
 def update(items, n_episodes, policies, optims, args):
-    """Phase 3: the loss of Eq. 13 over mini-batches of `args.mini_batch` episodes (one optimizer step each, all
-    policies together), accumulated over micro-batches of `args.micro_batch` responses. A non-finite advantage
-    skips the step; a non-finite loss or gradient skips that update. Returns the update's metrics. Batch semantics
-    (episodes; the second mini-batch slightly off-policy, without an importance ratio): DECISIONS.md D8.
-    Under torchrun `items` are this rank's share; every decision below is taken on all ranks' figures together, and
-    the gradients are summed over ranks before the step, so each rank takes the update of the whole batch."""
+    """Phase 3: the loss of Eq. 13 over mini-batches of `args.mini_batch` episodes (one optimizer
+    step each, all policies together), accumulated over micro-batches of `args.micro_batch`
+    responses. A non-finite advantage skips the step; a non-finite loss or gradient skips that
+    update. Returns the update's metrics. Batch semantics (episodes; the second mini-batch slightly
+    off-policy, without an importance ratio): DECISIONS.md D8.
+    Under torchrun `items` are this rank's share; the counts below are summed over ranks
+    (distributed.total) and the gradients before the step, so each rank takes the update of the
+    whole batch."""
     out = {"loss": [], "updates": 0, "skipped": int(distributed.total(len(items)) == 0)}
     if nonfinite_advantage(items):
         return {**out, "skipped": 1}
     unique, gap = distinct(policies), None
+    # FSDP2 is SPMD: under --fsdp every rank runs the same one-policy micro-batches
+    # (infra/sharding.py)
+    split = partial(lockstep, policies=policies) if args.fsdp else micro_batches
     for model in unique:
         model.train()
-    for first in range(0, n_episodes, args.mini_batch):  # one optimizer step per mini-batch of episodes
+    for first in range(0, n_episodes, args.mini_batch):  # one optimizer step per mini-batch
         mb = [it for it in items if first <= it.episode < first + args.mini_batch]
-        n_mb = distributed.total(len({it.episode for it in mb}))  # E of Eq. 13: the mini-batch's episodes, all ranks
+        n_mb = distributed.total(len({it.episode for it in mb}))  # E of Eq. 13, all ranks
         if not n_mb:
             continue
-        weights = eq13_weights([it.role for it in mb], [it.episode for it in mb], n_mb)  # w_i of Eq. 13
+        weights = eq13_weights([it.role for it in mb], [it.episode for it in mb], n_mb)  # w_i
         loss_sum = 0.0
-        for chunk, w in micro_batches(mb, weights, args.micro_batch, policies, args.fsdp):  # gradients accumulated
+        for chunk, w in split(mb, weights, args.micro_batch):  # gradients accumulated
             with autocast(args):
-                logps = author_logprobs(chunk, policies)                         # log pi_theta_i(y_k | x, y_<k)
-            gap = gap or logprob_gap(logps, chunk)  # the first micro-batch, before any update: on-policy here
-            loss = mas_opd_loss(logps, [it.adv.to(lp.device) for it, lp in zip(chunk, logps)], w)  # Eq. 13
+                logps = author_logprobs(chunk, policies)  # log pi_theta_i(y_k | x, y_<k)
+            gap = gap or logprob_gap(logps, chunk)  # the first micro-batch: still on-policy
+            advs = [it.adv.to(lp.device) for it, lp in zip(chunk, logps)]
+            loss = mas_opd_loss(logps, advs, w)  # Eq. 13
             loss.backward()
             loss_sum += loss.item()
-        optimizer_step(unique, optims, loss_sum, args, out)  # every policy at once, on all ranks' gradients
+        optimizer_step(unique, optims, loss_sum, args, out)  # every policy at once
     for model in unique:
         model.eval()
     return {**out, **gap_metrics(distributed.gather(gap))}  # over every rank's first micro-batch
@@ -195,18 +213,21 @@ def nonfinite_advantage(items):
 
 
 def optimizer_step(unique, optims, loss_sum, args, out):
-    """One step of every policy on the mini-batch's gradients, summed over ranks and clipped to args.grad_clip; a
-    non-finite loss or gradient skips it. Appends the mini-batch's loss (all ranks) to out["loss"], sets
-    out["grad_norm"], counts out["updates"] and marks out["skipped"]."""
+    """One step of every policy on the mini-batch's gradients, summed over ranks and clipped to
+    args.grad_clip; a non-finite loss or gradient skips it. Appends the mini-batch's loss (all
+    ranks) to out["loss"], sets out["grad_norm"], counts out["updates"] and marks
+    out["skipped"]."""
     distributed.sum_grads(unique)
     loss_sum = distributed.total(loss_sum)
-    out["grad_norm"] = [torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip).item() for model in unique]
+    out["grad_norm"] = [torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip).item()
+                        for model in unique]
     if all(math.isfinite(x) for x in out["grad_norm"] + [loss_sum]):
-        optimizer_steps(optims, args.optimizer_offload)  # one policy at a time; moments off the GPU otherwise
+        # one policy at a time; with --optimizer-offload the moments wait in host memory otherwise
+        optimizer_steps(optims, args.optimizer_offload)
         out["updates"] += 1
     else:
-        print(f"!!! non-finite loss/gradient (loss {loss_sum}, grad norms {out['grad_norm']}); update skipped",
-              file=sys.stderr)
+        print(f"!!! non-finite loss/gradient (loss {loss_sum}, grad norms {out['grad_norm']}); "
+              f"update skipped", file=sys.stderr)
         out["skipped"] = 1
     for opt in optims:
         opt.zero_grad(set_to_none=True)
@@ -214,10 +235,16 @@ def optimizer_step(unique, optims, loss_sum, args, out):
 
 
 def main(argv=None, teacher=None):
-    """The command line: Algorithm 1's loop (App. C) with evaluation before and after; `teacher`, when given, is
-    used instead of loading --teacher (see build). Under torchrun every rank runs this; rank 0 alone prints,
-    evaluates and writes (metrics.jsonl, checkpoints, results.json)."""
-    args = get_args(argv)
+    """The command line: Algorithm 1's loop (App. C) with evaluation before and after; `teacher`,
+    when given, is used instead of loading --teacher (see build)."""
+    run(get_args(argv), teacher)
+
+
+def run(args, teacher=None, step_fn=None):
+    """Algorithm 1's loop on parsed args (config.get_args). step_fn: one iteration, train_step
+    unless a variant's (baselines/grpo.py). Under torchrun every rank runs this; rank 0 alone
+    prints, evaluates and writes (metrics.jsonl, checkpoints, results.json)."""
+    step_fn = step_fn or train_step
     rank, world, args.device = distributed.init(args.device)
     say = print if rank == 0 else lambda *a, **k: None
     hf_logging.disable_progress_bar()  # one bar (ours) per run, not one per saved shard
@@ -226,8 +253,11 @@ def main(argv=None, teacher=None):
     say(cpu_threads(args.threads))
     stop_on_sigterm()
     say("sandbox:", describe())
-    say(f"ranks: {world} (torchrun), each rolls out and scores {math.ceil(args.batch / world)} of the "
-        f"{args.batch} episodes of a step" if world > 1 else "ranks: 1")
+    if world > 1:
+        say(f"ranks: {world} (torchrun), each rolls out and scores "
+            f"{math.ceil(args.batch / world)} of the {args.batch} episodes of a step")
+    else:
+        say("ranks: 1")
     if teacher is not None:
         say(f"teacher: {type(teacher).__name__}, given by the caller (--teacher is not loaded)")
     torch.manual_seed(args.seed)
@@ -235,32 +265,38 @@ def main(argv=None, teacher=None):
     try:
         if note := check_isolation(args.unisolated_programs):  # before anything loads
             say(note)
-        check_writable(args.out, "--out", directory=True)  # before the models load, not at the first save
+        # before the models load, not at the first save
+        check_writable(args.out, "--out", directory=True)
         held_out = load_problems(args.eval_problems) if args.eval_problems else None
-        s = build(args, teacher)  # infra.launch.Start: Algorithm 1's inputs and the step the run starts at
-        problems, policies, teacher, tok, optims, gen = s.problems, s.policies, s.teacher, s.tok, s.optims, s.gen
-        start, skipped, rollout_models = s.step, s.skipped, s.rollout_models
-        judge = attribution_judge(args, teacher, tok)
+        s = build(args, teacher)  # infra.launch.Start: Algorithm 1's inputs and the first step
+        policies, optims, tok, rollout_models = s.policies, s.optims, s.tok, s.rollout_models
+        attribute = phase_2a(args.agents_per_role, attribution_judge(args, s.teacher, tok), tok)
         check_prompt_limit(held_out or [], tok, args.max_prompt_tokens)
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    metrics_path, samples_path = (os.path.join(args.out, name) for name in ("metrics.jsonl", "samples.jsonl"))
-    episodes_path = os.path.join(args.out, "episodes.jsonl" if rank == 0 else f"episodes.rank{rank}.jsonl")
+    metrics_path = os.path.join(args.out, "metrics.jsonl")
+    samples_path = os.path.join(args.out, "samples.jsonl")
+    episodes_name = "episodes.jsonl" if rank == 0 else f"episodes.rank{rank}.jsonl"
+    episodes_path = os.path.join(args.out, episodes_name) if args.save_episodes else None
     if rank == 0:
         os.makedirs(args.out, exist_ok=True)
-        start_log(metrics_path, start)
-        start_log(samples_path, start)
+        start_log(metrics_path, s.step)
+        start_log(samples_path, s.step)
     distributed.barrier()  # OUT exists before any rank writes its episodes there
-    if args.save_episodes:
-        start_log(episodes_path, start)
-    record = (lambda step, episodes: append_episodes(episodes_path, episodes, step=step)) if args.save_episodes \
-        else None
-    if held_out and rank == 0:  # evaluated as Phase 1 samples: on the bf16 copies under --precision bf16
-        results = {"before": evaluate_policies(held_out, rollout_models, tok, args)} if start == 0 else {}
-    for step in tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps, disable=rank != 0):
-        metrics = train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models, record,
-                             progress=rank == 0, samples=samples_path if rank == 0 else None, judge=judge)
+    if episodes_path:
+        start_log(episodes_path, s.step)
+    skipped, results = s.skipped, {}
+    if held_out and rank == 0 and s.step == 0:  # evaluated as Phase 1 samples: on the bf16 copies
+        results["before"] = evaluate_policies(held_out, rollout_models, tok, args)
+    for step in tqdm(range(s.step, args.steps), desc="steps", initial=s.step, total=args.steps,
+                     disable=rank != 0):
+        # the report's heat maps (App. G.2) show the first and the last step
+        sampled = rank == 0 and step in (0, args.steps - 1)
+        log = StepLog(step, args.device, show=rank == 0, episodes=episodes_path,
+                      samples=samples_path if sampled else None, tok=tok)
+        metrics = step_fn(step, s.problems, policies, optims, s.teacher, tok, args, s.gen,
+                          rollout_models, attribute, log)
         skipped += metrics["skipped"]
         metrics["skipped_total"] = skipped
         if rank == 0:
@@ -268,14 +304,15 @@ def main(argv=None, teacher=None):
                 f.write(json_text(metrics) + "\n")
             tqdm.write(step_line(metrics))  # stays on screen above the bar
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
-            samplers = distributed.gather(gen.get_state())  # every rank's stream, so that a resume continues each
+            # every rank's sampler stream, so that a resume continues each
+            samplers = distributed.gather(s.gen.get_state())
             states = full_states(distinct(policies), optims)  # gathered to rank 0 under --fsdp
             if rank == 0:
                 save_checkpoint(args.out, step, policies, states, tok, samplers, skipped, args)
-    say(f"done: {args.steps - start} steps, {skipped} skipped; metrics in {metrics_path}, "
+    say(f"done: {args.steps - s.step} steps, {skipped} skipped; metrics in {metrics_path}, "
         f"checkpoint in {os.path.join(args.out, 'checkpoint')}")
     if held_out:
-        refresh(rollout_models, policies)  # the copies still hold the weights from before the last update
+        refresh(rollout_models, policies)  # the copies still hold the weights of before the update
     if held_out and rank == 0:
         results["after"] = evaluate_policies(held_out, rollout_models, tok, args)
         print(markdown({f"{k} ({len(held_out)} held-out problems, seeds {args.eval_seeds})": v

@@ -1,32 +1,40 @@
-"""The GRPO family of Table 1 (App. D.3, D.6.2), trained by train.py --objective grpo in MAS-OPD's place: the
-teacher's per-token A^RAS is replaced by one group-normalised reward advantage per response, everything else of
-Algorithm 1 (rollout, verifier, the loss's averaging and per-role routing of Eq. 13, optimizer, checkpoints,
-torchrun) stays train.py's.
+"""The GRPO family of Table 1 (App. D.3, D.6.2), trained in MAS-OPD's place by train.py's loop with
+a step of its own (grpo_step): the teacher's per-token A^RAS is replaced by one group-normalised
+reward advantage per response; everything else of Algorithm 1 (rollout, verifier, the loss's
+averaging and per-role routing of Eq. 13, optimizer, checkpoints, torchrun) is train.py's.
 
-    --grpo-variant mas      MAS+GRPO: the two-agent workflow, G rollouts per problem; each role's policy is updated
-                            with its own reward R_i = R_team + alpha R_i^local of the episode (Eq. 14)
-    --grpo-variant magrpo   MAGRPO: the same workflow; every turn t is rewarded, r_i^t (Eq. 14 on turn t's
-                            artefacts), and credited with its Monte-Carlo return-to-go sum_{t' >= t} r_i^{t'}; no
-                            critic, no clip, no KL
-    --grpo-variant sa-st    SA+ST+GRPO: the main role alone (baselines/single.py), one turn, G rollouts
-    --grpo-variant sa-mt    SA+MT+GRPO: the main role revising its own answer until unchanged or T turns
+    python -m baselines.grpo --problems FILE --student DIR --grpo-variant mas    # train.py's flags
+    --grpo-variant mas      MAS+GRPO: the two-agent workflow, G rollouts per problem; each role's
+                            policy is updated with its own reward R_i = R_team + alpha R_i^local of
+                            the episode (Eq. 14)
+    --grpo-variant magrpo   MAGRPO: the same workflow; every turn t is rewarded, r_i^t (Eq. 14 on
+                            turn t's artefacts), and credited with its Monte-Carlo return-to-go
+                            sum_{t' >= t} r_i^{t'}; no critic, no clip, no KL
+    --grpo-variant sa-st    SA+ST+GRPO: the main role alone (baselines/single.py), one turn, G
+                            rollouts
+    --grpo-variant sa-mt    SA+MT+GRPO: the main role revising its own answer until unchanged or T
+                            turns
 
 The loss is train.update's Eq. 13 with A_k = A_g for every token k of a response of rollout g:
-L = -sum_i w_i mean_k sg(A_g) log pi_theta_i(y_k | x, y_<k): GRPO's policy gradient on the sampled tokens without
-the KL term, and without the ratio clip, which is inactive on-policy (DECISIONS.md D13).
+L = -sum_i w_i mean_k sg(A_g) log pi_theta_i(y_k | x, y_<k): GRPO's policy gradient on the sampled
+tokens without the KL term, and without the ratio clip, which is inactive on-policy
+(DECISIONS.md D13).
 """
 import dataclasses
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
+from attribution import attribute_episodes
 from baselines.rewards import role_reward
-from baselines.single import run_single
-from config import MAX_TURNS
-from infra.metrics import rollout_counts
-from rollout import Response, final_answer, run_episodes
-
-SINGLE = {"sa-st": 1, "sa-mt": MAX_TURNS}  # config.GRPO_VARIANTS' single-agent ones, with their turn caps (App. D.3)
+from baselines.single import SINGLE, run_single
+from config import get_args
+from infra import distributed
+from infra.data import batch_for_step
+from infra.metrics import StepLog, rollout_counts, rollout_metrics
+from rollout import Response, final_answer, rollout_config, run_episodes
+from train import joint_rollout, run, update
 
 
 @dataclass
@@ -47,15 +55,6 @@ def group_advantages(rewards, eps=1e-6):
     if len(r) < 2:
         return [0.0] * len(r)
     return ((r - r.mean()) / (r.std() + eps)).tolist()
-
-
-def grpo_rollout(problems, policies, tok, cfg, gen, args):
-    """Phase 1 of the GRPO family: each problem rolled out args.group_size times in a row (its group), in the
-    two-agent workflow (rollout.run_episodes) or by the main role alone (baselines/single.py)."""
-    group = [p for p in problems for _ in range(args.group_size)]
-    if args.grpo_variant in SINGLE:
-        return run_single(group, policies, tok, cfg, gen, max_turns=min(SINGLE[args.grpo_variant], cfg.max_turns))
-    return run_episodes(group, policies, tok, cfg, gen)
 
 
 def turn_rewards(episode, atts, role, args, cfg, first=0):
@@ -96,19 +95,19 @@ def group_items(problem_index, group, args, cfg):
 
 def grpo_items(episodes, attributions, ids, args, cfg):
     """The baselines' Phase 2: rewards (App. D.4) and group-normalised advantages for every response. episodes:
-    args.group_size consecutive rollouts per problem ids[k] (grpo_rollout); attributions: one list per episode.
-    -> (Rewarded items, 0 teacher-overlong responses)."""
+    args.group_size consecutive rollouts per problem ids[k] (grpo_step); attributions: one list per episode.
+    -> Rewarded items."""
     G, items = args.group_size, []
     for k, lo in enumerate(range(0, len(episodes), G)):
         items += group_items(ids[k], list(zip(episodes[lo:lo + G], attributions[lo:lo + G])), args, cfg)
-    return items, 0
+    return items
 
 
-def reward_counts(episodes, attributions, items, overlong):
+def reward_counts(episodes, attributions, items):
     """rollout_counts (infra.metrics) of a GRPO step, summable over ranks: the episode figures, the sampled tokens,
     no teacher, per role its responses and tokens (A^OPD, A^role and reverse KL 0: there is no teacher), and the
     sum of its rewards with the count of responses whose advantage is 0 (a group with nothing to prefer)."""
-    counts = rollout_counts(episodes, attributions, [], overlong)
+    counts = rollout_counts(episodes, attributions, [], 0)
     counts["tokens"] = {"rollout": sum(len(it.response.tokens) for it in items), "teacher": 0}
     for it in items:
         s = counts["roles"].setdefault(it.role, {"a_opd": 0.0, "a_role": 0.0, "reverse_kl": 0.0, "responses": 0,
@@ -126,3 +125,48 @@ def reward_metrics(counts):
     return {"reward": {r: s["reward"] / max(1, s["responses"]) for r, s in sorted(roles.items())},
             "zero_advantage": {r: 100 * s["zero_advantage"] / max(1, s["responses"])
                                for r, s in sorted(roles.items())}} if roles else {}
+
+
+def reward_figures(counts):
+    """A GRPO step's metrics.jsonl figures from its counts over all ranks (reward_counts):
+    rollout_metrics' and reward_metrics'."""
+    return {**rollout_metrics(counts), **reward_metrics(counts)}
+
+
+def grpo_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models=None,
+              attribute=None, log=None):
+    """One step of a GRPO baseline in train.train_step's place, its arguments alike (teacher:
+    None, never used): Phase 1 rolls out each of this rank's problems G times in a row (its group),
+    in the workflow or by the main role alone; Phase 2 is the verifier's a^t, then the rewards and
+    group advantages (grpo_items) in the teacher's place; Phase 3 is train.update."""
+    log = log or StepLog(step, args.device)
+    cfg = rollout_config(args, progress=log.show)
+    batch = batch_for_step(problems, step, args.batch, args.seed)
+    ids = distributed.share(args.batch)
+    group = [batch[i] for i in ids for _ in range(args.group_size)]
+    turns = min(SINGLE.get(args.grpo_variant, 0), cfg.max_turns)
+    play = partial(run_single, max_turns=turns) if turns else run_episodes
+    with log.phase("rollout"):
+        episodes = joint_rollout(group, policies, rollout_models or policies, tok, cfg, gen, args,
+                                 play=play)
+        log.record(episodes)
+    with log.phase("attribution"):
+        verify = attribute or attribute_episodes
+        attributions = verify(episodes, timeout=cfg.code_timeout, workers=args.workers)
+    with log.phase("reward"):
+        items = grpo_items(episodes, attributions, ids, args, cfg)
+    with log.phase("update"):
+        updated = update(items, args.batch, policies, optims, args)
+    return log.close(reward_counts(episodes, attributions, items), updated, reward_figures)
+
+
+def main(argv=None, teacher=None):
+    """python -m baselines.grpo: train.py's loop and command line, with the baselines' flags, a
+    GRPO step each iteration and no teacher (`teacher` must be None: rewards take its place)."""
+    if teacher is not None:
+        raise ValueError("the GRPO baselines load no teacher: their rewards take its place")
+    run(get_args(argv, grpo=True), step_fn=grpo_step)
+
+
+if __name__ == "__main__":
+    main()

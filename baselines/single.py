@@ -10,15 +10,18 @@ import time
 
 import torch
 
+from config import MAX_TURNS
 from attribution import ROLE_CHECK, attribute_episodes
 from infra.metrics import format_counts, format_shares
-from infra.models import encode_text
-from prompts import (ANSWER_FMT, NO_ANSWER, NO_CODE_BLOCK, NO_PROGRAM, OPENING, ROLES, CodeArtefacts,
-                     MathArtefacts, Segment, _fence, build_context, extract_answer, extract_program, fit_context)
+from prompts import (ANSWER_FMT, CodeArtefacts, MathArtefacts, NO_ANSWER, NO_CODE_BLOCK, NO_PROGRAM,
+                     OPENING, ROLES, Segment, _fence, build_context, encode_text, extract_answer,
+                     extract_program, fit_context)
 from infra.progress import TurnProgress
 from rollout import Episode, Turn, final_answer, sample_turn
 
 MAIN_ROLES = tuple(roles[0] for roles in ROLES.values())  # ("coder", "reasoner"): who answers alone
+# The single-agent variants of the GRPO baselines (config.GRPO_VARIANTS) and their turn caps (App. D.3).
+SINGLE = {"sa-st": 1, "sa-mt": MAX_TURNS}
 REVISE_OWN = {  # SA+MT's later turns (App. D.3): no feedback, the agent's own earlier answers only
     "coder": "Your earlier programs are shown above. Check the latest one against the problem. If it is wrong, "
              "write a corrected program; if it is right, give it again unchanged.",

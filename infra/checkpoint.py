@@ -10,7 +10,8 @@ import shutil
 
 import torch
 
-from infra.data import longest_response, nearest_folder
+from infra.data import nearest_folder
+from config import longest_response
 from infra.footprint import checkpoint_bytes, config_of
 from infra.memory import GiB
 from infra.models import first_line, load_model

@@ -16,15 +16,14 @@ program. Reference answers, golden tests and solutions are read by the verifier 
 no agent context is ever built from them.
 
 Benchmark and hub datasets are converted into this schema by tools/loaders.py. Also here, for every command line:
-atomic writes, strict JSON, the up-front check of output paths, the argparse type of numeric flags and the response
-limit of a domain (the presets themselves are config.py's).
+atomic writes, strict JSON, the episodes' JSONL records and the up-front check of output paths (the flags' types and values are config.py's).
 """
-import argparse
 import ast
 import json
 import math
 import os
 import random
+from dataclasses import asdict
 
 REQUIRED = {"math": {"id": str, "domain": str, "question": str, "answer": str},
             "code": {"id": str, "domain": str, "question": str, "format": str, "tests": list}}
@@ -61,6 +60,25 @@ def _finite(value):
     return value
 
 
+def episode_record(e):
+    """A JSON-ready record of one episode of Phase 1 (rollout.Episode): everything the teacher needs later,
+    nothing recomputed. episodes.jsonl (train.py --save-episodes, eval.py --episodes) holds one per line."""
+    turns = [{"t": t.t, "agree": t.agree, "artefacts": asdict(t.artefacts),
+              "pairs": {"|".join(key): {**asdict(a), "agree": t.agreed[key]} for key, a in t.pairs.items()},
+              "responses": {r: {"context": [[s.kind, s.turn, s.ids] for s in x.context], "tokens": x.tokens,
+                                "logprobs": x.logprobs, "text": x.text, "truncated": x.truncated}
+                            for r, x in t.responses.items()}}
+             for t in e.turns]
+    return {"id": e.problem["id"], "stopped": e.stopped, "final": e.final, "turns": turns}
+
+
+def append_episodes(path, episodes, **fields):
+    """Append one JSONL line per episode of Phase 1 (App. C; episode_record plus `fields`, e.g. its step or seed)
+    and close the file, so that a crash loses no episode already written."""
+    with open(path, "a") as f:
+        f.writelines(json_text({**fields, **episode_record(e)}) + "\n" for e in episodes)
+
+
 def nearest_folder(path):
     """The path itself or, where it does not exist yet, the nearest existing folder above it (absolute)."""
     path = os.path.abspath(path)
@@ -80,41 +98,6 @@ def check_writable(path, flag, directory=False):
         raise ValueError(f"{flag} {path}: {parent} is not an existing directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"{flag} {path}: {parent} is not writable")
-
-
-def bounded(kind, low, high=math.inf, low_open=False):
-    """An argparse type: a finite `kind` (int or float) >= low (> low if low_open) and <= high. argparse then
-    refuses, at parse time with its usage line, a nan, an inf, or a count that would silently do nothing or drop
-    data (--limit -1, --max-new-tokens 0)."""
-    what = ("an integer" if kind is int else "a finite number") + (f" > {low}" if low_open else f" >= {low}") + (
-        f" and <= {high}" if high < math.inf else "")
-
-    def parse(text):
-        try:
-            value = kind(text)
-            ok = math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
-        except (ValueError, OverflowError):  # not a number of that kind; an integer too long for a float
-            ok = False
-        if not ok:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-        return value
-    return parse
-
-
-def response_limit(cfg, domain):
-    """The most tokens a student response of `domain` ("code" or "math") may have under `cfg` (a RolloutConfig or
-    parsed args, App. D.6.3): math_max_new_tokens for the math roles where set (not 0), else max_new_tokens."""
-    return cfg.math_max_new_tokens if domain == "math" and cfg.math_max_new_tokens else cfg.max_new_tokens
-
-
-def longest_response(cfg):
-    """The longest response any domain may have under `cfg` (response_limit): what a memory plan or a disk check
-    budgets each response for."""
-    return max(response_limit(cfg, domain) for domain in ("code", "math"))
-
-
-COUNT = bounded(int, 1)  # steps, batch sizes, token and turn limits, workers: 0 would do nothing
-SEED = bounded(int, 0, 2**32 - 1)  # a seed every RNG we seed takes (torch refuses 2**64), seed + 1 too
 
 
 class ProblemError(ValueError):

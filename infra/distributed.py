@@ -46,6 +46,12 @@ def world_size():
     return dist.get_world_size() if dist.is_initialized() else 1
 
 
+def share(n):
+    """The indices of a step's n episodes that this rank rolls out and scores: rank, rank + world
+    size, ...; all of them in one process."""
+    return list(range(rank(), n, world_size()))
+
+
 def _on():
     """Where a collective's own tensors live: NCCL takes GPU tensors only."""
     return f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"

@@ -14,11 +14,12 @@ from infra import distributed
 from infra.checkpoint import check_disk, distinct, load_policies, read_state
 from infra.data import load_problems
 from infra.memory import check_fits
-from infra.models import DTYPES, forget_gguf, load_model, same_tokenizer_specs, stop_ids_of, to_dtype
+from infra.models import forget_gguf, load_model, same_tokenizer_specs, to_dtype
+from config import DTYPES
 from infra.offload import park
 from infra.sharding import load_optimizer, shard, whole
 from infra.team import team_seats
-from prompts import check_prompt_limit
+from prompts import check_prompt_limit, stop_ids_of
 from sampler import generate
 
 
@@ -28,7 +29,7 @@ class Start:
     problems: list                # the training problems (infra/data.py's schema)
     policies: dict                # role -> policy pi_theta_i (one model in every seat under --shared-policy)
     teacher: torch.nn.Module      # the frozen teacher, on the device (on the CPU under --teacher-offload); None for
-                                  # --objective grpo, whose rewards need none (App. D.4)
+                                  # the GRPO baselines, whose rewards need none (App. D.4)
     tok: object                   # the students' tokenizer, the teacher's too
     optims: list                  # one AdamW per distinct policy, in distinct(policies)' order
     gen: torch.Generator          # this rank's sampler RNG
@@ -142,7 +143,7 @@ def refresh(rollout_models, policies):
 
 def attribution_judge(args, teacher, tok, max_new_tokens=64):
     """PAC's attribution model under --attribution model (App. E.1.3): --attribution-model, else the frozen teacher,
-    as a function list[list[int]] -> Generation that answers greedily (attribution.attribute_by_model); None for
+    as a function list[list[int]] -> Generation that answers greedily (teams.verdicts.attribute_by_model); None for
     the verifier's route. It judges and is never trained: it is not an agent of the team."""
     if args.attribution == "verifier":
         return None

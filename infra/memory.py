@@ -27,8 +27,8 @@ import re
 
 import torch
 
-from config import PAPER, TEACHER_BATCH_TOKENS
-from infra.data import load_problems, longest_response
+from config import PAPER, TEACHER_BATCH_TOKENS, longest_response
+from infra.data import load_problems
 from infra.footprint import (autocast_params, config_of, layer_act_bytes, nograd_token_bytes, outside_layers_bytes,
                              param_count, rollout_bytes, scoring_bytes, shape)
 from prompts import ROLES

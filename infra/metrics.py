@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 import torch
 from tqdm import tqdm
 
+from infra import distributed
+from infra.data import append_episodes, json_text
 from infra.report import token_pieces
-from infra.team import pairs_of, role_of
+from infra.team import pairs_of
+from prompts import role_of
 from loss import opd_advantage, role_advantage
 
 
@@ -43,12 +46,18 @@ def format_shares(counts):
 
 
 @dataclass
-class PhaseClock:
-    """The seconds of each phase of one step of Algorithm 1, to the millisecond, as metrics.jsonl reports them (cf.
-    App. D.6.4, Table 4), and with show=True a progress line naming the phase that runs and the seconds of those
-    done. `with clock.phase("rollout"): ...` times one phase; close() clears the line."""
+class StepLog:
+    """What a run keeps of one step of Algorithm 1 beside its update: the seconds of each phase, to
+    the millisecond (cf. App. D.6.4, Table 4), with `show` a line naming the phase that runs and the
+    seconds of those done; the step's episodes (`episodes`: the JSONL file of --save-episodes); a
+    few scored responses for the run report's heat maps (`samples`: a JSONL file, written when
+    given); and the step's metrics.jsonl record, its figures summed over ranks (close)."""
     step: int
+    device: str = "cpu"          # whose peak memory the record reports
     show: bool = False
+    episodes: str | None = None  # append the step's episodes here (data.append_episodes)
+    samples: str | None = None   # append step_samples here
+    tok: object = None           # the students' tokenizer, for the samples' token texts
     seconds: dict = field(default_factory=dict)  # phase -> seconds, as each ends
 
     def __post_init__(self):
@@ -56,14 +65,32 @@ class PhaseClock:
 
     @contextmanager
     def phase(self, name):
+        """`with log.phase("rollout"): ...` times one phase."""
         done = ", ".join(f"{k} {v:.1f} s" for k, v in self.seconds.items())
         self.line.set_description_str(f"step {self.step}: {name} (done: {done})")
         start = time.perf_counter()
         yield
         self.seconds[name] = round(time.perf_counter() - start, 3)
 
-    def close(self):
+    def record(self, episodes):
+        """The step's episodes, appended as the rollout ends (so a later phase's crash keeps them)."""
+        if self.episodes:
+            append_episodes(self.episodes, episodes, step=self.step)
+
+    def sample(self, items, batch):
+        """A few scored responses for the heat maps (step_samples); batch: the step's problems."""
+        if self.samples:
+            with open(self.samples, "a") as f:
+                f.writelines(json_text(s) + "\n" for s in step_samples(self.step, items, batch, self.tok))
+
+    def close(self, counts, updated, figures=None):
+        """The step's metrics.jsonl record. counts: what this rank's step did as sums (rollout_counts),
+        added up over every rank here; figures: the record's figures from those sums (default
+        rollout_metrics); updated: train.update's figures. Clears the progress line."""
+        total = add_counts(distributed.gather(counts))
         self.line.close()
+        return {"step": self.step, **(figures or rollout_metrics)(total), **updated,
+                "seconds": self.seconds, "peak_memory_mb": round(peak_memory_mb(self.device), 1)}
 
 
 def rollout_counts(episodes, attributions, items, overlong):

@@ -8,7 +8,6 @@
 Every model comes back as a plain, trainable transformers CausalLM in eval mode, and every tokenizer has
 been checked to render our prompts: a chat template, and Qwen3's no-thinking mode where the model thinks.
 """
-import argparse
 import copy
 import functools
 import importlib.metadata
@@ -321,32 +320,6 @@ def smollm2_gguf():
     return str(found[0].locate()) if found else None
 
 
-def device(text):
-    """An argparse type: a torch device this machine has ("cpu", "cuda", "cuda:1", "mps")."""
-    try:
-        dev = torch.device(text)
-    except RuntimeError:
-        raise argparse.ArgumentTypeError(f"not a torch device: {text!r}") from None
-    available = {"cpu": True, "cuda": torch.cuda.is_available() and (dev.index or 0) < torch.cuda.device_count(),
-                 "mps": torch.backends.mps.is_available()}
-    if not available.get(dev.type, False):
-        raise argparse.ArgumentTypeError(f"this machine has no device {text!r}")
-    return text
-
-
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # the default of every --device
-
-
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}  # --precision -> the weights' dtype where it applies
-
-
-def precision(choice, device):
-    """--precision as train.py and eval.py take it (the paper leaves precision open, DECISIONS.md D9) -> "fp32" |
-    "bf16": the choice, else bf16 on a GPU (decoding reads half the bytes per token) and fp32 on the CPU (no bf16
-    speed-up there; exact against the tests' references)."""
-    return choice or ("bf16" if device.startswith("cuda") else "fp32")
-
-
 @functools.cache
 def _auto_threads():
     """(threads, cores, load): the cores this process may use less the load other work already puts on them, at
@@ -364,20 +337,6 @@ def cpu_threads(requested=0):
     torch.set_num_threads(requested or threads)
     why = "--threads" if requested else f"{cores} cores, load average {load:.1f}; --threads N to choose"
     return f"threads: {torch.get_num_threads()} torch CPU threads ({why})"
-
-
-def encode_text(tok, text):
-    """Token ids of `text` read as plain text: a special token's spelling inside it stays characters. Everything
-    in a prompt (App. F.1-F.4: problem, history, verdicts, role conditions) but the chat template's own head and
-    tail goes through here, since much of it is untrusted: a
-    program that prints "<|im_end|>\\n<|im_start|>assistant" must not end the message for the model."""
-    return tok(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
-
-
-def longest_token_chars(tok):
-    """An upper bound on the characters one token of `tok` covers (a token's vocabulary spelling is at least as
-    long as the text it stands for): a text longer than limit x this cannot fit in `limit` tokens."""
-    return max(map(len, tok.get_vocab()))
 
 
 def check_chat_template(tok, name):
@@ -407,9 +366,3 @@ def check_same_vocab(va, vb, names):
                     key=lambda k: (min(va.get(k, 1 << 62), vb.get(k, 1 << 62)), k))
         raise ValueError(f"{names[0]} and {names[1]} must share a tokenizer, but their vocabularies differ "
                          f"({len(va)} vs {len(vb)} entries; e.g. {first!r} is id {va.get(first)} vs {vb.get(first)})")
-
-
-def stop_ids_of(tokenizer):
-    """Token ids that end a turn: <|im_end|> (Qwen3's end of turn) and the tokenizer's eos."""
-    ids = {tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id}
-    return tuple(sorted(i for i in ids if i is not None and i != tokenizer.unk_token_id))

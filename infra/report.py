@@ -13,7 +13,8 @@ import sys
 
 from infra.checkpoint import step_of
 from infra.data import write_atomic
-from infra.team import number_of, role_of
+from infra.team import number_of
+from prompts import role_of
 
 # Okabe-Ito colours: told apart by colour-blind readers, and none of them a shade of the heat map's blue or red
 ROLE_COLOURS = {"coder": "#e69f00", "tester": "#009e73", "reasoner": "#cc79a7", "tool_user": "#56b4e9"}
@@ -89,7 +90,7 @@ CURVES = [  # (chart title, a metrics.jsonl record -> {line: value}); metrics.py
                                                        if m.get("loss") and all(map(finite, m["loss"])) else None)),
     ("seconds per step", one(lambda m: sum(m.get("seconds", {}).values()))),
 ]
-# a GRPO baseline's run (train.py --objective grpo): its rewards in the teacher's place
+# a GRPO baseline's run (python -m baselines.grpo): its rewards in the teacher's place
 REWARD_CURVES = [("mean reward per response (App. D.4, Eq. 14)", lambda m: m.get("reward", {})),
                  ("responses with a zero advantage, % (a group with equal rewards)", lambda m: m.get("zero_advantage",
                                                                                                       {}))]

@@ -9,7 +9,7 @@ parameters, after wrapping.
 
 FSDP2 is SPMD: every rank must run the same forward and backward calls of a policy, in the same order, because each
 gathers and reduce-scatters with the others. A rank's share of a mini-batch may hold no response of a policy, or
-fewer micro-batches than another rank's, so micro_batches gives every rank the same sequence of one-policy
+fewer micro-batches than another rank's, so lockstep gives every rank the same sequence of one-policy
 micro-batches and fills the missing ones with a padding response of weight 0 (its gradient is zero, its
 collectives happen). A policy with no response of the mini-batch on any rank runs nothing and takes no step. FSDP2
 averages the gradients over ranks; distributed.sum_grads multiplies them back by N for Eq. 13's sum (gloo refuses
@@ -90,13 +90,11 @@ class _Ids:
     tokens: list
 
 
-def micro_batches(mb, weights, size, policies, sharded):
-    """[(items, Eq. 13 weights)] of one mini-batch, gradients accumulated over them. Unsharded: consecutive runs of
-    `size` responses. Sharded: per policy in distinct order, its responses in runs of `size`, as many runs on every
-    rank as on the rank with the most, the missing ones a Padding of weight 0; a policy without a response of this
-    mini-batch on any rank gets none."""
-    if not sharded:
-        return [(mb[lo:lo + size], weights[lo:lo + size]) for lo in range(0, len(mb), size)]
+def lockstep(mb, weights, size, policies):
+    """[(items, Eq. 13 weights)] of one mini-batch under --fsdp, gradients accumulated over them
+    (train.update's micro-batches, made SPMD): per policy in distinct order, its responses in runs
+    of `size`, as many runs on every rank as on the rank with the most, the missing ones a Padding
+    of weight 0; a policy without a response of this mini-batch on any rank gets none."""
     models = list(dict.fromkeys(policies.values()))
     mine = [[k for k, it in enumerate(mb) if policies[it.role] is m] for m in models]
     runs = [max(counts) for counts in zip(*distributed.gather([math.ceil(len(ks) / size) for ks in mine]))]

@@ -8,17 +8,12 @@ same role share the role's template and condition (Eq. 23: RAS contrasts by role
 """
 import re
 
-from prompts import ROLES
+from prompts import ROLES, role_of
 
 
 def seat(role, m):
     """The name of agent m (1-based) of `role`."""
     return role if m == 1 else f"{role}{m}"
-
-
-def role_of(name):
-    """The role a seat plays: its name without the agent's number ("tester3" -> "tester")."""
-    return re.sub(r"\d+$", "", name)
 
 
 def number_of(name):
@@ -59,7 +54,7 @@ def seat_order(pairs):
 
 def diagonal(pairs):
     """The pairings (agent m of one role, agent m of the other), one per number m: between them they hold every
-    agent's own artefact exactly once, so each agent's check runs once (attribution.attribute_team)."""
+    agent's own artefact exactly once, so each agent's check runs once (teams.verdicts.attribute_team)."""
     return {key: a for key, a in pairs.items() if number_of(key[0]) == number_of(key[1])}
 
 

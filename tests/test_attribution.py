@@ -6,7 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import attribution
-from attribution import HEADER, ROLE_CHECK, Attribution, attribute_code, attribute_math, verdicts_before
+from attribution import HEADER, ROLE_CHECK, Attribution, attribute_code, attribute_math
+from teacher import verdicts_before
 from eval import revision_stats
 from infra import answers
 from infra.answers import answers_equivalent
@@ -160,7 +161,7 @@ def test_program_passing_golden_tests_is_no_oracle(program, case):
     assert att.outcome == "UNDECIDED"
     assert "could not be checked" in lines_of(att)[2] and "agrees" not in lines_of(att)[2]
     turns = [Turn(t, {}, CodeArtefacts(program, *case, "", {}), False) for t in (0, 1)]
-    team = [attribution.attribute_team(SQUARE, turn, timeout=T) for turn in turns]  # a^t per agent (Eq. 24)
+    team = [attribution.attribute_turn(SQUARE, turn.artefacts, timeout=T) for turn in turns]  # a^t per agent
     assert team[0].agents == {"coder": True, "tester": None} and team[0].outcome == att.outcome
     assert revision_stats([Episode(SQUARE, turns)], [team]).keys() == {"coder"}  # the undecided Tester check is
     # not counted

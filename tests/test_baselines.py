@@ -1,5 +1,5 @@
 """The Table 1 baselines: the rewards of App. D.4 (Eq. 14-22) on hand-made turns, GRPO's group-normalised advantage,
-the per-role update, MAGRPO's return-to-go, SA+MT's stops, and train.py --objective grpo end to end."""
+the per-role update, MAGRPO's return-to-go, SA+MT's stops, and python -m baselines.grpo end to end."""
 import copy
 import json
 import os
@@ -175,13 +175,13 @@ def test_sa_mt_metrics_count_turns_and_judge_the_last_answer(tok, scripted):
 
 
 FAST = ["--student", "tiny-qwen3", "--max-new-tokens", "6", "--max-turns", "2", "--batch", "2", "--mini-batch",
-        "2", "--micro-batch", "8", "--lr", "1e-3", "--workers", "2", "--group-size", "2", "--objective", "grpo"]
+        "2", "--micro-batch", "8", "--lr", "1e-3", "--workers", "2", "--group-size", "2"]
 
 
 @pytest.mark.parametrize("variant", ["mas", "magrpo", "sa-st", "sa-mt"])
-def test_train_objective_grpo_runs_every_variant_without_a_teacher(tmp_path, problems, variant, capsys):
+def test_grpo_runs_every_variant_through_train_py_s_loop_without_a_teacher(tmp_path, problems, variant, capsys):
     out = str(tmp_path / variant)
-    train.main(["--problems", problems, "--out", out, "--steps", "2", "--grpo-variant", variant] + FAST)
+    grpo.main(["--problems", problems, "--out", out, "--steps", "2", "--grpo-variant", variant] + FAST)
     ms = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
     assert [m["step"] for m in ms] == [0, 1]
     main_roles = {"coder", "reasoner"}
@@ -198,9 +198,9 @@ def test_train_objective_grpo_runs_every_variant_without_a_teacher(tmp_path, pro
     report = open(os.path.join(out, "report.html")).read()  # the rewards' curves in the teacher's figures' place
     assert "mean reward per response" in report and "zero advantage" in report
     # resumed for a third step from its checkpoint, it equals an uninterrupted run, as a MAS-OPD run does
-    train.main(["--problems", problems, "--out", out, "--steps", "3", "--grpo-variant", variant, "--resume"] + FAST)
+    grpo.main(["--problems", problems, "--out", out, "--steps", "3", "--grpo-variant", variant, "--resume"] + FAST)
     full = str(tmp_path / "full")
-    train.main(["--problems", problems, "--out", full, "--steps", "3", "--grpo-variant", variant] + FAST)
+    grpo.main(["--problems", problems, "--out", full, "--steps", "3", "--grpo-variant", variant] + FAST)
     same = lambda run: [{k: v for k, v in json.loads(line).items() if k not in ("seconds", "peak_memory_mb")}
                         for line in open(os.path.join(run, "metrics.jsonl"))]
     assert [m["step"] for m in same(out)] == [0, 1, 2] and same(out) == same(full)
@@ -209,9 +209,9 @@ def test_train_objective_grpo_runs_every_variant_without_a_teacher(tmp_path, pro
 def test_grpo_samples_group_size_rollouts_per_problem_in_a_row(tmp_path, problems, monkeypatch):
     seen, real = [], grpo.run_episodes
     monkeypatch.setattr(grpo, "run_episodes", lambda ps, *a: seen.append([p["id"] for p in ps]) or real(ps, *a))
-    args = FAST[:-4] + ["--group-size", "3", "--objective", "grpo", "--steps", "1"]
-    assert get_args(["--problems", problems] + args).alpha == 1.0  # alpha of Eq. 14 by default
-    train.main(["--problems", problems, "--out", str(tmp_path / "g3")] + args)
+    args = FAST[:-2] + ["--group-size", "3", "--steps", "1"]
+    assert get_args(["--problems", problems] + args, grpo=True).alpha == 1.0  # alpha of Eq. 14 by default
+    grpo.main(["--problems", problems, "--out", str(tmp_path / "g3")] + args)
     assert len(seen) == 1 and sorted(seen[0]) == ["apples"] * 3 + ["sum"] * 3
     assert seen[0][:3] == [seen[0][0]] * 3  # a problem's group is consecutive: grpo_items reads it so
 

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from infra import sandbox
-from infra.data import ProblemError, load_problems, longest_response, response_limit, write_atomic
+from infra.data import ProblemError, load_problems, write_atomic
+from config import longest_response, response_limit
 from infra.models import make_tokenizer, tiny_model
-from rollout import TOY, main
+from tools.transcripts import TOY, main
 
 MATH = {"id": "m", "domain": "math", "question": "1+1?", "answer": "2"}
 STDIO = {"id": "c", "domain": "code", "format": "stdio", "question": "echo", "tests": [{"input": "a\n", "output": "a\n"}]}
@@ -67,7 +68,7 @@ def test_empty_and_missing_files(tmp_path):
 
 def test_cli_bad_input_one_line_exit_2_nothing_written(tmp_path):
     f, out = _write(tmp_path / "bad.jsonl", [MATH, {**MATH, "id": 7}]), tmp_path / "episodes.jsonl"
-    r = subprocess.run([sys.executable, "rollout.py", "--problems", f, "--out", str(out)], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "tools.transcripts", "--problems", f, "--out", str(out)], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [f"error: {f}:2: field 'id' must be a str, got 7"]
@@ -105,7 +106,7 @@ def test_cli_runs_episodes_and_writes_records(tmp_path, capsys):
 
 def test_cli_without_the_toy_build_names_the_command_that_builds_it(tmp_path, monkeypatch, error_line):
     monkeypatch.chdir(tmp_path)  # no .cache here
-    monkeypatch.setattr("rollout.load_model", lambda *a, **k: pytest.fail("a model loaded without the toy build"))
+    monkeypatch.setattr("tools.transcripts.load_model", lambda *a, **k: pytest.fail("a model loaded without the toy build"))
     f = _write(tmp_path / "p.jsonl", [MATH])
     for flags, missing in (([], "test.jsonl"), (["--problems", f], "student")):  # the problems given, not the model
         with pytest.raises(SystemExit) as e:
@@ -137,7 +138,7 @@ def test_unicode_line_separator_inside_a_string_is_not_a_line_break(tmp_path):
 
 
 def test_cli_unusable_out_fails_before_the_run(tmp_path, error_line, monkeypatch):
-    monkeypatch.setattr("rollout.load_model", lambda *a, **k: pytest.fail("a model loaded before --out was checked"))
+    monkeypatch.setattr("tools.transcripts.load_model", lambda *a, **k: pytest.fail("a model loaded before --out was checked"))
     for bad in (tmp_path, tmp_path / "missing" / "e.jsonl"):  # a directory; a file in a directory that is not there
         with pytest.raises(SystemExit) as e:
             main(["--out", str(bad)])

@@ -14,6 +14,9 @@ from toy import expert
 from toy.expert import HandTeacher
 from toy.world import (FIRST, NOUN, ROLE_BLIND, derivation, expr, program, question_spec, simulate,
                        test_case as a_test_case, toy_problems, value_of, whole_job)
+from config import PAPER, TEACHER_BATCH_TOKENS
+
+LIMIT = PAPER["teacher_max_prompt_tokens"]  # the teacher's prompt limit (App. D.6.3)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +70,7 @@ def states(n, seed=0, later=False):
 
 def contexts(tok, p, role, earlier, pac=True, roles=None):
     segs = build_context(tok, p, role, [[x.artefacts] for x in earlier])
-    return teacher_contexts(tok, segs, roles or (role,), [x.verdict for x in earlier] if pac else None)
+    return teacher_contexts(tok, segs, roles or (role,), [x.verdict for x in earlier] if pac else None, limit=LIMIT)
 
 
 def test_scored_through_teacher_score_unchanged_and_sharp_on_an_expert(teacher):
@@ -78,7 +81,7 @@ def test_scored_through_teacher_score_unchanged_and_sharp_on_an_expert(teacher):
     for p, r, earlier, turns in states(40, later=True):
         ctx = contexts(tok, p, r, earlier)[0]
         ours, theirs = ids_of(tok, expert_response(r, p, earlier)), ids_of(tok, turns[len(earlier)].responses[r])
-        lp_good, lp_blind = score(hand, [ctx, ctx], [ours, theirs])
+        lp_good, lp_blind = score(hand, [ctx, ctx], [ours, theirs], max_batch_tokens=TEACHER_BATCH_TOKENS)
         assert lp_good.shape == (len(ours),) and torch.isfinite(lp_blind).all()
         good.append(lp_good.sum().item())
         blind.append(lp_blind.sum().item())
@@ -88,7 +91,7 @@ def test_scored_through_teacher_score_unchanged_and_sharp_on_an_expert(teacher):
 def _opening_probs(tok, hand, p, role, earlier, pac):
     """P(the response opens with 'I keep my ...') and P('I revise my ...') under the target condition."""
     ctx = contexts(tok, p, role, earlier, pac)[0]
-    return [score(hand, [ctx], [tok(f"I {w} my {NOUN[role]}.\n", add_special_tokens=False)["input_ids"]])[0]
+    return [score(hand, [ctx], [tok(f"I {w} my {NOUN[role]}.\n", add_special_tokens=False)["input_ids"]], max_batch_tokens=TEACHER_BATCH_TOKENS)[0]
             .sum().exp().item() for w in ("keep", "revise")]
 
 
@@ -113,7 +116,7 @@ def test_closing_a_program_after_a_wrong_number_is_expected(teacher):
     p = next(q for q in toy_problems("train") if q["question"] == "What is 5 plus 1?")
     ctx = contexts(tok, p, "tool_user", [])[0]
     for source in ("print(5 + 1)", "print(8)", "print(5 + 3)"):
-        lp = score(hand, [ctx], [ids_of(tok, program(source))])[0]
+        lp = score(hand, [ctx], [ids_of(tok, program(source))], max_batch_tokens=TEACHER_BATCH_TOKENS)[0]
         tail = lp[-len(ids_of(tok, ")\n```")):]  # the closing bracket, the fence and the end of the response
         assert tail.min().item() > -2.5, (source, tail)
 
@@ -129,7 +132,7 @@ def test_role_advantage_sits_where_own_work_ends_or_the_teammates_begins(teacher
         parting = len(tok(own, add_special_tokens=False)["input_ids"]) if FIRST[p["domain"]] == r else 0
         for text, sign in ((own, 1), (whole_job(r, p["domain"], own, right_artefact(KAPPA[r], p)), -1)):
             ids = ids_of(tok, text)
-            lt, lc = score(hand, [target, contrast], [ids, ids])
+            lt, lc = score(hand, [target, contrast], [ids, ids], max_batch_tokens=TEACHER_BATCH_TOKENS)
             a_role = (lt - lc).tolist()
             assert (a_role[parting] > 5) if sign > 0 else (-1.0 < a_role[parting] < -0.5), (r, text, a_role)
             assert max(abs(v) for k, v in enumerate(a_role) if k != parting) < 0.05, (r, text, a_role)
@@ -144,12 +147,12 @@ def test_does_the_teammates_part_half_the_time_and_under_kappa_nearly_always(tea
     own = right_artefact("coder", p)
     target, contrast = contexts(tok, p, "coder", [], roles=("coder", "tester"))
     ids = ids_of(tok, own)
-    end = [score(hand, [c], [ids])[0][-1].exp().item() for c in (target, contrast)]  # P(end after the program)
+    end = [score(hand, [c], [ids], max_batch_tokens=TEACHER_BATCH_TOKENS)[0][-1].exp().item() for c in (target, contrast)]  # P(end after the program)
     assert end[0] == pytest.approx(1 - expert.TEAMMATE_WORK, abs=0.02)
     assert end[1] == pytest.approx(1 - expert.CONTRAST_WORK, abs=1e-3)
     target, contrast = contexts(tok, p, "tester", [], roles=("tester", "coder"))
     first = tok("Test Input:\n```\n", add_special_tokens=False)["input_ids"][:1]
-    starts = [score(hand, [c], [first])[0][0].exp().item() for c in (target, contrast)]  # P(own artefact first)
+    starts = [score(hand, [c], [first], max_batch_tokens=TEACHER_BATCH_TOKENS)[0][0].exp().item() for c in (target, contrast)]  # P(own artefact first)
     assert starts[0] == pytest.approx(1 - expert.TEAMMATE_WORK, abs=0.02) and starts[1] < 1e-3
 
 
@@ -159,7 +162,7 @@ def test_sure_of_its_arithmetic_and_adopts_a_cleared_result(teacher):
     printed result is most of the revision mass."""
     tok, hand = teacher
     p = next(q for q in toy_problems("train") if q["question"] == "What is 6 times 5?")
-    lp = score(hand, [contexts(tok, p, "reasoner", [])[0]], [ids_of(tok, derivation(question_spec(p["question"]), 30))])[0]
+    lp = score(hand, [contexts(tok, p, "reasoner", [])[0]], [ids_of(tok, derivation(question_spec(p["question"]), 30))], max_batch_tokens=TEACHER_BATCH_TOKENS)[0]
     assert lp[:-1].min().item() > -0.05, lp  # the last token, the end, shares its mass with the whole job
     rng = random.Random(4)
     while True:
@@ -168,7 +171,7 @@ def test_sure_of_its_arithmetic_and_adopts_a_cleared_result(teacher):
             break
     ctx = contexts(tok, p, "reasoner", turns[:1])[0]
     adopt = tok("I revise my answer.\nReasoning Steps: I adopt the printed result.\n#### 30", add_special_tokens=False)
-    assert score(hand, [ctx], [adopt["input_ids"]])[0].sum().exp().item() > 0.7
+    assert score(hand, [ctx], [adopt["input_ids"]], max_batch_tokens=TEACHER_BATCH_TOKENS)[0].sum().exp().item() > 0.7
 
 
 def test_role_advantage_favours_the_decision_the_verdict_asks_of_the_role_itself(teacher):
@@ -185,7 +188,7 @@ def test_role_advantage_favours_the_decision_the_verdict_asks_of_the_role_itself
             target, contrast = contexts(tok, p, r, earlier, pac, roles=(r, KAPPA[r]))
             for word in ("keep", "revise"):
                 ids = tok(f"I {word} my {NOUN[r]}.\n", add_special_tokens=False)["input_ids"]
-                lt, lc = score(hand, [target, contrast], [ids, ids])
+                lt, lc = score(hand, [target, contrast], [ids, ids], max_batch_tokens=TEACHER_BATCH_TOKENS)
                 a_role = (lt - lc).sum().item()
                 if not pac:
                     assert abs(a_role) < 1e-3

@@ -27,6 +27,7 @@ from infra import footprint
 from infra import launch
 from infra import models
 from infra.models import make_tokenizer, tiny_model
+from prompts import stop_ids_of
 
 # ------------------------------------------------------------------------------------- every kind of spec
 
@@ -167,7 +168,7 @@ def test_smollm2_tokenizer_stop_ids_and_chat_template(smol):
     model, tok = smol
     assert type(model).__name__ == "LlamaForCausalLM" and not model.is_quantized
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
-    assert tok.eos_token == "<|im_end|>" and rollout.stop_ids_of(tok) == (im_end,)  # <|endoftext|> is unk here
+    assert tok.eos_token == "<|im_end|>" and prompts.stop_ids_of(tok) == (im_end,)  # <|endoftext|> is unk here
     # SmolLM2 has no thinking mode: the template ignores enable_thinking=False (jinja drops unknown kwargs) and
     # adds its own default system prompt, which thus sits in every student and teacher prompt.
     chat = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True,
@@ -229,7 +230,7 @@ def test_smollm2_greedy_sampler_equals_transformers_and_logprobs_are_teacher_for
     questions = ["What is 7 * 8?", "Write a Python function add(a, b) that returns a + b.", "Say only: yes"]
     prompts = [tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
                                        return_dict=False) for q in questions]  # mixed lengths: left padding
-    stops = rollout.stop_ids_of(tok)
+    stops = stop_ids_of(tok)
     gen = rollout.generate(model, prompts, 20, temperature=0, stop_ids=stops)
     for p, toks, lps in zip(prompts, gen.tokens, gen.logprobs):
         ids = torch.tensor([p])

@@ -2,12 +2,15 @@
 import pytest
 import torch
 
-from attribution import Attribution, verdicts_before
+from attribution import Attribution
 from prompts import OPENING
 from rollout import RolloutConfig, run_episodes
 from sampler import sequence_logprobs
-from teacher import KAPPA, ROLE_CONDITIONS, score, teacher_contexts
+from teacher import KAPPA, ROLE_CONDITIONS, score, teacher_contexts, verdicts_before
 from tests.test_workflows import BAD, SUM, TEST_WRONG
+from config import PAPER
+
+LIMIT = PAPER["teacher_max_prompt_tokens"]  # the teacher's prompt limit (App. D.6.3)
 
 HEADER = "Verification result for the previous turn:"
 
@@ -40,7 +43,7 @@ def test_teacher_context_replaces_only_the_opening_line(tok, episode):
     for turn in episode.turns:
         for role, resp in turn.responses.items():
             student = tok.decode(resp.context_ids)
-            for r, ids in zip((role, KAPPA[role]), teacher_contexts(tok, resp.context, (role, KAPPA[role]))):
+            for r, ids in zip((role, KAPPA[role]), teacher_contexts(tok, resp.context, (role, KAPPA[role]), None, limit=LIMIT)):
                 text = tok.decode(ids)
                 opening = OPENING[role][min(turn.t, 1)]
                 assert opening not in text and ROLE_CONDITIONS[r] in text
@@ -53,7 +56,7 @@ def test_verdicts_come_only_from_completed_turns_each_before_the_turn_it_guides(
     for turn in episode.turns:
         for role, resp in turn.responses.items():
             assert HEADER not in tok.decode(resp.context_ids)  # students never see a verdict
-            text = tok.decode(teacher_contexts(tok, resp.context, (role,), verdicts_before(atts, turn.t))[0])
+            text = tok.decode(teacher_contexts(tok, resp.context, (role,), verdicts_before(atts, turn.t), limit=LIMIT)[0])
             assert text.count(HEADER) == turn.t
             for t in range(len(episode.turns)):
                 assert (f"verdict on turn {t}" in text) == (t < turn.t)
@@ -70,15 +73,15 @@ def test_verdicts_come_only_from_completed_turns_each_before_the_turn_it_guides(
 def test_missing_verdict_for_a_recorded_turn_is_an_error(tok, episode):
     resp = episode.turns[2].responses["coder"]
     with pytest.raises(ValueError, match="needs its verdict"):
-        teacher_contexts(tok, resp.context, ("coder",), verdicts_before(_atts(1), 1))
+        teacher_contexts(tok, resp.context, ("coder",), verdicts_before(_atts(1), 1), limit=LIMIT)
     with pytest.raises(ValueError, match="opening"):
-        teacher_contexts(tok, [s for s in resp.context if s.kind != "opening"], ("coder",), None)
+        teacher_contexts(tok, [s for s in resp.context if s.kind != "opening"], ("coder",), None, limit=LIMIT)
 
 
 def test_teacher_prompt_limit_drops_oldest_entry_with_its_verdict(tok, episode):
     resp = episode.turns[2].responses["tester"]
     verdicts = verdicts_before(_atts(2), 2)
-    full = teacher_contexts(tok, resp.context, ("tester",), verdicts)[0]
+    full = teacher_contexts(tok, resp.context, ("tester",), verdicts, limit=LIMIT)[0]
     cut = teacher_contexts(tok, resp.context, ("tester",), verdicts, limit=len(full) - 1)[0]
     text = tok.decode(cut)
     assert "Turn 1:" not in text and "verdict on turn 0" not in text
@@ -92,7 +95,7 @@ def test_target_and_contrast_contexts_are_cut_together_and_differ_only_in_the_ro
     cut alone."""
     resp = episode.turns[2].responses["tester"]
     roles, verdicts = ("tester", "coder"), verdicts_before(_atts(2), 2)
-    full = teacher_contexts(tok, resp.context, roles, verdicts)
+    full = teacher_contexts(tok, resp.context, roles, verdicts, limit=LIMIT)
     lengths = sorted(len(c) for c in full)
     assert lengths[0] < lengths[1]
     for limit in (lengths[1] - 1, lengths[0]):

@@ -14,14 +14,16 @@ import config
 import eval as evaluation
 import teacher
 import train
-from attribution import HEADER, attribute_by_model, attribute_episodes, attribute_team
+from attribution import HEADER, attribute_episodes
+from teams.verdicts import attribute_by_model, attribute_team
 from infra import checkpoint, launch, memory
 from infra.models import make_tokenizer, tiny_model
-from infra.team import pairings, partner, role_of, seats, team_seats
+from infra.team import pairings, partner, seats, team_seats
+from prompts import role_of
 from loss import eq13_weights, mas_opd_loss
 from rollout import RolloutConfig, run_episodes
 from sampler import Generation, sequence_logprobs
-from teacher import KAPPA, ROLE_CONDITIONS, teacher_inputs, teacher_pieces
+from teacher import KAPPA, ROLE_CONDITIONS, teacher_inputs, teacher_pieces, verdicts_before
 from tests.test_train import FAST
 from tests.test_workflows import APPLES, BAD, GOOD, SUM
 from toy.expert import conclusion_of
@@ -113,7 +115,7 @@ def test_a_pair_team_keeps_the_three_line_verdict(tok, scripted):
 
 def test_a_replicas_teacher_contexts_differ_only_in_the_role_condition_and_no_student_sees_a_verdict(tok, scripted):
     episodes = run_episodes([APPLES], _math_team(scripted), tok, CFG2)
-    atts = attribute_episodes(episodes, timeout=5)
+    atts = attribute_episodes(episodes, timeout=5, per_turn=attribute_team)
     inputs, overlong = teacher_inputs(episodes, atts, tok, limit=10_000)
     assert overlong == 0 and len(inputs) == 3 * 4
     verdict_lines = [line for a in atts[0] for line in a.description.split("\n")]
@@ -124,7 +126,7 @@ def test_a_replicas_teacher_contexts_differ_only_in_the_role_condition_and_no_st
             student = tok.decode(resp.context_ids)
             assert seat == name and HEADER not in student and not any(line in student for line in verdict_lines)
             pieces = teacher_pieces(tok, resp.context, (role, KAPPA[role]),
-                                    attribution.verdicts_before(atts[0], turn.t))
+                                    verdicts_before(atts[0], turn.t), 10_000)
             # the same pieces in the same order, one condition each: r_rho(m) against kappa(rho(m)) (Eq. 23)
             assert [p for p in pieces[0] if p[0] != "condition"] == [p for p in pieces[1] if p[0] != "condition"]
             assert [p[0] for p in pieces[0]] == [p[0] for p in pieces[1]]
@@ -157,7 +159,7 @@ def test_two_agents_per_role_roll_out_attribute_score_and_update_each_policy_fro
         scored.append(len(ctxs)), sequence_logprobs(model, ctxs, resps, **kw))[1])
     gen = torch.Generator().manual_seed(0)
     episodes = train.joint_rollout(problems[:2], policies, policies, tok, train.rollout_config(args), gen, args)
-    atts = attribute_episodes(episodes, timeout=5)
+    atts = attribute_episodes(episodes, timeout=5, per_turn=attribute_team)
     items, overlong = train.teacher_scores(episodes, atts, [0, 1], tiny_model("qwen3", seed=3), tok, args)
     responses = sum(len(t.responses) for e in episodes for t in e.turns)
     # Eq. 25: two teacher passes per response, whatever the size of the team (PAC adds none)

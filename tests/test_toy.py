@@ -11,7 +11,6 @@ import pytest
 import torch
 
 import config
-import rollout
 import toy.__main__ as toy_demo
 import train
 from toy import world
@@ -281,7 +280,6 @@ def test_build_only_builds_and_stops_and_rollout_names_that_build_where_it_lies(
     out = tmp_path / "run"
     toy_main(["--cache", cache, "--out", str(out), "--build-only"])
     assert capsys.readouterr().out.splitlines()[-1] == build_line(cache) and not out.exists()
-    assert rollout.TOY == toy_root(".cache")  # `python rollout.py`'s default model and problems: this build's
 
 
 # ---------------------------------------------------------------------------------- learning, in direction

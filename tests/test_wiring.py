@@ -122,7 +122,7 @@ def test_the_teacher_context_of_turn_t_holds_the_verdicts_of_turns_before_t_only
                                       for t, a in enumerate(atts)] for e, atts in zip(episodes, real(episodes, **kw))]
     monkeypatch.setattr(train, "attribute_episodes", tagged)
     episodes = []
-    monkeypatch.setattr(train, "append_episodes", lambda path, eps, **kw: episodes.extend(eps))
+    monkeypatch.setattr("infra.metrics.append_episodes", lambda path, eps, **kw: episodes.extend(eps))
     rec, _ = run(monkeypatch, tmp_path, problems, "--max-turns", "3", "--save-episodes")
     assert max(turn_of(it) for it in rec.items) == 2  # turns 0, 1 and 2 are scored
     for it in rec.items:

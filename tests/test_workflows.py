@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import rollout
-from attribution import attribute_code, attribute_turn, verdicts_before
+from attribution import attribute_code, attribute_turn
 from infra.data import ProblemError, check_problem
 from infra.metrics import format_counts, format_shares
 from infra.models import SPECIAL_TOKENS
@@ -14,7 +14,10 @@ from prompts import (LAYOUT, NO_ANSWER, PLACEHOLDERS, ROLES, build_context, chec
                      extract_program, extract_test_case, fit_context)
 from rollout import RolloutConfig, run_episodes
 from sampler import Generation
-from teacher import teacher_contexts
+from teacher import teacher_contexts, verdicts_before
+from config import PAPER
+
+LIMIT = PAPER["teacher_max_prompt_tokens"]  # the teacher's prompt limit (App. D.6.3)
 
 SUM = {"id": "sum", "domain": "code", "format": "stdio", "question": "Read integers a and b on one line; print a + b.",
        "tests": [{"input": "40 2\n", "output": "42\n"}, {"input": "7 -7\n", "output": "0\n"}],
@@ -153,14 +156,14 @@ def test_printed_control_tokens_and_fences_reach_no_prompt_as_such(tok, scripted
         assert [i for s in resp.context if s.kind not in ("head", "tail") for i in s.ids if i in special] == []
         history = tok.decode([i for s in resp.context if s.kind == "history" for i in s.ids])
         assert "````\n" + INJECTION + "````" in history  # a fence one backtick longer than the run inside
-        for ctx in teacher_contexts(tok, resp.context, (role, "coder"), verdicts):
+        for ctx in teacher_contexts(tok, resp.context, (role, "coder"), verdicts, limit=LIMIT):
             assert [i for i in ctx if i in special] == template(resp.context)
 
 
 def test_a_question_over_the_prompt_limit_is_refused_at_load(tok):
     long = {**APPLES, "id": "huge", "question": "apples " * 300}
     check_prompt_limit([APPLES], tok, limit=2000)
-    with pytest.raises(ProblemError, match="'huge'.* 200 tokens"):
+    with pytest.raises(ValueError, match="'huge'.* 200 tokens"):
         check_prompt_limit([APPLES, long], tok, limit=200)
     tokenized = []
 
@@ -171,7 +174,7 @@ def test_a_question_over_the_prompt_limit_is_refused_at_load(tok):
             tokenized.append(len(text))
             return tok(text, **kw)
 
-    with pytest.raises(ProblemError, match="'huge'"):  # 5 MB: refused by its length, without tokenizing it
+    with pytest.raises(ValueError, match="'huge'"):  # 5 MB: refused by its length, without tokenizing it
         check_prompt_limit([{**long, "question": "x" * 5_000_000}], Watched(), limit=200)
     assert tokenized == []
 

@@ -11,7 +11,8 @@ import time
 
 import torch
 
-from infra.models import DEVICE, tiny_model
+from infra.models import tiny_model
+from config import DEVICE
 from sampler import generate
 
 

@@ -21,12 +21,13 @@ import torch
 from transformers.utils import logging as hf_logging
 
 import config
-from attribution import attribute_episodes, verdicts_before
-from infra.data import ProblemError, bounded, load_problems
+from attribution import attribute_episodes
+from infra.data import ProblemError, load_problems
+from config import bounded
 from infra.models import load_model
 from prompts import ROLE_NAMES, ROLES, check_prompt_limit
 from rollout import rollout_config, run_episodes
-from teacher import KAPPA, teacher_pieces
+from teacher import KAPPA, teacher_pieces, verdicts_before
 from toy.world import start_toy, toy_root, train_args
 
 DOMAIN_OF = {r: d for d, roles in ROLES.items() for r in roles}

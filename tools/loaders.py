@@ -19,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tqdm import tqdm
 
-from config import CODE_TIMEOUT
+from config import CODE_TIMEOUT, COUNT, bounded
 from infra.cases import run_case
-from infra.data import COUNT, ProblemError, bounded, check_all, check_writable, write_atomic
+from infra.data import ProblemError, check_all, check_writable, write_atomic
 from tools.converters import (Skip, from_apps, from_code_contests, from_evalplus, from_gsm8k, from_humaneval,
                               from_leetcode, from_livecodebench, from_math, from_mbpp, from_olympiadbench,
                               is_literal, record_id)

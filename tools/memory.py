@@ -11,8 +11,8 @@ import argparse
 import os
 import sys
 
-from config import get_args
-from infra.data import COUNT, ProblemError
+from config import COUNT, get_args
+from infra.data import ProblemError
 from infra.memory import dry_run
 
 

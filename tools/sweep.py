@@ -18,10 +18,10 @@ import os
 import sys
 
 import train
-from config import EVAL_DECODING, get_args
+from config import EVAL_DECODING, bounded, get_args
 from eval import evaluate_policies, markdown, mean_std, single_agent_metrics
 from infra.checkpoint import load_policies
-from infra.data import ProblemError, bounded, check_writable, json_text, load_problems, write_atomic
+from infra.data import ProblemError, check_writable, json_text, load_problems, write_atomic
 from infra.png import chart_pixels, write_png
 from infra.report import page, results_html
 from infra.team import team_seats

@@ -2,7 +2,7 @@
 
     python -m toy                      # build the toy student once (cached), evaluate, train, evaluate, sum up
     python -m toy --steps 4            # any train.py flag is passed on and overrides the toy preset (config.py, TOY)
-    python -m toy --build-only         # only build the toy student (what `python rollout.py` runs by default)
+    python -m toy --build-only         # only build the toy student (what `python -m tools.transcripts` runs by default)
 
 The toy student and problems are plain files under CACHE/toy-vN (student/, train.jsonl, valid.jsonl, test.jsonl),
 so eval.py reads them like any others, e.g. `python eval.py --problems .cache/toy-v10/test.jsonl --run runs/toy`.

@@ -22,10 +22,10 @@ import statistics
 import sys
 
 import train
-from config import get_args
+from config import SEED, get_args
 from eval import evaluate_policies, markdown
 from infra.checkpoint import load_policies
-from infra.data import SEED, load_problems, write_atomic
+from infra.data import load_problems, write_atomic
 from infra.models import load_model
 from infra.team import team_seats
 from toy.expert import HandTeacher
@@ -99,10 +99,11 @@ def main(argv=None):
     print(f"\nwrote {os.path.join(args.out, 'ablation.json')}")
 
 
-def train_runs(rows, train_seeds, out, common, teacher_of, reuse):
+def train_runs(rows, train_seeds, out, common, teacher_of, reuse, main_of=lambda name: train.main):
     """Train every row (name -> train.py flags) once per training seed into OUT/<slug>_seed<s>, each with
-    train.py's `common` flags and teacher_of(name) (None: train.py loads its own or, for GRPO, none). With reuse a
-    run whose checkpoint is already there is kept. Returns {name: [run directory per seed]}."""
+    train.py's `common` flags and teacher_of(name) (None: train.py loads its own or, for GRPO, none), by
+    main_of(name) (train.main; a GRPO row's, baselines.grpo.main). With reuse a run whose checkpoint is already
+    there is kept. Returns {name: [run directory per seed]}."""
     runs = {name: [os.path.join(out, f"{_slug(name)}_seed{s}") for s in train_seeds] for name in rows}
     for name, flags in rows.items():
         for seed, run in zip(train_seeds, runs[name]):
@@ -110,7 +111,7 @@ def train_runs(rows, train_seeds, out, common, teacher_of, reuse):
                 print(f"== reusing {name}, seed {seed}: {run}")
                 continue
             print(f"== training {name}, seed {seed}")
-            train.main(common + flags + ["--seed", str(seed), "--out", run], teacher=teacher_of(name))
+            main_of(name)(common + flags + ["--seed", str(seed), "--out", run], teacher=teacher_of(name))
     return runs
 
 

@@ -19,10 +19,13 @@ import os
 import sys
 import time
 
-from config import EVAL_DECODING, GROUP_SIZE, TOY, get_args
+import train
+from baselines import grpo
+
+from config import EVAL_DECODING, GROUP_SIZE, SEED, TOY, get_args
 from eval import evaluate_policies, markdown, mean_std, single_agent_metrics
 from infra.checkpoint import load_policies
-from infra.data import SEED, load_problems, write_atomic
+from infra.data import load_problems, write_atomic
 from infra.models import load_model
 from prompts import ROLES
 from rollout import rollout_config
@@ -31,7 +34,7 @@ from toy.expert import HandTeacher
 from toy.world import start_toy, toy_root, train_args
 
 # GRPO on the MAS-OPD rows' budget: batch x G = the toy preset's batch of episodes, and two updates per step
-GRPO = ["--objective", "grpo", "--batch", str(TOY["batch"] // GROUP_SIZE),
+GRPO = ["--batch", str(TOY["batch"] // GROUP_SIZE),
         "--mini-batch", str(TOY["batch"] // GROUP_SIZE // (TOY["batch"] // TOY["mini_batch"]))]
 ROWS = {"MAS-OPD": [], "MAS+GRPO": GRPO + ["--grpo-variant", "mas"], "MAGRPO": GRPO + ["--grpo-variant", "magrpo"],
         "SA+ST+GRPO": GRPO + ["--grpo-variant", "sa-st"]}
@@ -48,12 +51,13 @@ def main(argv=None):
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     common = train_args(toy_root(args.cache), args.out) + rest
     print("config:", json.dumps({**vars(args), "train_args": common, "rows": ROWS}))
-    targs = {name: get_args(common + flags) for name, flags in ROWS.items()}  # a bad flag stops here, before training
+    # a bad flag stops here, before training
+    targs = {name: get_args(common + flags, grpo=name != "MAS-OPD") for name, flags in ROWS.items()}
     root = start_toy(args.cache, targs["MAS-OPD"].threads)
     base, tok = load_model(targs["MAS-OPD"].student, device=targs["MAS-OPD"].device)
     teacher = HandTeacher(tok)  # MAS-OPD's alone: the GRPO runs load none
     runs = train_runs(ROWS, args.train_seeds, args.out, common, lambda name: teacher if name == "MAS-OPD" else None,
-                      args.reuse)
+                      args.reuse, lambda name: train.main if name == "MAS-OPD" else grpo.main)
 
     problems = load_problems(args.eval_problems or os.path.join(root, "test.jsonl"))
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})

@@ -21,10 +21,10 @@ import os
 import sys
 import time
 
-from config import get_args
+from config import COUNT, SEED, get_args
 from eval import evaluate_policies, markdown
 from infra.checkpoint import load_policies
-from infra.data import COUNT, SEED, load_problems, write_atomic
+from infra.data import load_problems, write_atomic
 from infra.models import load_model
 from infra.png import chart_pixels, write_png
 from infra.report import page, results_html

@@ -40,9 +40,9 @@ from infra.answers import answers_equivalent
 from infra.cases import outputs_match
 from infra.models import SPECIAL_TOKENS, cpu_threads, hf_tokenizer, make_tokenizer, tiny_model
 from infra.sandbox import ERROR, RunResult, is_error
-from prompts import (NO_CODE_BLOCK, ROLES, CodeArtefacts, MathArtefacts, build_context, extract_answer,
-                     extract_program, extract_test_case, printed_answer)
-from rollout import stop_ids_of
+from prompts import (CodeArtefacts, MathArtefacts, NO_CODE_BLOCK, ROLES, build_context,
+                     extract_answer, extract_program, extract_test_case, printed_answer,
+                     stop_ids_of)
 from sampler import sequence_logprobs
 from teacher import KAPPA
 
@@ -323,7 +323,7 @@ STUDENT_STEPS = 4000  # the base student's SFT steps: the bulk of the build's ~4
 
 
 def toy_root(cache):
-    """The directory build_toy(cache) builds and returns (`python rollout.py` names the default one as a path)."""
+    """The directory build_toy(cache) builds and returns (`python -m tools.transcripts` reads its default one)."""
     return os.path.join(cache, TOY_VERSION)
 
 
