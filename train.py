@@ -100,7 +100,7 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollou
                                  tok, cfg, gen, args)
         log.record(episodes)
     with log.phase("attribution"):  # Phase 2a, PAC: a^t of every completed turn (Eq. 11)
-        verify = attribute or attribute_episodes
+        verify = attribute or attribute_episodes  # a team's own Phase 2a, if given
         attributions = verify(episodes, timeout=cfg.code_timeout, workers=args.workers)
     with log.phase("teacher"):      # Phase 2b, RAS: two teacher passes, A^RAS (Eq. 7-10)
         items, overlong = teacher_scores(episodes, attributions, ids, teacher, tok, args)
@@ -178,8 +178,7 @@ def update(items, n_episodes, policies, optims, args):
     if nonfinite_advantage(items):
         return {**out, "skipped": 1}
     unique, gap = distinct(policies), None
-    # FSDP2 is SPMD: under --fsdp every rank runs the same one-policy micro-batches
-    # (infra/sharding.py)
+    # FSDP2 is SPMD: with --fsdp every rank runs the same micro-batches (infra/sharding.py)
     split = partial(lockstep, policies=policies) if args.fsdp else micro_batches
     for model in unique:
         model.train()
