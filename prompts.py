@@ -134,6 +134,7 @@ class MathArtefacts:
     program: str | None          # the Tool-User's program (extract_program); None when it wrote none
     program_answer: str          # the program's printed answer (printed_answer) or its "error: ..." string
     parsed_by: dict              # role -> the rule that read its artefact, None when none could
+    program_ran: bool = False    # it ran to its end (RunResult.ok): program_answer is its print
 
     def own(self, role):
         """What `role` wrote itself, what it revises or keeps from turn to turn."""

@@ -26,7 +26,7 @@ from config import (AGENTS_PER_ROLE, CODE_TIMEOUT, MATH_FINAL, MATH_TIMEOUT, MAX
 from infra.data import COUNT, SEED, ProblemError, bounded, check_writable, json_text, load_problems, response_limit
 from infra.models import load_model, stop_ids_of
 from infra.progress import TurnProgress
-from infra.sandbox import is_error, stop_on_sigterm
+from infra.sandbox import stop_on_sigterm
 from infra.team import number_of, pairings, pairs_of, role_of, seats
 from prompts import (NO_CODE_BLOCK, ROLE_NAMES, ROLES, CodeArtefacts, MathArtefacts, Segment, build_context,
                      check_prompt_limit, extract_answer, extract_program, extract_test_case, fit_context,
@@ -130,10 +130,12 @@ def math_env(problem, texts, cfg):
     """Parse the derivation's answer, run the program, compare the two with the symbolic verifier (App. D.6.1)."""
     (program, by_tool_user), (answer, by_reasoner) = extract_program(texts["tool_user"]), \
         extract_answer(texts["reasoner"])
-    printed = NO_CODE_BLOCK if program is None else printed_answer(run_once(program, timeout=cfg.math_timeout))
+    run = None if program is None else run_once(program, timeout=cfg.math_timeout)
+    printed = NO_CODE_BLOCK if run is None else printed_answer(run)
     artefacts = MathArtefacts(texts["reasoner"], answer, program, printed,
-                              {"reasoner": by_reasoner, "tool_user": by_tool_user})
-    return artefacts, not is_error(printed) and answers_equivalent(answer, printed)
+                              {"reasoner": by_reasoner, "tool_user": by_tool_user},
+                              run is not None and run.ok)
+    return artefacts, artefacts.program_ran and answers_equivalent(answer, printed)
 
 
 def final_answer(episode, cfg):
@@ -152,7 +154,7 @@ def final_answer(episode, cfg):
             votes.setdefault(coder, [art.program, 0])[1] += last.agreed[(coder, _)]
         return max(votes.values(), key=lambda v: v[1])[0]  # max keeps the first of equal counts
     answers = {**{a: art.derivation_answer for (a, _), art in last.pairs.items()},
-               **{b: None if is_error(art.program_answer) else art.program_answer
+               **{b: art.program_answer if art.program_ran else None
                   for (_, b), art in last.pairs.items()}}
     order = sorted(answers, key=lambda s: (role_of(s) != cfg.math_final, number_of(s)))
     said = [answers[s] for s in order if answers[s] is not None]
