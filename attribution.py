@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from config import CODE_TIMEOUT, WORKERS
 from infra.answers import answers_equivalent
 from infra.cases import outputs_match, run_case, run_cases
-from infra.sandbox import is_error
 from prompts import CodeArtefacts, MathArtefacts
 
 HEADER = "Verification result for the previous turn:"
@@ -94,8 +93,11 @@ def attribute_code(problem: dict, program: str | None, test_case: tuple[str, str
     (Eq. 22); the test's layout is not judged on its own [App. F.6], but a degenerate case is never
     a correct test: a blank (empty or whitespace only) input where none of the problem's golden
     inputs is blank, i.e. outside its input format, where the reference's behaviour specifies
-    nothing. program_output: what the program printed (or its "error: ..." string) on the declared
-    input, if the environment already ran it."""
+    nothing; and a blank expected output where none of the golden outputs is blank: on an input
+    where the reference prints nothing (one that declares zero cases) every program that prints
+    nothing passes it, and on any other it is wrong, so no oracle is needed to judge it.
+    program_output: what the program printed (or its "error: ..." string) on the declared input,
+    if the environment already ran it."""
     fmt, tests = problem["format"], problem["tests"]
     program_correct, first_failing = False, None
     if program is not None:
@@ -121,7 +123,8 @@ def attribute_code(problem: dict, program: str | None, test_case: tuple[str, str
         # oracle: off those inputs it may still be wrong, and then it would certify the same wrong
         # output in the test.
         golden = next((t for t in tests if t["input"].strip() == declared_input.strip()), None)
-        if not declared_input.strip() and all(t["input"].strip() for t in tests):
+        blank = [(declared_input, "input"), (declared_output, "output")]
+        if any(not text.strip() and all(t[k].strip() for t in tests) for text, k in blank):
             test_correct = False  # degenerate (see above), whichever oracle there is
         elif problem.get("solution"):
             ref = run_case(problem, problem["solution"], declared_input, timeout=timeout)
@@ -186,14 +189,15 @@ ROLE_CHECK = {"coder": "program_correct", "tester": "test_correct",
               "reasoner": "derivation_correct", "tool_user": "program_correct"}
 
 
-def attribute_math(problem: dict, derivation_answer: str | None,
-                   program_answer: str | None) -> Attribution:
+def attribute_math(problem: dict, derivation_answer: str | None, program_answer: str | None,
+                   program_ran: bool) -> Attribution:
     """Reasoner/Tool-User attribution: each answer is checked for equivalence with the reference.
-    program_answer may be the program's "error: ..." string; an error never counts as an answer
-    (its text could contain a number, e.g. a timeout in seconds)."""
+    program_ran: the program ran to its end (RunResult.ok), else program_answer is its
+    "error: ..." string, which never counts as an answer (its text could contain a number, e.g. a
+    timeout in seconds)."""
     reference = problem["answer"]
     derivation_correct = answers_equivalent(derivation_answer, reference)
-    program_correct = not is_error(program_answer) and answers_equivalent(program_answer, reference)
+    program_correct = program_ran and answers_equivalent(program_answer, reference)
     return describe_math(derivation_answer, program_answer, derivation_correct, program_correct)
 
 
@@ -221,7 +225,8 @@ def attribute_turn(problem: dict, artefacts: CodeArtefacts | MathArtefacts, *,
                    timeout: float = CODE_TIMEOUT) -> Attribution:
     """a^t for one completed turn of a pair, read from what its environment recorded (Eq. 11)."""
     if problem["domain"] == "math":
-        return attribute_math(problem, artefacts.derivation_answer, artefacts.program_answer)
+        return attribute_math(problem, artefacts.derivation_answer, artefacts.program_answer,
+                              artefacts.program_ran)
     case = None if artefacts.test_input is None else (artefacts.test_input, artefacts.test_output)
     return attribute_code(problem, artefacts.program, case,
                           program_output=artefacts.program_output, timeout=timeout)

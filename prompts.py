@@ -151,7 +151,7 @@ class Segment:
 
 
 # What the environment reports when a program could not give an answer, and what the agents then
-# read verbatim (App. D.6.1): the sandbox's prefix of a failed run (infra/sandbox.py, ERROR),
+# read verbatim (App. D.6.1): the sandbox's prefix of a failed run (infra/outcomes.py, ERROR),
 # repeated here so that the prompts need no sandbox (tests/test_layout.py checks that the two
 # agree).
 ERROR = "error: "
@@ -194,6 +194,7 @@ class MathArtefacts:
     # the program's printed answer (printed_answer) or its "error: ..." string
     program_answer: str
     parsed_by: dict              # role -> the rule that read its artefact, None when none could
+    program_ran: bool = False    # it ran to its end (RunResult.ok): program_answer is its print
 
     def own(self, role):
         """What `role` wrote itself, what it revises or keeps from turn to turn."""

@@ -22,7 +22,6 @@ from config import (AGENTS_PER_ROLE, CODE_TIMEOUT, MATH_FINAL, MATH_TIMEOUT, MAX
 from infra.answers import answers_equivalent
 from infra.cases import outputs_match, run_case, run_once
 from infra.progress import TurnProgress
-from infra.sandbox import is_error
 from infra.team import number_of, pairings, pairs_of, seats
 from prompts import (NO_CODE_BLOCK, ROLES, CodeArtefacts, MathArtefacts, Segment, build_context,
                      extract_answer, extract_program, extract_test_case, fit_context,
@@ -139,13 +138,12 @@ def math_env(problem, texts, cfg):
     (App. D.6.1)."""
     program, by_tool_user = extract_program(texts["tool_user"])
     answer, by_reasoner = extract_answer(texts["reasoner"])
-    if program is None:
-        printed = NO_CODE_BLOCK
-    else:
-        printed = printed_answer(run_once(program, timeout=cfg.math_timeout))
+    run = None if program is None else run_once(program, timeout=cfg.math_timeout)
+    printed = NO_CODE_BLOCK if run is None else printed_answer(run)
     artefacts = MathArtefacts(texts["reasoner"], answer, program, printed,
-                              {"reasoner": by_reasoner, "tool_user": by_tool_user})
-    return artefacts, not is_error(printed) and answers_equivalent(answer, printed)
+                              {"reasoner": by_reasoner, "tool_user": by_tool_user},
+                              run is not None and run.ok)
+    return artefacts, artefacts.program_ran and answers_equivalent(answer, printed)
 
 
 def final_answer(episode, cfg):
@@ -167,7 +165,7 @@ def final_answer(episode, cfg):
         return max(votes.values(), key=lambda v: v[1])[0]  # max keeps the first of equal counts
     answers = {a: art.derivation_answer for (a, _), art in last.pairs.items()}
     for (_, b), art in last.pairs.items():
-        answers[b] = None if is_error(art.program_answer) else art.program_answer
+        answers[b] = art.program_answer if art.program_ran else None
     order = sorted(answers, key=lambda s: (role_of(s) != cfg.math_final, number_of(s)))
     said = [answers[s] for s in order if answers[s] is not None]
     return max(said, key=lambda a: sum(answers_equivalent(a, b) for b in said), default=None)

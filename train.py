@@ -178,7 +178,7 @@ def update(items, n_episodes, policies, optims, args):
     if nonfinite_advantage(items):
         return {**out, "skipped": 1}
     unique, gap = distinct(policies), None
-    # FSDP2 is SPMD: with --fsdp every rank runs the same micro-batches (infra/sharding.py)
+    # FSDP2 is SPMD: with --fsdp every rank runs the same micro-batches (infra/sharding)
     split = partial(lockstep, policies=policies) if args.fsdp else micro_batches
     for model in unique:
         model.train()

@@ -11,14 +11,12 @@ import ast
 from config import ALPHA
 from infra.answers import answers_equivalent
 from infra.cases import run_case
-from infra.sandbox import ERROR, is_error
 
 # App. D.4: the parts of each role's local reward and their weights (each role's sum to 1)
 LOCAL_WEIGHTS = {"reasoner": {"format": 0.2, "answer": 0.8},
                  "tool_user": {"run": 0.1, "parse": 0.1, "answer": 0.8},
                  "coder": {"build": 0.1, "run": 0.1, "pass": 0.8},
                  "tester": {"valid": 0.2, "spec": 0.8}}
-PRINTED_NOTHING = ERROR + "the program printed nothing"  # prompts.printed_answer's outcome of a silent program
 
 
 # ----------------------------------------------------------------------------- team rewards (App. D.4.1, D.4.2)
@@ -48,16 +46,16 @@ def reasoner_answer(checks):
 
 
 def tool_user_run(artefacts):
-    """The Tool-User's run part: a program was written and ran to its end without an error or a timeout."""
-    return float(artefacts.program is not None and (not is_error(artefacts.program_answer)
-                                                    or artefacts.program_answer == PRINTED_NOTHING))
+    """The Tool-User's run part: a program was written and ran to its end without an error or a timeout (printing
+    nothing is a run), as the sandbox's result says (MathArtefacts.program_ran), never what the program wrote."""
+    return float(artefacts.program is not None and artefacts.program_ran)
 
 
 def tool_user_parse(artefacts):
     """The Tool-User's parse part: what it printed reads as an answer (Eq. 18: an unparseable answer equals
     nothing, not even itself)."""
     answer = artefacts.program_answer
-    return float(not is_error(answer) and answers_equivalent(answer, answer))
+    return float(artefacts.program_ran and answers_equivalent(answer, answer))
 
 
 def tool_user_answer(checks):

@@ -7,7 +7,8 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from infra.sandbox import ERROR, MAX_STDOUT, NOT_RUN, RunResult, run_program
+from infra.outcomes import RunResult
+from infra.sandbox import MAX_STDOUT, run_program
 
 # Function-format driver. Program output is sent to stderr (fd 1 too, so even os.write(1, ...) and child
 # processes cannot pollute the result); only repr(result) goes to the real stdout. The program is loaded as
@@ -35,9 +36,11 @@ out.flush()
 
 # A program run twice on the same input in one process runs once: the second call gets the first result. The
 # verifier judges a program as a function of its input, and a kept program meets the same inputs every turn, so
-# a second run could only differ by chance (a random draw) and would cost a process. Not remembered: a run that
-# timed out (under load it may finish next time), one not run for the trainer's reasons (NOT_RUN: a full disk, caps
-# not made, a trainer terminating) and a long output (the memory stays bounded).
+# a second run could only differ by chance (a random draw) and would cost a process. Remembered: only the program's
+# own outcomes, read from RunResult.condition (never from the error line, which the program's stderr is part of).
+# Not: the sandbox's conditions, a run that timed out (under load it may finish next time) or was not run for the
+# trainer's reasons (a full disk, caps or jail not made, a trainer terminating), nor a long output (the memory
+# stays bounded; an output over the cap is long).
 _REMEMBERED, REMEMBER_RUNS, REMEMBER_CHARS = {}, 4096, 16384
 _remembered_lock = threading.Lock()
 
@@ -49,7 +52,7 @@ def run_once(program: str, stdin: str = "", *, timeout: float) -> RunResult:
         if key in _REMEMBERED:
             return _REMEMBERED[key]
     result = run_program(program, stdin, timeout=timeout)
-    if not (result.error or "").startswith((f"{ERROR}timed out", NOT_RUN)) and len(result.stdout) <= REMEMBER_CHARS:
+    if result.condition is None and len(result.stdout) <= REMEMBER_CHARS:
         with _remembered_lock:
             if len(_REMEMBERED) >= REMEMBER_RUNS:
                 del _REMEMBERED[next(iter(_REMEMBERED))]  # the oldest first

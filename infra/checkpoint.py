@@ -5,6 +5,7 @@ disk check and start-up line before the first save; the JSONL logs cut back to a
 import json
 import math
 import os
+import pickle
 import random
 import shutil
 
@@ -104,9 +105,15 @@ def step_of(line):
 
 
 def read_state(path):
-    """The state.pt of save_checkpoint; a damaged file is a one-line ValueError naming it."""
+    """The state.pt of save_checkpoint, loaded as data: tensors and plain values only (weights_only), so that a
+    run directory from elsewhere (a shared run, a download) cannot run code in the trainer. A state that would
+    (pickle's global or reduce calls) and a damaged file are each a one-line ValueError naming it."""
     try:
-        state = torch.load(path, weights_only=False)
+        state = torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as e:  # what weights_only refuses; torch's reason follows a paragraph of advice
+        why = next((ln for ln in str(e).splitlines()[1:] if ln.strip()), first_line(e))
+        raise ValueError(f"{path}: refusing a checkpoint state that is not plain data, as loading it could run "
+                         f"code ({why})") from None
     except Exception as e:  # truncated: RuntimeError (no zip directory) or EOFError; corrupt: whatever unpickling hits
         raise ValueError(f"{path}: cannot load checkpoint ({first_line(e)})") from None
     missing = {"step", "optims", "skipped", "rng"} - (set(state) if isinstance(state, dict) else set())

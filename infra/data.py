@@ -23,7 +23,12 @@ import json
 import math
 import os
 import random
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
+
+from infra.cases import LITERAL_CHARS, outputs_match, run_case
+from infra.outcomes import NOT_RUN, TIMED_OUT
+from infra.sandbox import MAX_STDOUT
 
 REQUIRED = {"math": {"id": str, "domain": str, "question": str, "answer": str},
             "code": {"id": str, "domain": str, "question": str, "format": str, "tests": list}}
@@ -104,6 +109,16 @@ class ProblemError(ValueError):
     """A malformed problem file or record; the message names the file and line."""
 
 
+def over_cap(fmt, output):
+    """Why the verifier cannot judge a program on this expected output of a code problem of format `fmt`, or
+    None. It compares (cases.outputs_match) a function result as a literal up to LITERAL_CHARS, beyond as text,
+    where the reference's own result does not match; a printed output up to what a run returns (MAX_STDOUT
+    bytes), beyond which no program's output matches, the reference's neither."""
+    size, cap, unit = (len(output.strip()), LITERAL_CHARS, "characters") if fmt == "function" else \
+        (len(output.encode("utf-8")), MAX_STDOUT, "bytes")
+    return f"its expected output of {size:,} {unit} is over the verifier's cap of {cap:,}" if size > cap else None
+
+
 def check_problem(p, where="problem"):
     """Validate one problem dict in place of a schema library; raises ProblemError naming `where`."""
     if not isinstance(p, dict):
@@ -132,12 +147,17 @@ def check_problem(p, where="problem"):
                 raise ProblemError(f"{where}: tests[{i}] of a function problem must hold Python literals") from None
             if not isinstance(args, (list, tuple)):
                 raise ProblemError(f"{where}: tests[{i}].input must be the literal of an argument list")
+        if why := over_cap(p["format"], t["output"]):
+            raise ProblemError(f"{where}: problem {p['id']!r}, tests[{i}]: {why}, so no program could be judged "
+                               "right on it")
     if p.get("solution") is not None and not isinstance(p["solution"], str):
         raise ProblemError(f"{where}: field 'solution' must be a string or null")
 
 
-def load_problems(path):
-    """Read and validate a JSONL problem file; returns a list of dicts. Raises ProblemError('file:line: ...')."""
+def load_problems(path, judge=True):
+    """Read and validate a JSONL problem file; returns a list of dicts. Raises ProblemError('file:line: ...').
+    judge: also run the references on the golden tests (judge_tests); False where the file is read without any
+    program being run (a memory plan)."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().split("\n")  # not splitlines(): U+2028 inside a JSON string is no line break
@@ -153,7 +173,10 @@ def load_problems(path):
             raise ProblemError(f"{path}:{n}: invalid JSON ({e.msg})") from None
     if not located:
         raise ProblemError(f"{path}: no problems in file")
-    return check_all(located)
+    problems = check_all(located)
+    if judge:
+        judge_tests(located)
+    return problems
 
 
 def check_all(located):
@@ -166,6 +189,27 @@ def check_all(located):
         seen.add(p["id"])
         problems.append(p)
     return problems
+
+
+JUDGE_SECONDS = 30.0  # a reference run at load: the verifier's wall clock (config.CODE_TIMEOUT, which reads this file)
+
+
+def judge_tests(located):
+    """Run each code problem's reference solution on its golden tests in the sandbox, all at once, and refuse
+    (ProblemError naming the problem and the test) the first test it fails by its own outcome: a crash, an output
+    over the cap or one that does not match. Such a test judges every program wrong, the reference included. A
+    reference that times out or is not run (the trainer's reasons) leaves its test unjudged, not refused: under
+    load it may finish next time. located: (where, problem) pairs, as check_all takes them."""
+    jobs = [(where, p, i) for where, p in located if p["domain"] == "code" and p.get("solution")
+            for i in range(len(p["tests"]))]
+    with ThreadPoolExecutor(max_workers=2 * (os.cpu_count() or 1)) as pool:  # runs mostly wait on process start
+        results = list(pool.map(lambda job: run_case(job[1], job[1]["solution"], job[1]["tests"][job[2]]["input"],
+                                                     timeout=JUDGE_SECONDS), jobs))
+    for (where, p, i), r in zip(jobs, results):
+        if r.condition not in (TIMED_OUT, NOT_RUN) and not (r.ok and outputs_match(p["format"], r.stdout,
+                                                                                    p["tests"][i]["output"])):
+            raise ProblemError(f"{where}: problem {p['id']!r}, tests[{i}]: its reference solution fails it "
+                               f"({r.error or 'its output is not the expected one'})")
 
 
 def batch_for_step(problems, step, batch, seed):

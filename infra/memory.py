@@ -343,7 +343,8 @@ def plan_inputs(args, n_policies, world=1, rollout_attention="fused"):
 def dry_run(args, gib=80.0, rollout_attention="fused", world=1):
     """The estimate for train.py's parsed args, as text. Reads configs and the problem file, loads no weights.
     Policies: 1 with --shared-policy, else one per agent of the problem file (2n per domain, --agents-per-role n)."""
-    n = 1 if args.shared_policy else len({r for p in load_problems(args.problems) for r in ROLES[p["domain"]]}) \
+    n = 1 if args.shared_policy else len({r for p in load_problems(args.problems, judge=False)
+                                          for r in ROLES[p["domain"]]}) \
         * args.agents_per_role
     s, t, kw = plan_inputs(args, n, world, rollout_attention)
     return format_plan(plan(s, t, **kw)) + "\n" + fit_report(s, t, gib, **kw)

@@ -3,7 +3,8 @@ of every Debian or Ubuntu base system) gives the run its own mount, pid, IPC, ne
 still root inside them, builds the run's file system from mounts before it drops to the run's fresh uid. The program
 then sees what it sees in bubblewrap's jail (sandbox.py): /usr and the interpreter's prefix read-only, a private /tmp
 and /dev/shm of JAIL_TMP_MB each, its own read-only /proc, a few device nodes, no network but its own loopback, and
-none of the host's files. Its IPC objects, files and processes vanish with the namespaces.
+none of the host's files. Its IPC objects, files and processes vanish with the namespaces, which end with the
+trainer. The seccomp filter (seccomp.py) keeps it from making namespaces of its own, a user namespace above all.
 
 The one difference from bubblewrap: no user namespace. The program runs under the fresh uid sandbox.py draws for
 each run (as at the uid level), with no capabilities, so it can neither undo a mount nor leave the chroot.
@@ -16,8 +17,8 @@ TOPS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64")  # top directories that a m
 # and /dev/shm in bytes, the fd holding the program's source (-1: none, the interpreter probe), the host paths to
 # show read-only, "--", the command to run as the uid. It stays PID 1, a plain init: when the program's process
 # ends, it exits with the program's status (a signal as 128 + its number, as bubblewrap reports one), and its exit
-# ends the namespace and every process left in it. It is killed when unshare is (--kill-child), and the uid has no
-# way to signal or trace it (another uid; /proc read-only).
+# ends the namespace and every process left in it. It is killed when unshare is (--kill-child), unshare when the
+# trainer is (jail_argv), and the uid has no way to signal or trace it (another uid; /proc read-only).
 SETUP = """\
 import ctypes, fcntl, os, socket, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
@@ -84,8 +85,11 @@ def jail_argv(interpreter: str, uid: int, size: int, fd: int, shown: list[str], 
     """The argv that runs `command` as `uid` in the namespaces jail (App. D.6.1's isolated runs). interpreter: a
     Python that runs SETUP as root; size: bytes of /tmp and of /dev/shm; fd: an inherited fd holding the program's
     source (-1: none); shown: the host paths the program sees read-only (shown_paths)."""
-    return ["unshare", "--mount", "--pid", "--ipc", "--net", "--uts", "--fork", "--kill-child", "--",
-            interpreter, "-I", "-S", "-c", SETUP, str(uid), str(size), str(fd), *shown, "--", *command]
+    # setpriv's parent-death signal: unshare dies with the trainer (a SIGKILL of it too), its --kill-child takes
+    # SETUP, and with it, PID 1, the whole namespace (bubblewrap's --die-with-parent)
+    return ["setpriv", "--pdeathsig", "KILL", "--", "unshare", "--mount", "--pid", "--ipc", "--net", "--uts",
+            "--fork", "--kill-child", "--", interpreter, "-I", "-S", "-c", SETUP, str(uid), str(size), str(fd),
+            *shown, "--", *command]
 
 
 def shown_paths(prefix: str) -> list[str]:

@@ -3,8 +3,9 @@ cases and compares their outputs.
 
 Each run is stateless (paper App. D.6.1): the program starts fresh, test input on stdin, stdout captured, a
 wall-clock timeout, then everything it started is killed and everything it wrote is gone. Crashes, syntax
-errors and timeouts never raise; they become a one-line "error: ..." string. `describe()` says which of these
-isolation levels is active (train.py and eval.py print it at start):
+errors and timeouts never raise; they become a RunResult (outcomes.py) with a one-line "error: ..." string, and
+the sandbox's own conditions (not run, timed out, output over the cap) in a field the program cannot set.
+`describe()` says which of these isolation levels is active (train.py and eval.py print it at start):
 
 - jail (bubblewrap installed, e.g. Debian's `bubblewrap` package): the program runs in its own user, mount, pid,
   IPC, network and UTS namespaces. It sees a read-only /usr (and the interpreter's prefix), a private /tmp and
@@ -12,7 +13,8 @@ isolation levels is active (train.py and eval.py print it at start):
   files: not the problem file, not the golden tests, not its parent. Its IPC objects and files vanish with the
   namespaces, and it dies with its parent (--die-with-parent), also when the parent is killed.
 - namespaces (root without bubblewrap, util-linux's unshare): the same namespaces but the user namespace, and the
-  same view of the host, built by namespaces.py from mounts; the program runs under a fresh uid. The jail's promises.
+  same view of the host, built by namespaces.py from mounts; the program runs under a fresh uid. The jail's
+  promises, dying with the trainer included.
 - uid (root where neither works): the program runs in a fresh temp dir under a fresh uid, in its own IPC and
   network namespaces where unshare can make them; cleanup kills every process of that uid and deletes what it left
   in /tmp & co. It can read world-readable files and fill the host's disk 64 MiB a file (without those namespaces
@@ -21,12 +23,15 @@ isolation levels is active (train.py and eval.py print it at start):
 
 Caps in every level: per-process rlimits (address space, file size, CPU seconds, open files, no core; processes
 per uid as root), and a seccomp filter (seccomp.py: keyrings, ptrace, file locks, space reserved on disk, memfds,
-page-cache probes, io_uring & co. return ENOSYS). The program sees only the standard library (python -I -S).
-As root, where cgroup v1 hierarchies are writable (cgroups.py), the whole run also shares one memory,
-process-count and CPU cap; a run whose cgroups cannot be made is refused, never run uncapped. Every process of a
-run that becomes the trainer's child (as PID 1, e.g. in a container started without --init, it inherits orphans)
-is reaped: at the process level, those left in the run's group. An I/O error of the trainer's own files around a
-run (a full disk) is the run's error line too, marked NOT_RUN, never an exception.
+page-cache probes, new namespaces, io_uring & co. return ENOSYS; sockets only of the Unix and IP families). The
+program sees only the standard library (python -I -S). As root, where cgroup v1 hierarchies are writable
+(cgroups.py), the whole run also shares one memory, process-count and CPU cap; a run whose cgroups cannot be made
+is refused, never run uncapped. Every process of a run that becomes the trainer's child (as PID 1, e.g. in a
+container started without --init, it inherits orphans) is reaped: at the process level, those left in the run's
+group. What fails for the trainer's reasons is NOT_RUN, never an exception and never the program's verdict: an
+I/O error of its own files around a run, its fd or process limits, a jail or cap that could not be made before
+the program's first instruction (_BOOT's word on a pipe says whether that was reached), a host disk too full for
+the run's output.
 """
 import contextlib
 import functools
@@ -43,19 +48,22 @@ from dataclasses import dataclass
 from infra import seccomp, uids
 from infra.cgroups import ATTACH, cgroup_homes, make_cgroups, remove_cgroups
 from infra.namespaces import TOPS, jail_argv, shown_paths
+from infra.outcomes import ERROR, OVER_CAP, TIMED_OUT, RunResult, ended, failed, last_line, not_run
 
 MAX_STDOUT = 1 << 20       # bytes of stdout returned to the caller
 MAX_FILE_MB = 64           # RLIMIT_FSIZE: bounds every file the program writes, its stdout file included
 JAIL_TMP_MB = 64           # size of the jail's private /tmp and of its /dev/shm
 MAX_FILES = 256            # RLIMIT_NOFILE per process: without it a run could hold the host's limit (> 1M)
-MAX_ERROR = 300            # chars of the error line
 SECCOMP_FILTER = seccomp.program(os.uname().machine)  # b"": no syscall table here, and describe() says so
+STARTED = b"STARTED"       # _BOOT's word on the status fd: the program's first instruction is next
 
 # Runs in the child before the program: an unprivileged process may lower its own limits, and doing it here
 # instead of in Popen(preexec_fn=...) keeps Popen thread-safe (run_cases spawns from several threads).
-# argv: AS bytes, NPROC (-1: leave), FSIZE bytes, CPU seconds, open files, the seccomp filter in hex ("": none).
-# Hard limits too, so the program cannot raise them. The filter goes in here rather than through bubblewrap's
-# --seccomp so that the uid and process levels get it as well; a filter that does not load fails the run.
+# argv: AS bytes, NPROC (-1: leave), FSIZE bytes, CPU seconds, open files, the seccomp filter in hex ("": none),
+# the status fd. Hard limits too, so the program cannot raise them. The filter goes in here rather than through
+# bubblewrap's --seccomp so that the uid and process levels get it as well; a filter that does not load fails the
+# run, as not run. The status fd (a pipe to the trainer) gets STARTED just before the program's exec, or why it was
+# not started: the one word on a run's outcome that the program cannot write (its stderr is its own).
 _BOOT = """\
 import ctypes, os, resource, sys
 def cap(r, v):
@@ -72,6 +80,7 @@ if nproc >= 0:
     cap(resource.RLIMIT_NPROC, nproc)
 if os.getpgid(0) != os.getpid():  # the jail, where bwrap leads the run's group: keep bwrap out of our killpg(0)
     os.setsid()
+status = int(sys.argv[7])
 if sys.argv[6]:
     class Prog(ctypes.Structure):  # struct sock_fprog
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
@@ -79,30 +88,15 @@ if sys.argv[6]:
     libc = ctypes.CDLL(None, use_errno=True)
     # PR_SET_NO_NEW_PRIVS (required unprivileged), then PR_SET_SECCOMP with SECCOMP_MODE_FILTER
     if libc.prctl(38, 1, 0, 0, 0) or libc.prctl(22, 2, ctypes.byref(Prog(len(bpf) // 8, bpf)), 0, 0):
-        sys.exit("seccomp filter not loaded: " + os.strerror(ctypes.get_errno()))
+        os.write(status, b"seccomp filter not loaded: " + os.strerror(ctypes.get_errno()).encode())
+        sys.exit(1)
+os.write(status, STARTED)
+os.close(status)  # the program never holds it: what the trainer reads there was written before its first instruction
 # -S: no site directories, only the standard library; exit() and quit(), which site would define, as sys.exit
 os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", "__builtins__.exit = __builtins__.quit = "
          "__import__('sys').exit; __import__('sys').argv[0] = __file__ = 'main.py'; "
          "exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))"])
-"""
-ERROR = "error: "  # every failed run's outcome starts with this; agents see it verbatim (App. D.6.1)
-NOT_RUN = ERROR + "not run: "  # failed for the trainer's reasons (its files, its caps): says nothing of the program
-
-
-def is_error(outcome: str | None) -> bool:
-    """Whether an outcome string (a program's output, printed answer or environment note) reports a failure: a
-    crash, a timeout or a missing program, which App. D.6.1 turns into an error string instead of an exception."""
-    return outcome is not None and outcome.startswith(ERROR)
-
-
-@dataclass(frozen=True)  # frozen: run_case hands the same result to every caller
-class RunResult:
-    stdout: str          # captured stdout (up to MAX_STDOUT bytes), also whatever was flushed before an error
-    error: str | None    # None: exited 0 within the timeout; else one line starting with ERROR
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
+""".replace("STARTED", repr(STARTED))  # the script runs apart from this module: the word goes in as its text
 
 
 def _env(home: str) -> dict:
@@ -275,6 +269,18 @@ def _end_group(proc: subprocess.Popen) -> None:
             os.waitid(os.P_PGID, proc.pid, os.WEXITED)
 
 
+@contextlib.contextmanager
+def _status_pipe():
+    """(read end, write end) of a run's status pipe (_BOOT), both closed afterwards; reads do not block."""
+    said, status = os.pipe()
+    os.set_blocking(said, False)
+    try:
+        yield said, status
+    finally:
+        os.close(said)
+        os.close(status)
+
+
 def _kill_everything(proc: subprocess.Popen, uid: int | None) -> None:
     """End the run's process group and, with a uid of its own, every process of that uid; reap what is ours."""
     _end_group(proc)
@@ -282,20 +288,15 @@ def _kill_everything(proc: subprocess.Popen, uid: int | None) -> None:
         uids.kill_all(uid, _setup()[0], _env("/"))
 
 
-def _error_line(returncode: int, stderr: str, jailed: bool) -> str:
-    """One line for a failed run: last non-empty stderr line (traceback's exception), else signal/exit code.
-    In the jail bwrap reports a signal as 128 + its number, as a shell does."""
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-    if lines:
-        return (ERROR + lines[-1])[:MAX_ERROR]
-    if jailed and 128 < returncode <= 128 + 64:
-        returncode = 128 - returncode
-    if returncode < 0:
-        try:
-            return f"{ERROR}killed by signal {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"{ERROR}killed by signal {-returncode}"
-    return f"{ERROR}exit code {returncode}"
+def _disk_short(files) -> str | None:
+    """Why the host's disk under the run's stdout and stderr files (the trainer's temp disk) may have failed the
+    run, or None: it holds less room than the two files may take (MAX_FILE_MB each), their own contents counted as
+    free, so that a program cannot fill the disk itself to have its failure read as the trainer's."""
+    disk = os.fstatvfs(files[0].fileno())
+    room = disk.f_bavail * disk.f_frsize + sum(os.fstat(f.fileno()).st_blocks * 512 for f in files)
+    if room >= 2 * MAX_FILE_MB << 20:
+        return None
+    return f"the host's temp disk is full ({room >> 20} MiB free, a run may write {2 * MAX_FILE_MB} MiB)"
 
 
 # ----------------------------------------------------------------------------- one run
@@ -309,29 +310,28 @@ def run_program(source: str, stdin: str = "", *, timeout: float, memory_mb: int 
     per uid, and per cgroup where available).
     """
     if _terminating.is_set():
-        return RunResult("", f"{NOT_RUN}the process is terminating")
+        return not_run("the process is terminating")
     try:
         return _run(source, stdin, timeout, memory_mb, max_procs)
-    except OSError as e:  # the trainer's own files around the run (temp files, workdir), e.g. a full disk
-        return RunResult("", f"{NOT_RUN}the sandbox's own files failed: {e}"[:MAX_ERROR])
+    except OSError as e:  # the trainer's own resources around the run: temp files, workdir, fds, processes
+        return not_run(f"the sandbox failed: {e}")
 
 
 def _run(source: str, stdin: str, timeout: float, memory_mb: int, max_procs: int) -> RunResult:
     interpreter, jail = _setup()
     code = source.encode("utf-8", "replace")  # a lone surrogate in generated text becomes a program error
     with uids.fresh_uid() as uid, tempfile.TemporaryFile() as fsrc, tempfile.TemporaryFile() as fin, \
-            tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
+            tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr, _status_pipe() as (said, status):
         try:
             cgroups = make_cgroups(uid, memory_mb, max_procs) if uid is not None else []
         except OSError as e:  # caps expected here and not to be had: refused, never run uncapped
-            why = f"{NOT_RUN}its cgroups (memory, process, CPU caps) cannot be made: {e}"
-            return RunResult("", why[:MAX_ERROR])
+            return not_run(f"its cgroups (memory, process, CPU caps) cannot be made: {e}")
         workdir = None
         try:
             workdir = None if jail else tempfile.mkdtemp(prefix="sandbox-")  # in the try: the cgroups go if it fails
             nproc = max_procs if uid is not None else -1  # per uid: only a uid of the run's own may be capped
             boot = [interpreter, "-I", "-S", "-c", _BOOT, str(memory_mb << 20), str(nproc), str(MAX_FILE_MB << 20),
-                    str(math.ceil(timeout) + 1), str(MAX_FILES), SECCOMP_FILTER.hex()]
+                    str(math.ceil(timeout) + 1), str(MAX_FILES), SECCOMP_FILTER.hex(), str(status)]
             if jail:  # the program goes in through an fd: it never exists on the host's file system
                 fsrc.write(code)
                 fsrc.seek(0)
@@ -352,7 +352,7 @@ def _run(source: str, stdin: str, timeout: float, memory_mb: int, max_procs: int
             fin.seek(0)
             proc = subprocess.Popen(argv, stdin=fin, stdout=fout, stderr=ferr, cwd=workdir or "/",
                                     env=_env(workdir or "/tmp"), start_new_session=True,
-                                    pass_fds=(fsrc.fileno(),) if jail else ())
+                                    pass_fds=(status, fsrc.fileno()) if jail else (status,))
             with _live_lock:
                 _live.add(proc)
             # A blocking wait plus a timer that kills the group: Popen.wait(timeout) polls with sleeps of up to
@@ -367,20 +367,31 @@ def _run(source: str, stdin: str, timeout: float, memory_mb: int, max_procs: int
                 _kill_everything(proc, uid)
                 with _live_lock:
                     _live.discard(proc)
+            boot_said = b""
+            with contextlib.suppress(BlockingIOError):  # nothing there: the run never reached _BOOT's word
+                boot_said = os.read(said, 256)
             fout.seek(0)
             out = fout.read(MAX_STDOUT + 1)
             stdout = out[:MAX_STDOUT].decode("utf-8", "replace")
             ferr.seek(max(0, ferr.seek(0, os.SEEK_END) - 8192))  # the tail holds the exception line
             stderr = ferr.read().decode("utf-8", "replace")
+            short = _disk_short((fout, ferr)) if proc.returncode else None
         finally:
             remove_cgroups(cgroups)
             if workdir:
                 if uid is not None:
                     uids.remove_files_of(uid)
                 shutil.rmtree(workdir, ignore_errors=True)
+    if not boot_said.startswith(STARTED):  # the jail, caps or interpreter failed before the program's first step
+        why = boot_said.decode("utf-8", "replace") or last_line(stderr) or (
+            f"not started within {timeout:g} s" if expired.is_set() else ended(proc.returncode, bool(jail)))
+        return not_run(f"the sandbox did not start the program: {why}")
     if expired.is_set():
-        return RunResult(stdout, f"{ERROR}timed out after {timeout:g} s")
+        return RunResult(stdout, f"{ERROR}timed out after {timeout:g} s", TIMED_OUT)
+    if short:  # its writes may have failed for the host's reasons: its failure says nothing of the program
+        return not_run(short)
     if proc.returncode != 0:
-        return RunResult(stdout, _error_line(proc.returncode, stderr, bool(jail)))
-    # a longer output is not judged on its first MAX_STDOUT bytes: a right answer could lead a wrong one
-    return RunResult(stdout, f"{ERROR}output over the cap of {MAX_STDOUT} bytes" if len(out) > MAX_STDOUT else None)
+        return failed(stdout, stderr, ended(proc.returncode, bool(jail)))
+    if len(out) > MAX_STDOUT:  # not judged on its first MAX_STDOUT bytes: a right answer could lead a wrong one
+        return RunResult(stdout, f"{ERROR}output over the cap of {MAX_STDOUT} bytes", OVER_CAP)
+    return RunResult(stdout, None)

@@ -19,6 +19,13 @@ What is denied and why (sandbox.py installs the filter before the program's firs
   madvise's MADV_RANDOM, MADV_WILLNEED, MADV_COLD and MADV_PAGEOUT; reads that must not wait: preadv2, AIO): which
   pages of /usr are cached is shared by every run, a channel that carried a hidden input to a later run. MADV_RANDOM
   because it turns the pages mapped around a fault (visible in /proc/self/pagemap) into a probe that reads nothing.
+- new namespaces (unshare, setns, clone with a CLONE_NEW* flag, clone3): as root the namespaces jail has no user
+  namespace, and in a nested one a program held every capability over a network, mount and pid namespace of its
+  own (bubblewrap's --disable-userns closes the same door in its jail). clone3 passes its flags in memory, where a
+  filter cannot read them, so it is denied whole, and glibc falls back to clone on ENOSYS.
+- socket families but Unix, IPv4 and IPv6 (socket, socketpair): the rest reach the kernel or the host, not a
+  peer of the program's own; AF_VSOCK's ports are shared with the host and its hypervisor, AF_NETLINK reads and
+  sets the kernel's tables. They fail with EAFNOSUPPORT, a kernel's answer for a family it was built without.
 - io_uring, userfaultfd, perf_event_open, bpf: kernel surface a test program does not use.
 
 ENOSYS rather than EPERM: code that probes for these calls expects ENOSYS where they are missing and falls back;
@@ -38,16 +45,24 @@ DENIED = {
     "fallocate": (285, 47), "memfd_create": (319, 279),
     "mincore": (27, 232), "cachestat": (451, 451), "readahead": (187, 213), "fadvise64": (221, 223),
     "preadv2": (327, 286), "io_setup": (206, 0),  # cachestat: Linux 6.5 on (ENOSYS before, filter or not)
+    "unshare": (272, 97), "setns": (308, 268), "clone3": (435, 435),
 }
 # calls denied for some values of one argument: name -> ((x86_64, aarch64) numbers, argument index, values)
 # fcntl: F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_NOTIFY (64-bit kernels have no *LK64)
 # madvise: MADV_RANDOM, MADV_WILLNEED, MADV_COLD, MADV_PAGEOUT
 DENIED_ARGS = {"fcntl": ((72, 25), 1, (5, 6, 7, 36, 37, 38, 1026)), "madvise": ((28, 233), 2, (1, 3, 20, 21))}
+# clone with any of these bits in its flags (argument 0): CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID,
+# NEWNET (CLONE_NEWTIME is 0x80, which clone reads as part of the exit signal: unshare and clone3 only)
+CLONE = (56, 220)
+NEW_NAMESPACES = 0x7E020000
+# socket and socketpair: the families (argument 0) a program may use; the others get EAFNOSUPPORT
+FAMILIES = {"socket": (41, 198), "socketpair": (53, 199)}
+AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # os.uname().machine -> (column, AUDIT_ARCH_*)
 X32_BIT = 0x40000000  # x86_64's x32 ABI numbers its calls from here: another table, so it is refused whole
 
 # classic BPF opcodes (linux/bpf_common.h) and seccomp return values (linux/seccomp.h)
-LD_ABS, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06
+LD_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
 ALLOW, ERRNO, KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
 
 
@@ -61,9 +76,14 @@ def program(machine: str) -> bytes:
     low = 0 if sys.byteorder == "little" else 4  # struct seccomp_data: args[i] at 16 + 8 i, its low 32 bits here
     code = [(LD_ABS, 0, 0, 4), (JEQ, 0, "kill", audit_arch), (LD_ABS, 0, 0, 0), (JGE, "kill", 0, X32_BIT)]
     code += [(JEQ, "deny", 0, nrs[col]) for nrs in DENIED.values() if nrs[col] is not None]
+    arg0 = (LD_ABS, 0, 0, 16 + low)
     for nrs, arg, values in DENIED_ARGS.values():  # another call skips its block; the block's end allows
         code += [(JEQ, 0, len(values) + 2, nrs[col]), (LD_ABS, 0, 0, 16 + 8 * arg + low)]
         code += [(JEQ, "deny", 0, v) for v in values] + [(RET, 0, 0, ALLOW)]
+    code += [(JEQ, 0, 3, CLONE[col]), arg0, (JSET, "deny", 0, NEW_NAMESPACES), (RET, 0, 0, ALLOW)]
+    for nrs in FAMILIES.values():
+        code += [(JEQ, 0, 5, nrs[col]), arg0] + [(JEQ, "allow", 0, af) for af in (AF_UNIX, AF_INET, AF_INET6)]
+        code += [(RET, 0, 0, ERRNO | errno.EAFNOSUPPORT)]
     at = {"allow": len(code), "deny": len(code) + 1, "kill": len(code) + 2}
     code += [(RET, 0, 0, ALLOW), (RET, 0, 0, ERRNO | errno.ENOSYS), (RET, 0, 0, KILL_PROCESS)]
     return b"".join(struct.pack("=HBBI", op, *(at[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf)), k)

@@ -228,21 +228,21 @@ def test_numbers_still_match_inside_values(got, expected):
     ("2\\sqrt{3}", "\\sqrt{12}", "2*sqrt(3)", "BOTH_CONSISTENT"),
 ])
 def test_math_outcomes(answer, derived, printed, outcome):
-    att = attribute_math(math_problem(answer), derived, printed)
+    att = attribute_math(math_problem(answer), derived, printed, True)
     assert att.outcome == outcome
     assert set(att.checks) == {"derivation_correct", "program_correct"}
     assert lines_of(att)[1] == f"- The derivation reported {derived!r} and the program printed {printed!r}."
 
 
 def test_math_missing_and_crashed():
-    att = attribute_math(math_problem("601"), None, "601")
+    att = attribute_math(math_problem("601"), None, "601", True)
     assert att.outcome == "DERIVATION_INCONSISTENT"
     assert "no answer after '####'" in lines_of(att)[1]
-    # an error string never counts as an answer, even when it contains the reference number
-    att = attribute_math(math_problem("20"), "20", "error: timed out after 20 s")
+    # a run that failed never counts as an answer, even when its line contains the reference number
+    att = attribute_math(math_problem("20"), "20", "error: timed out after 20 s", False)
     assert att.outcome == "COMPUTATION_INCONSISTENT"
     assert "printed 'error: timed out after 20 s'" in lines_of(att)[1]
-    att = attribute_math(math_problem("601"), None, None)
+    att = attribute_math(math_problem("601"), None, None, False)
     assert att.outcome == "BOTH_INCONSISTENT"
     assert "no printed result" in lines_of(att)[1]
 
@@ -251,7 +251,8 @@ def test_math_description_never_leaks_reference():
     reference = "\\frac{7}{9}"
     for derived in ["0.7777777", "7/9", "0.5", None]:
         for printed in ["0.777777777", "0.25", "error: ZeroDivisionError: division by zero", None]:
-            att = attribute_math(math_problem(reference), derived, printed)
+            ran = printed is not None and not printed.startswith("error")
+            att = attribute_math(math_problem(reference), derived, printed, ran)
             assert "frac" not in att.description and "7}{9" not in att.description
 
 
@@ -260,7 +261,7 @@ def test_math_description_never_leaks_reference():
 def test_each_role_is_judged_by_a_check_of_its_own_artefact():
     """ROLE_CHECK names, for every role, one of its domain's two checks, and the two roles of a domain differ."""
     checks = {"code": set(attribute_code(SUM, SUM_BAD, ("5 2\n", "7\n"), timeout=T).checks),
-              "math": set(attribute_math({"answer": "29"}, "29", "30").checks)}
+              "math": set(attribute_math({"answer": "29"}, "29", "30", True).checks)}
     for domain, roles in ROLES.items():
         assert {ROLE_CHECK[r] for r in roles} == checks[domain], domain
     assert ROLE_CHECK["tester"] == "test_correct" and ROLE_CHECK["reasoner"] == "derivation_correct"
@@ -305,7 +306,7 @@ def test_answers_equivalent_gives_up_on_runaway_sympy(monkeypatch):
 # ----------------------------------------------------------------------------- c^{<t}
 
 def test_verdicts_before():
-    atts = [attribute_math(math_problem("5"), str(k), "5") for k in range(3)]
+    atts = [attribute_math(math_problem("5"), str(k), "5", True) for k in range(3)]
     assert verdicts_before(atts, 0) == []
     assert verdicts_before(atts, 2) == [atts[0].description, atts[1].description]
     assert verdicts_before(atts, 3)[-1] == atts[2].description
@@ -317,7 +318,8 @@ def test_verdicts_before():
 def test_attribute_episodes_keeps_each_episodes_turns_in_order():
     math_p = {"id": "m", "domain": "math", "question": "What is 2 plus 2?", "answer": "4"}
     code_turn = CodeArtefacts(SUM_BAD, "2 3\n", "5\n", "-1\n", {})
-    eps = [Episode(math_p, [Turn(t, {}, MathArtefacts("", d, None, "4", {}), False) for t, d in enumerate(["5", "4"])]),
+    eps = [Episode(math_p, [Turn(t, {}, MathArtefacts("", d, None, "4", {}, True), False)
+                            for t, d in enumerate(["5", "4"])]),
            Episode(math_p, []),
            Episode(SUM, [Turn(0, {}, code_turn, False),
                          Turn(1, {}, dataclasses.replace(code_turn, program=SUM_OK, program_output="5\n"), True)])]

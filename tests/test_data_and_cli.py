@@ -96,9 +96,10 @@ def test_cli_runs_episodes_and_writes_records(tmp_path, capsys):
     assert [r["id"] for r in records] == ["m", "c"]
     resp = records[0]["turns"][0]["responses"]["reasoner"]
     assert len(resp["tokens"]) == len(resp["logprobs"]) == 6 and resp["context"][1][0] == "opening"
-    # the artefacts under the field names episodes.jsonl has always had, so older files read the same
+    # the artefacts under the field names episodes.jsonl has always had, so older files read the same, and
+    # whether the Tool-User's program ran to its end (the sandbox's word, not its printed text)
     assert set(records[0]["turns"][0]["artefacts"]) == {"derivation", "derivation_answer", "program", "program_answer",
-                                                        "parsed_by"}
+                                                        "parsed_by", "program_ran"}
     assert set(records[1]["turns"][0]["artefacts"]) == {"program", "test_input", "test_output", "program_output",
                                                         "parsed_by"}
     assert set(records[1]["turns"][0]["artefacts"]["parsed_by"]) == {"coder", "tester"}

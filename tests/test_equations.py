@@ -192,7 +192,8 @@ def ids(text):
 
 def math_turn(derivation_answer, program_answer, t=0):
     art = MathArtefacts("#### " + (derivation_answer or ""), derivation_answer, "print(1)", program_answer,
-                        {"reasoner": "hash_line", "tool_user": "python_block"})
+                        {"reasoner": "hash_line", "tool_user": "python_block"},
+                        program_ran=not program_answer.startswith("error: "))
     return Turn(t, {}, art, derivation_answer == program_answer)
 
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 import prompts
-from infra import sandbox
+from infra import outcomes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The top level, in the README's reading order: Phase 1 (and the prompts it shows the students), PAC, RAS, the
@@ -274,4 +274,4 @@ def test_every_open_decision_is_cited_by_its_number_and_every_citation_exists():
 
 def test_a_name_repeated_so_that_a_file_copies_alone_agrees_with_its_source():
     # prompts.py repeats the sandbox's prefix of a failed run rather than import the sandbox for one string
-    assert prompts.ERROR == sandbox.ERROR
+    assert prompts.ERROR == outcomes.ERROR

@@ -151,6 +151,22 @@ def test_evalplus_skips_bad_inputs_crashes_non_literal_outputs_and_caps(tmp_path
                      "outputs not a Python literal": 1}         # a < 0 returns a range object
 
 
+def test_results_over_the_literal_cap_are_left_out_not_refused_at_load(tmp_path):
+    """load_problems refuses a function result over the literal cap (compared as text, the reference's own result
+    would fail): the converter leaves such a test out, counted, and a problem left without tests with it."""
+    rec = {**HUMANEVAL, "canonical_solution": "    return [1] * a * b\n", "base_input": [[1, 2], [200, 100]],
+           "plus_input": []}
+    stats = Counter()
+    ps = load_dataset_as_problems(_jsonl(tmp_path / "humanevalplus.jsonl", [rec, {**rec, "task_id": "HumanEval/1",
+                                                                                   "base_input": [[100, 200]]}]),
+                                  stats=stats)
+    assert [(p["id"], p["tests"]) for p in ps] == [("HumanEval/0", [{"input": "[1, 2]", "output": "[1, 1]"}])]
+    assert stats == {"tests with an expected output over the verifier's caps": 2, "problems without tests": 1}
+    path = tmp_path / "out.jsonl"
+    path.write_text(json.dumps(ps[0]) + "\n")
+    assert load_problems(str(path)) == ps
+
+
 def test_evalplus_gives_inputs_the_tuples_of_the_benchmark_asserts(tmp_path):
     rec = {"task_id": "Mbpp/2", "prompt": '"""\nShared elements.\nassert f((3, 4), [(1, 2)]) == 1\n"""\n',
            "entry_point": "f",

@@ -26,7 +26,8 @@ from infra import sandbox, uids
 from infra import seccomp
 from infra.cases import outputs_match, run_case, run_cases
 from infra.namespaces import shown_paths
-from infra.sandbox import RunResult, run_program
+from infra.outcomes import NOT_RUN, TIMED_OUT, RunResult
+from infra.sandbox import run_program
 
 ROOT = os.geteuid() == 0
 INTERPRETER, NATIVE = sandbox._setup()
@@ -122,14 +123,14 @@ def test_stdout_and_stdin(mode):
 
 def test_crash_syntax_error_exit_code_signal(mode):
     assert run_program("print('partial', flush=True)\n1 / 0", timeout=3) == \
-        RunResult("partial\n", "error: ZeroDivisionError: division by zero")
+        RunResult("partial\n", "error: stderr: ZeroDivisionError: division by zero")
     r = run_program("def f(:\n    pass", timeout=3)
-    assert not r.ok and r.error.startswith("error: SyntaxError")
+    assert not r.ok and r.error.startswith("error: stderr: SyntaxError")
     assert run_program("import sys\nsys.exit(3)", timeout=3).error == "error: exit code 3"
     assert run_program("import os\nos.kill(os.getpid(), 9)", timeout=3).error == "error: killed by signal SIGKILL"
     assert run_program("import os\nos.kill(os.getpid(), 11)", timeout=3).error == "error: killed by signal SIGSEGV"
     r = run_program("raise ValueError('x' * 5000)", timeout=3)
-    assert r.error.startswith("error: ValueError: xxx") and len(r.error) <= 300 and "\n" not in r.error
+    assert r.error.startswith("error: stderr: ValueError: xxx") and len(r.error) <= 300 and "\n" not in r.error
 
 
 def test_timeout_kills_and_cleans_up(mode):
@@ -138,7 +139,7 @@ def test_timeout_kills_and_cleans_up(mode):
     t = time.time()
     r = run_program(src, timeout=1)
     assert time.time() - t < 3
-    assert r == RunResult("started\n", "error: timed out after 1 s")  # output flushed before the timeout is kept
+    assert r == RunResult("started\n", "error: timed out after 1 s", TIMED_OUT)  # output flushed before it is kept
     _assert_all_dead(tag)
     assert _workdirs() == before
 
@@ -221,7 +222,7 @@ def test_process_cap_bounds_forks(mode):
     t = time.time()
     r = run_program(src, timeout=3, max_procs=64)
     assert time.time() - t < 3
-    assert r.error.startswith("error: BlockingIOError")
+    assert r.error.startswith("error: stderr: BlockingIOError")
     assert int(r.stdout) < 64
     _assert_all_dead(tag)
 
@@ -573,7 +574,7 @@ def test_calls_a_test_program_never_needs_return_enosys(mode):
     names = ["add_key", "request_key", "keyctl", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd",
              "kcmp", "flock", "inotify_init1", "fanotify_init", "io_uring_setup", "userfaultfd", "perf_event_open",
              "bpf", "fallocate", "memfd_create", "mincore", "cachestat", "readahead", "fadvise64", "preadv2",
-             "io_setup"] + (["inotify_init"] if os.uname().machine == "x86_64" else [])  # aarch64: inotify_init1 only
+             "io_setup", "unshare", "setns", "clone3"] + (["inotify_init"] if os.uname().machine == "x86_64" else [])
     assert sorted(names) == sorted(NR)  # every denied call is walked
     calls = {name: NR[name] for name in names}
     cmds = [fcntl.F_GETLK, fcntl.F_SETLK, fcntl.F_SETLKW, fcntl.F_OFD_GETLK, fcntl.F_OFD_SETLK, fcntl.F_OFD_SETLKW,
@@ -632,7 +633,9 @@ def test_a_missing_or_broken_syscall_filter_is_never_silent(monkeypatch):
     monkeypatch.setattr(sandbox, "SECCOMP_FILTER", b"")
     assert "NO seccomp filter (no syscall table for" in sandbox.describe()
     monkeypatch.setattr(sandbox, "SECCOMP_FILTER", bytes(8))  # a filter the kernel refuses: the run fails
-    assert run_program("print('ran')", timeout=5) == RunResult("", "error: seccomp filter not loaded: Invalid argument")
+    assert run_program("print('ran')", timeout=5) == RunResult(
+        "", "error: not run: the sandbox did not start the program: seccomp filter not loaded: Invalid argument",
+        NOT_RUN)  # the trainer's failure, not the program's: never remembered as its result
 
 
 def test_sigterm_kills_the_runs_and_leaves_nothing(tmp_path):
@@ -717,11 +720,11 @@ if __name__ == "__main__":
     assert r.ok and r.stdout == "[3, (1, 2)]\n"
     assert run_case(FUNC, prog, "(1, 2)", timeout=3).stdout == "[3, (1, 2)]\n"
     assert run_case(FUNC, "def sub(a, b):\n    return a - b", "[1, 2]", timeout=3).error == \
-        "error: the program does not define add"
+        "error: stderr: the program does not define add"
     for bad in ["{'a': 1}", "1 + ", "__import__('os')", ""]:
-        assert run_case(FUNC, prog, bad, timeout=3).error == "error: test input is not a Python list of arguments"
+        assert run_case(FUNC, prog, bad, timeout=3).error == "error: stderr: test input is not a Python list of arguments"
     r = run_case(FUNC, "def add(a, b):\n    return a / b", "[1, 0]", timeout=3)
-    assert r.error == "error: ZeroDivisionError: division by zero"
+    assert r.error == "error: stderr: ZeroDivisionError: division by zero"
 
 
 def test_run_case_stdio_and_run_cases_order():
@@ -730,7 +733,7 @@ def test_run_case_stdio_and_run_cases_order():
     assert run_case(prob, prog, "7\n", timeout=3).stdout == "49\n"
     rs = run_cases(prob, prog, ["3", "0", "2", "x", "1"], timeout=3, workers=4)
     assert [r.stdout for r in rs] == ["9\n", "0\n", "4\n", "", "1\n"]
-    assert rs[3].error.startswith("error: ValueError")
+    assert rs[3].error.startswith("error: stderr: ValueError")
     with pytest.raises(ValueError, match="xml"):
         run_case({**prob, "format": "xml"}, prog, "1", timeout=3)
 
@@ -844,7 +847,7 @@ def test_a_run_that_timed_out_or_printed_a_lot_is_run_again(monkeypatch):
     def fake(source, stdin="", *, timeout):
         calls.append(source)
         if source == "slow" and calls.count("slow") == 1:
-            return RunResult("", "error: timed out after 1 s")
+            return RunResult("", "error: timed out after 1 s", TIMED_OUT)
         return RunResult("x" * (cases.REMEMBER_CHARS + 1) if source == "long" else "ok\n", None)
 
     monkeypatch.setattr(cases, "run_program", fake)

@@ -71,7 +71,7 @@ def test_revision_then_agreement(tok, scripted):
 def test_crash_is_shown_to_both_next_turn(tok, scripted):
     coder, tester = scripted([CRASH, GOOD]), scripted([TEST_OK])
     e = run_episodes([SUM], {"coder": coder, "tester": tester}, tok, CFG)[0]
-    assert e.turns[0].artefacts.program_output.startswith("error: ZeroDivisionError")
+    assert e.turns[0].artefacts.program_output.startswith("error: stderr: ZeroDivisionError")
     assert "ZeroDivisionError" in coder.seen[1][0] and "ZeroDivisionError" in tester.seen[1][0]
     assert "ZeroDivisionError" not in coder.seen[0][0]
 
@@ -119,8 +119,8 @@ def test_math_program_crash_falls_back_to_the_derivation(tok, scripted):
     tu = scripted(["Code:\n```python\nraise ValueError('boom')\n```"])
     e = run_episodes([APPLES], {"reasoner": scripted(["#### 28"]), "tool_user": tu}, tok,
                      RolloutConfig(max_turns=2, math_timeout=5, math_final="tool_user"))[0]
-    assert e.turns[0].artefacts.program_answer == "error: ValueError: boom"
-    assert e.final == "28" and "error: ValueError: boom" in tu.seen[1][0]
+    assert e.turns[0].artefacts.program_answer == "error: stderr: ValueError: boom"
+    assert e.final == "28" and "error: stderr: ValueError: boom" in tu.seen[1][0]
 
 
 def test_context_segments_separate_the_opening_line_and_each_history_entry(tok, scripted):

@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from config import CODE_TIMEOUT, COUNT, bounded
 from infra.cases import run_case
-from infra.data import ProblemError, check_all, check_writable, write_atomic
+from infra.data import ProblemError, check_all, check_writable, over_cap, write_atomic
 from tools.converters import (Skip, from_apps, from_code_contests, from_evalplus, from_gsm8k, from_humaneval,
                               from_leetcode, from_livecodebench, from_math, from_mbpp, from_olympiadbench,
                               is_literal, record_id)
@@ -190,9 +190,16 @@ def load_dataset_as_problems(source, split=None, limit=None, *, max_tests=100, w
         _count(stats, "problems without tests", len(converted) - len(kept))
         converted = [(w, c[0]) for w, c in converted if id(c[0]) in kept]
     for where, p in converted:
+        if p["domain"] == "code":  # a test the verifier cannot judge is refused at load (data.over_cap): left out
+            judged = [t for t in p["tests"] if not over_cap(p["format"], t["output"])]
+            _count(stats, "tests with an expected output over the verifier's caps", len(p["tests"]) - len(judged))
+            p["tests"] = judged
         if p["domain"] == "code" and max_tests is not None and len(p["tests"]) > max_tests:
             stats["tests beyond max_tests"] += len(p["tests"]) - max_tests
             p["tests"] = p["tests"][:max_tests]
+    untested = [w for w, p in converted if p["domain"] == "code" and not p["tests"]]
+    _count(stats, "problems without tests", len(untested))
+    converted = [(w, p) for w, p in converted if w not in untested]
     if not converted:
         raise ProblemError(f"{source}: no record could be converted ({dict(stats)})")
     return check_all(converted)

@@ -39,7 +39,7 @@ from config import MAX_TURNS
 from infra.answers import answers_equivalent
 from infra.cases import outputs_match
 from infra.models import SPECIAL_TOKENS, cpu_threads, hf_tokenizer, make_tokenizer, tiny_model
-from infra.sandbox import ERROR, RunResult, is_error
+from infra.outcomes import ERROR, RunResult, is_error
 from prompts import (CodeArtefacts, MathArtefacts, NO_CODE_BLOCK, ROLES, build_context,
                      extract_answer, extract_program, extract_test_case, printed_answer,
                      stop_ids_of)
@@ -226,18 +226,21 @@ def step_env(problem, texts):
         return artefacts, agree, {"coder": passes, "tester": test_ok}
     (prog, by_tool_user), (answer, by_reasoner) = extract_program(texts["tool_user"]), \
         extract_answer(texts["reasoner"])
-    printed = printed_answer(RunResult(_run(prog), None)) if prog else NO_CODE_BLOCK
+    out = _run(prog) if prog else None
+    ran = out is not None and not is_error(out)  # the toy's own programs: its _run's text says how they ended
+    printed = printed_answer(RunResult(out, None)) if prog else NO_CODE_BLOCK
     artefacts = MathArtefacts(texts["reasoner"], answer, prog, printed, {"reasoner": by_reasoner,
-                                                                          "tool_user": by_tool_user})
-    agree = not is_error(printed) and answers_equivalent(answer, printed)
+                                                                          "tool_user": by_tool_user}, ran)
+    agree = ran and answers_equivalent(answer, printed)
     return artefacts, agree, {"reasoner": answers_equivalent(answer, problem["answer"]),
-                              "tool_user": not is_error(printed) and answers_equivalent(printed, problem["answer"])}
+                              "tool_user": ran and answers_equivalent(printed, problem["answer"])}
 
 
 def verdict(problem, artefacts, checks):
     """c^t for a simulated turn, rendered by attribution.py exactly as for a real one."""
     if problem["domain"] == "math":
-        return attribute_math(problem, artefacts.derivation_answer, artefacts.program_answer).description
+        return attribute_math(problem, artefacts.derivation_answer, artefacts.program_answer,
+                              artefacts.program_ran).description
     case = None if artefacts.test_input is None else (artefacts.test_input, artefacts.test_output)
     return describe_code(artefacts.program is not None, case, artefacts.program_output, checks["coder"],
                          checks["tester"]).description
