@@ -19,6 +19,7 @@ Benchmark and hub datasets are converted into this schema by tools/loaders.py. A
 atomic writes, strict JSON, the episodes' JSONL records and the up-front check of output paths (the flags' types and values are config.py's).
 """
 import ast
+import hashlib
 import json
 import math
 import os
@@ -26,6 +27,7 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 
+from config import CODE_TIMEOUT
 from infra.cases import LITERAL_CHARS, outputs_match, run_case
 from infra.outcomes import NOT_RUN, TIMED_OUT
 from infra.sandbox import MAX_STDOUT
@@ -156,15 +158,16 @@ def check_problem(p, where="problem"):
 
 def load_problems(path, judge=True):
     """Read and validate a JSONL problem file; returns a list of dicts. Raises ProblemError('file:line: ...').
-    judge: also run the references on the golden tests (judge_tests); False where the file is read without any
-    program being run (a memory plan)."""
+    judge: also run the references on the golden tests (judge_tests) unless this very file was judged whole
+    before (JUDGED remembers it by its bytes); False where the file is read without any program being run (a
+    memory plan)."""
     try:
         with open(path, encoding="utf-8") as f:
-            lines = f.read().split("\n")  # not splitlines(): U+2028 inside a JSON string is no line break
+            text = f.read()
     except (OSError, UnicodeDecodeError) as e:
         raise ProblemError(f"{path}: cannot read problem file ({e})") from None
     located = []
-    for n, line in enumerate(lines, 1):
+    for n, line in enumerate(text.split("\n"), 1):  # not splitlines(): U+2028 inside a JSON string is no break
         if not line.strip():
             continue
         try:
@@ -174,8 +177,9 @@ def load_problems(path, judge=True):
     if not located:
         raise ProblemError(f"{path}: no problems in file")
     problems = check_all(located)
-    if judge:
-        judge_tests(located)
+    marker = os.path.join(JUDGED, hashlib.sha256(f"{JUDGE_RULES}\n{text}".encode()).hexdigest())
+    if judge and not os.path.exists(marker) and judge_tests(located):
+        remember(marker)
     return problems
 
 
@@ -191,7 +195,20 @@ def check_all(located):
     return problems
 
 
-JUDGE_SECONDS = 30.0  # a reference run at load: the verifier's wall clock (config.CODE_TIMEOUT, which reads this file)
+# A file whose every golden test its reference passed is remembered by its bytes (and the rules it was judged by:
+# bump JUDGE_RULES when what judge_tests accepts changes), so that a run, a resume or a study's next run loads it
+# without running its references again.
+JUDGED = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mas-opd", "judged")
+JUDGE_RULES = 1
+
+
+def remember(marker):
+    """Note a problem file judged whole; a cache that cannot be written costs the next load a judgment only."""
+    try:
+        os.makedirs(os.path.dirname(marker), exist_ok=True)
+        open(marker, "w").close()
+    except OSError:
+        pass
 
 
 def judge_tests(located):
@@ -199,17 +216,19 @@ def judge_tests(located):
     (ProblemError naming the problem and the test) the first test it fails by its own outcome: a crash, an output
     over the cap or one that does not match. Such a test judges every program wrong, the reference included. A
     reference that times out or is not run (the trainer's reasons) leaves its test unjudged, not refused: under
-    load it may finish next time. located: (where, problem) pairs, as check_all takes them."""
+    load it may finish next time. located: (where, problem) pairs, as check_all takes them. Returns whether
+    every test was judged."""
     jobs = [(where, p, i) for where, p in located if p["domain"] == "code" and p.get("solution")
             for i in range(len(p["tests"]))]
     with ThreadPoolExecutor(max_workers=2 * (os.cpu_count() or 1)) as pool:  # runs mostly wait on process start
         results = list(pool.map(lambda job: run_case(job[1], job[1]["solution"], job[1]["tests"][job[2]]["input"],
-                                                     timeout=JUDGE_SECONDS), jobs))
+                                                     timeout=CODE_TIMEOUT), jobs))
     for (where, p, i), r in zip(jobs, results):
         if r.condition not in (TIMED_OUT, NOT_RUN) and not (r.ok and outputs_match(p["format"], r.stdout,
                                                                                     p["tests"][i]["output"])):
             raise ProblemError(f"{where}: problem {p['id']!r}, tests[{i}]: its reference solution fails it "
                                f"({r.error or 'its output is not the expected one'})")
+    return all(r.condition not in (TIMED_OUT, NOT_RUN) for r in results)
 
 
 def batch_for_step(problems, step, batch, seed):

@@ -5,9 +5,16 @@ import os
 
 import pytest
 
+from infra import data
 from infra.models import make_tokenizer, tiny_model
 from sampler import Generation
 from tests.test_workflows import APPLES, SUM
+
+
+@pytest.fixture(autouse=True)
+def judged_here(tmp_path_factory, monkeypatch):
+    """Problem files judged in this session are remembered in a folder of the session's, not the user's cache."""
+    monkeypatch.setattr(data, "JUDGED", str(tmp_path_factory.getbasetemp() / "judged"))
 
 
 @pytest.fixture(scope="session")

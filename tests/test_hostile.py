@@ -313,10 +313,31 @@ def test_tests_the_verifier_cannot_judge_are_refused_at_load(jailed, tmp_path, m
     right = {**wrong, "tests": wrong["tests"][:1]}
     assert [p["id"] for p in load_problems(_file(tmp_path, right, APPLES))] == ["double", "apples"]
     # a reference that times out leaves its test unjudged, not refused: under load it may finish next time
-    monkeypatch.setattr(data, "JUDGE_SECONDS", 1.0, raising=False)
+    monkeypatch.setattr(data, "CODE_TIMEOUT", 1.0)
     slow = {**STDIO, "id": "slow", "solution": _fresh("import time\ntime.sleep(60)"),
             "tests": [{"input": "", "output": "1"}]}
     assert [p["id"] for p in load_problems(_file(tmp_path, slow))] == ["slow"]
+
+
+def test_a_file_judged_whole_is_not_judged_again_until_a_byte_of_it_changes(jailed, tmp_path, monkeypatch):
+    right = {**STDIO, "id": "double", "solution": _fresh("print(2 * int(input()))"),
+             "tests": [{"input": "2", "output": "4"}]}
+    path, runs, real = _file(tmp_path, right), [], data.run_case
+    monkeypatch.setattr(data, "run_case", lambda *a, **k: runs.append(a[0]["id"]) or real(*a, **k))
+    load_problems(path)
+    load_problems(path)  # remembered: no reference runs
+    assert runs == ["double"]
+    with open(path, "a") as f:
+        f.write("\n")  # the same problems, another file: judged again
+    load_problems(path)
+    assert runs == ["double"] * 2
+    # a file with a test left unjudged (its reference timed out) is judged again at every load
+    monkeypatch.setattr(data, "CODE_TIMEOUT", 1.0)
+    slow = _file(tmp_path, {**STDIO, "id": "slow", "solution": _fresh("import time\ntime.sleep(60)"),
+                            "tests": [{"input": "", "output": "1"}]})
+    load_problems(slow)
+    load_problems(slow)
+    assert runs == ["double"] * 2 + ["slow"] * 2
 
 
 COUNTED = {"id": "doubles", "domain": "code", "format": "stdio", "question": "A count T, then T integers: print each "

@@ -26,11 +26,12 @@ PAPER = ["rollout", "prompts", "attribution", "teacher", "loss", "train", "confi
 # the seats (metrics, report), the sampler's cache bucket (footprint), the roles of a workflow and, for the plan's
 # defaults, the paper preset's lengths and batches (memory and eval_memory), the prompt limit, the precisions and the
 # attribution model's greedy decoding (launch), the roles a team's seats play (team), the response limits of a
-# checkpoint's disk check (checkpoint) and the force-decoding the FSDP2 root runs (sharding).
+# checkpoint's disk check (checkpoint), the verifier's timeout for judging golden tests at load (data) and the
+# force-decoding the FSDP2 root runs (sharding).
 INFRA_READS = {"infra.metrics": {"loss", "prompts"}, "infra.report": {"prompts"}, "infra.footprint": {"sampler"},
                "infra.memory": {"prompts", "config"}, "infra.eval_memory": {"config"},
                "infra.launch": {"prompts", "sampler", "config"}, "infra.team": {"prompts"},
-               "infra.checkpoint": {"config"}, "infra.sharding": {"sampler"}}
+               "infra.checkpoint": {"config"}, "infra.data": {"config"}, "infra.sharding": {"sampler"}}
 # train.py's plumbing, apart so that train.py reads as Algorithm 1: what a run starts from. (config.py, the table of
 # values, is read by every paper file; it imports none of them.)
 TRAIN_PARTS = ["infra.launch"]
