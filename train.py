@@ -89,8 +89,9 @@ def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollou
     """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes ->
     advantages -> update. rollout_models: what Phase 1 samples with (default: the policies).
     attribute: Phase 2a of a team of 2n agents or of the attribution model
-    (teams.verdicts.phase_2a), None for PAC's verifier of a pair. log: what the run keeps of the step (infra.metrics.StepLog:
-    phase seconds, episodes, the report's samples). Returns the step's metrics.jsonl record."""
+    (teams.verdicts.phase_2a), None for PAC's verifier of a pair. log: what the run keeps of the
+    step (infra.metrics.StepLog: phase seconds, episodes, the report's samples). Returns the step's
+    metrics.jsonl record."""
     log = log or StepLog(step, args.device)
     cfg = rollout_config(args, progress=log.show)
     batch = batch_for_step(problems, step, args.batch, args.seed)  # the step's problems
