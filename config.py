@@ -5,7 +5,7 @@ them in brackets, a (preset) flag each preset's value."""
 import argparse
 import sys
 
-from infra.data import COUNT, SEED, bounded
+from infra.data import COUNT, SEED, bounded, negative_values
 from infra.models import DEVICE, DTYPES, device, precision
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -184,6 +184,7 @@ def get_args(argv=None):
     ap = argparse.ArgumentParser(description="MAS-OPD training (Algorithm 1). Defaults in brackets; a (preset) flag "
                                  "lists each preset's value.",
                                  epilog="The laptop demo runs the toy world through this file: python -m toy")
+    negative_values(ap)  # --lr -1e-3 refused as a number below 0, not as a flag without its value
     add = ap.add_argument_group("data and models").add_argument
     add("--problems", required=True, help="JSONL problem file (schema: infra/data.py)")
     add("--student", required=True, help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id (paper: Qwen3-1.7B)")
@@ -263,13 +264,34 @@ def get_args(argv=None):
                                                                             "per seed"))
     add("--eval-exchange", action="store_true", default=None, help=preset_help("eval_exchange", "evaluate each "
         "policy in its partner's seat too: the exchange penalty (Fig. 3a); doubles the evaluation's time"))
+    add("--overwrite", action="store_true", help="start a new run in OUT where a run is: its "
+        "checkpoint, logs and results are discarded (without it: --resume, or another --out)")
     argv = sys.argv[1:] if argv is None else argv
     if not argv:  # a newcomer's first try: say where the demo is, not only which flags are missing
         ap.error("--problems and --student are required; the laptop demo (the toy world, nothing to download) is "
                  "python -m toy")
     args = ap.parse_args(argv)
-    if args.agents_per_role > 1 and args.objective == "grpo":
-        ap.error("--agents-per-role: the GRPO baselines (--objective grpo) run one agent per role")
+    given_mini_batch = args.mini_batch is not None
     apply_preset(args)
+    if not given_mini_batch:  # a preset's mini-batch over the given batch: one update on the batch
+        args.mini_batch = min(args.mini_batch, args.batch)
+    if clash := conflict(args):
+        ap.error(clash)
     args.precision = precision(args.precision, args.device)
     return args
+
+
+def conflict(args):
+    """The first combination of train.py's flags that cannot hold together, in words, or None."""
+    if args.mini_batch > args.batch:
+        return (f"--mini-batch {args.mini_batch} is more than --batch {args.batch}: an update "
+                "takes at most the step's episodes")
+    if args.agents_per_role > 1 and args.objective == "grpo":
+        return "--agents-per-role: the GRPO baselines (--objective grpo) run one agent per role"
+    if args.objective == "grpo" and args.group_size < 2:
+        return "--group-size 1: GRPO's group advantage (App. D.3) needs 2 or more per problem"
+    if args.attribution_model is not None and args.attribution != "model":
+        return "--attribution-model is read only with --attribution model"
+    if args.resume and args.overwrite:
+        return "--resume continues the run in OUT, --overwrite discards it: give one of them"
+    return None

@@ -40,7 +40,8 @@ from baselines.grpo import grpo_items, grpo_rollout, reward_counts, reward_metri
 from config import get_args, preset_line
 from eval import evaluate_policies, markdown
 from infra import distributed
-from infra.checkpoint import distinct, save_checkpoint, start_log
+from infra.checkpoint import (begin_run, check_run, distinct, evaluation_before, save_checkpoint,
+                              start_log)
 from infra.data import ProblemError, batch_for_step, check_writable, json_text, load_problems, write_atomic
 from infra.launch import attribution_judge, build, refresh
 from infra.metrics import (PhaseClock, add_counts, gap_metrics, logprob_gap, peak_memory_mb, rollout_counts,
@@ -49,7 +50,8 @@ from infra.models import cpu_threads
 from infra.offload import optimizer_steps, teacher_on_device
 from infra.report import write_report
 from infra.sharding import full_states, logprobs, micro_batches
-from infra.sandbox import check_isolation, describe, stop_on_sigterm
+from infra.sandbox import check_isolation, describe
+from infra.stopping import done_line, stop_on_signals
 from loss import eq13_weights, mas_opd_loss, ras_advantage
 from prompts import check_prompt_limit
 from rollout import Response, append_episodes, rollout_config, run_episodes
@@ -213,9 +215,10 @@ def optimizer_step(unique, optims, loss_sum, args, out):
     out["loss"].append(loss_sum)
 
 
-def main(argv=None, teacher=None):
+def main(argv=None, teacher=None, again="--resume"):
     """The command line: Algorithm 1's loop (App. C) with evaluation before and after; `teacher`, when given, is
-    used instead of loading --teacher (see build). Under torchrun every rank runs this; rank 0 alone prints,
+    used instead of loading --teacher (see build); `again`: the flag that continues the run in the
+    calling command (infra/stopping.py). Under torchrun every rank runs this; rank 0 alone prints,
     evaluates and writes (metrics.jsonl, checkpoints, results.json)."""
     args = get_args(argv)
     rank, world, args.device = distributed.init(args.device)
@@ -224,7 +227,7 @@ def main(argv=None, teacher=None):
     say(preset_line(args))
     say("config:", json.dumps(vars(args)))
     say(cpu_threads(args.threads))
-    stop_on_sigterm()
+    stop_on_signals(args, again, speak=rank == 0)  # SIGINT, SIGTERM: exit 130, 143 and one line
     say("sandbox:", describe())
     say(f"ranks: {world} (torchrun), each rolls out and scores {math.ceil(args.batch / world)} of the "
         f"{args.batch} episodes of a step" if world > 1 else "ranks: 1")
@@ -236,6 +239,7 @@ def main(argv=None, teacher=None):
         if note := check_isolation(args.unisolated_programs):  # before anything loads
             say(note)
         check_writable(args.out, "--out", directory=True)  # before the models load, not at the first save
+        check_run(args)  # a run in OUT: never written over; resumed only with its own settings
         held_out = load_problems(args.eval_problems) if args.eval_problems else None
         s = build(args, teacher)  # infra.launch.Start: Algorithm 1's inputs and the step the run starts at
         problems, policies, teacher, tok, optims, gen = s.problems, s.policies, s.teacher, s.tok, s.optims, s.gen
@@ -248,7 +252,7 @@ def main(argv=None, teacher=None):
     metrics_path, samples_path = (os.path.join(args.out, name) for name in ("metrics.jsonl", "samples.jsonl"))
     episodes_path = os.path.join(args.out, "episodes.jsonl" if rank == 0 else f"episodes.rank{rank}.jsonl")
     if rank == 0:
-        os.makedirs(args.out, exist_ok=True)
+        begin_run(args, start)  # OUT made, run.json begun; --overwrite discards the run there
         start_log(metrics_path, start)
         start_log(samples_path, start)
     distributed.barrier()  # OUT exists before any rank writes its episodes there
@@ -257,7 +261,8 @@ def main(argv=None, teacher=None):
     record = (lambda step, episodes: append_episodes(episodes_path, episodes, step=step)) if args.save_episodes \
         else None
     if held_out and rank == 0:  # evaluated as Phase 1 samples: on the bf16 copies under --precision bf16
-        results = {"before": evaluate_policies(held_out, rollout_models, tok, args)} if start == 0 else {}
+        before = lambda: evaluate_policies(held_out, rollout_models, tok, args)
+        results = evaluation_before(args, start, before)  # written at once, read back on resume
     for step in tqdm(range(start, args.steps), desc="steps", initial=start, total=args.steps, disable=rank != 0):
         metrics = train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models, record,
                              progress=rank == 0, samples=samples_path if rank == 0 else None, judge=judge)
@@ -272,8 +277,7 @@ def main(argv=None, teacher=None):
             states = full_states(distinct(policies), optims)  # gathered to rank 0 under --fsdp
             if rank == 0:
                 save_checkpoint(args.out, step, policies, states, tok, samplers, skipped, args)
-    say(f"done: {args.steps - start} steps, {skipped} skipped; metrics in {metrics_path}, "
-        f"checkpoint in {os.path.join(args.out, 'checkpoint')}")
+    say(done_line(args, start, skipped))
     if held_out:
         refresh(rollout_models, policies)  # the copies still hold the weights from before the last update
     if held_out and rank == 0:

@@ -2,12 +2,23 @@
 import json
 import multiprocessing
 import os
+import signal
 
 import pytest
 
 from infra.models import make_tokenizer, tiny_model
 from sampler import Generation
 from tests.test_workflows import APPLES, SUM
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers():
+    """train.main and eval.main take SIGINT and SIGTERM for the whole process (infra/stopping.py): give pytest its
+    own handlers back after each test, so that Ctrl-C still stops the session."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, handler in saved.items():
+        signal.signal(s, handler)
 
 
 @pytest.fixture(scope="session")

@@ -133,7 +133,7 @@ def test_a_failing_rank_stops_the_job_and_leaves_the_last_checkpoint_whole(tmp_p
     out = str(tmp_path / "run")
     r = _run(tmp_path, "fail", 2, ["--steps", "3", "--save-every", "1", "--out", out], env={"FAIL_AT": "1"})
     assert r.returncode != 0 and "rank 1 fails on purpose" in r.stderr
-    assert sorted(os.listdir(out)) == ["checkpoint", "metrics.jsonl", "samples.jsonl"]  # no checkpoint.tmp left
+    assert sorted(os.listdir(out)) == ["checkpoint", "metrics.jsonl", "run.json", "samples.jsonl"]  # no .tmp left
     state = torch.load(os.path.join(out, "checkpoint", "state.pt"), weights_only=False)
     assert state["step"] == 0 and _params(out, "coder")
 

@@ -225,7 +225,8 @@ def test_scaling_trains_each_team_size_and_draws_the_curve(tmp_path, small_toy, 
                   "--cache", cache, "--batch", "2", "--mini-batch", "2", "--max-new-tokens", "8", "--max-turns", "2",
                   "--eval-problems", held])
     assert sorted(os.listdir(os.path.join(out, "n_2_seed0", "checkpoint"))) == [
-        "coder", "coder2", "reasoner", "reasoner2", "state.pt", "tester", "tester2", "tool_user", "tool_user2"]
+        "coder", "coder2", "reasoner", "reasoner2", "settings.json", "state.pt", "tester", "tester2", "tool_user",
+        "tool_user2"]
     with open(os.path.join(out, "scaling.json")) as f:
         results = json.load(f)
     assert list(results) == ["untrained n=1", "trained n=1", "untrained n=2", "trained n=2"]

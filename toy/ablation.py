@@ -24,12 +24,12 @@ import sys
 import train
 from config import get_args
 from eval import evaluate_policies, markdown
-from infra.checkpoint import load_policies
+from infra.checkpoint import load_policies, study_run
 from infra.data import SEED, load_problems, write_atomic
 from infra.models import load_model
 from infra.team import team_seats
 from toy.expert import HandTeacher
-from toy.world import start_toy, toy_root, train_args
+from toy.world import PASSED_ON, start_toy, toy_root, train_args
 
 VARIANTS = {"MAS-OPD": [], "w/o RAS (lambda=0)": ["--lam", "0"], "w/o PAC": ["--no-pac"]}
 
@@ -56,7 +56,7 @@ def over_runs(runs):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Table 2 of the paper, in the toy world.")
+    ap = argparse.ArgumentParser(description="Table 2 of the paper, in the toy world.", epilog=PASSED_ON)
     ap.add_argument("--out", default="runs/ablation")
     ap.add_argument("--train-seeds", type=SEED, nargs="+", default=[0, 1, 2], help="one training run per seed")
     ap.add_argument("--cache", default=".cache")
@@ -101,16 +101,26 @@ def main(argv=None):
 
 def train_runs(rows, train_seeds, out, common, teacher_of, reuse):
     """Train every row (name -> train.py flags) once per training seed into OUT/<slug>_seed<s>, each with
-    train.py's `common` flags and teacher_of(name) (None: train.py loads its own or, for GRPO, none). With reuse a
-    run whose checkpoint is already there is kept. Returns {name: [run directory per seed]}."""
+    train.py's `common` flags and teacher_of(name) (None: train.py loads its own or, for GRPO, none). A run
+    already there is refused before any trains (exit 2), unless --overwrite (in `common`) discards it or reuse
+    keeps it: a finished run is kept as it is, one that stopped early resumes (checkpoint.study_run). Returns
+    {name: [run directory per seed]}."""
     runs = {name: [os.path.join(out, f"{_slug(name)}_seed{s}") for s in train_seeds] for name in rows}
+    try:
+        overwrite = get_args(common).overwrite
+        plans = {run: study_run(run, reuse, overwrite) for name in rows for run in runs[name]}
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     for name, flags in rows.items():
         for seed, run in zip(train_seeds, runs[name]):
-            if reuse and os.path.isfile(os.path.join(run, "checkpoint", "state.pt")):
+            if plans[run] == "reuse":
                 print(f"== reusing {name}, seed {seed}: {run}")
                 continue
-            print(f"== training {name}, seed {seed}")
-            train.main(common + flags + ["--seed", str(seed), "--out", run], teacher=teacher_of(name))
+            print(f"== {'training' if plans[run] == 'train' else 'resuming'} {name}, seed {seed}")
+            resume = ["--resume"] if plans[run] == "resume" else []
+            train.main(common + flags + ["--seed", str(seed), "--out", run] + resume, teacher=teacher_of(name),
+                       again="--reuse")
     return runs
 
 

@@ -28,7 +28,7 @@ from prompts import ROLES
 from rollout import rollout_config
 from toy.ablation import over_runs, train_runs, with_means
 from toy.expert import HandTeacher
-from toy.world import start_toy, toy_root, train_args
+from toy.world import PASSED_ON, start_toy, toy_root, train_args
 
 # GRPO on the MAS-OPD rows' budget: batch x G = the toy preset's batch of episodes, and two updates per step
 GRPO = ["--objective", "grpo", "--batch", str(TOY["batch"] // GROUP_SIZE),
@@ -39,7 +39,8 @@ ROWS = {"MAS-OPD": [], "MAS+GRPO": GRPO + ["--grpo-variant", "mas"], "MAGRPO": G
 
 def main(argv=None):
     start = time.monotonic()
-    ap = argparse.ArgumentParser(description="MAS-OPD against the GRPO baselines of Table 1, in the toy world.")
+    ap = argparse.ArgumentParser(description="MAS-OPD against the GRPO baselines of Table 1, in the toy world.",
+                                 epilog=PASSED_ON)
     ap.add_argument("--out", default="runs/baselines")
     ap.add_argument("--train-seeds", type=SEED, nargs="+", default=[0, 1, 2], help="one training run per seed")
     ap.add_argument("--cache", default=".cache")

@@ -31,7 +31,7 @@ from infra.report import page, results_html
 from infra.team import team_seats
 from toy.ablation import over_runs, train_runs
 from toy.expert import HandTeacher
-from toy.world import start_toy, toy_root, train_args
+from toy.world import PASSED_ON, start_toy, toy_root, train_args
 
 # ours: the demo's 100 steps of 16 episodes, a twentieth of them per run here (20 steps of 4 episodes), so that
 # the runs (n = 1..4, two or three seeds) train in minutes on two cores: an 8-agent team costs four pairs per episode
@@ -50,7 +50,8 @@ def figure(results, agents):
 
 def main(argv=None):
     start = time.monotonic()
-    ap = argparse.ArgumentParser(description="The agent-scaling study (App. E.1, Fig. 5) in the toy world.")
+    ap = argparse.ArgumentParser(description="The agent-scaling study (App. E.1, Fig. 5) in the toy world.",
+                                 epilog=PASSED_ON)
     ap.add_argument("--out", default="runs/scaling")
     ap.add_argument("--agents", type=COUNT, nargs="+", default=[1, 2, 3, 4], help="n: teams of 2n agents")
     ap.add_argument("--train-seeds", type=SEED, nargs="+", default=[0, 1, 2], help="one training run per seed and n")

@@ -396,3 +396,9 @@ def train_args(root, out):
     --teacher."""
     return ["--problems", os.path.join(root, "train.jsonl"), "--student", os.path.join(root, "student"),
             "--out", out, "--preset", "toy"]
+
+
+# The close of every toy command's --help: each passes the flags it does not know on to train.py
+PASSED_ON = ("Every other flag is passed on to train.py, and described by python train.py --help: --steps, "
+             "--batch, --lr, --eval-seeds, --threads, --overwrite and the rest; the toy preset (config.py, TOY) "
+             "gives the defaults.")
