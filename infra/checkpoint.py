@@ -220,13 +220,13 @@ def steps_logged(out):
 
 
 def held(out):
-    """What OUT holds of a train.py run, in words ("its checkpoint holds 6 of 6 steps, metrics.jsonl 6 steps,
+    """What OUT holds of a train.py run, in words ("its checkpoint holds 6 of 6 steps, 6 step(s) in metrics.jsonl,
     results.json: before, after"), or None where it holds none of train.py's files."""
     path, record = last_checkpoint(out)
     if path is None and not any(os.path.isfile(os.path.join(out, name)) for name in RUN_FILES):
         return None
     parts = ["no checkpoint" if path is None else f"its checkpoint holds {record['step'] + 1} of {record['steps']} "
-             "steps" if record else "a checkpoint", f"metrics.jsonl {steps_logged(out)} steps"]
+             "steps" if record else "a checkpoint", f"{steps_logged(out)} step(s) in metrics.jsonl"]
     results = read_json(os.path.join(out, "results.json"))
     if isinstance(results, dict):
         parts.append(f"results.json: {', '.join(results) or 'empty'}")

@@ -42,7 +42,7 @@ def test_a_second_run_into_the_same_out_is_refused_and_overwrite_names_the_loss(
         with pytest.raises(SystemExit) as e:
             train.main(run + ["--steps", "1"])
     assert e.value.code == 2
-    error_line(f"--out {out} holds a train.py run (its checkpoint holds 2 of 2 steps, metrics.jsonl 2 steps): "
+    error_line(f"--out {out} holds a train.py run (its checkpoint holds 2 of 2 steps, 2 step(s) in metrics.jsonl): "
                f"continue it with --resume, or give another --out (--overwrite discards it)")
     assert _files(out) == kept
     train.main(run + ["--steps", "1", "--overwrite"])

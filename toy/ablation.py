@@ -62,7 +62,8 @@ def main(argv=None):
     ap.add_argument("--cache", default=".cache")
     ap.add_argument("--eval-problems", help="held-out problem file (default: the toy world's test split)")
     ap.add_argument("--reuse", action="store_true", help="evaluate the runs already trained in OUT (each run's "
-                    "checkpoint) instead of training them again, e.g. after a change to the evaluation")
+                    "checkpoint) instead of training them again, e.g. after a change to the evaluation; a run that "
+                    "stopped early is finished first")
     ap.add_argument("--train-only", action="store_true", help="train the runs and stop: on a machine with several "
                     "cores, start one process per share of the seeds (with --threads 1), then evaluate all of them "
                     "in one --reuse run")
@@ -70,10 +71,11 @@ def main(argv=None):
     common = train_args(toy_root(args.cache), args.out) + rest  # e.g. --eval-seeds, over the toy preset's
     print("config:", json.dumps({**vars(args), "train_args": common}))
     targs = get_args(common)  # the shared settings, also those of the evaluation below
+    plans = plan_runs(VARIANTS, args.train_seeds, args.out, args.reuse, targs.overwrite)
     root = start_toy(args.cache, targs.threads)
     base, tok = load_model(targs.student, device=targs.device)
     teacher = HandTeacher(tok)  # frozen: one for every run
-    runs = train_runs(VARIANTS, args.train_seeds, args.out, common, lambda name: teacher, args.reuse)
+    runs = train_runs(VARIANTS, plans, common, lambda name: teacher)
     if args.train_only:
         return
 
@@ -99,29 +101,32 @@ def main(argv=None):
     print(f"\nwrote {os.path.join(args.out, 'ablation.json')}")
 
 
-def train_runs(rows, train_seeds, out, common, teacher_of, reuse):
-    """Train every row (name -> train.py flags) once per training seed into OUT/<slug>_seed<s>, each with
-    train.py's `common` flags and teacher_of(name) (None: train.py loads its own or, for GRPO, none). A run
-    already there is refused before any trains (exit 2), unless --overwrite (in `common`) discards it or reuse
-    keeps it: a finished run is kept as it is, one that stopped early resumes (checkpoint.study_run). Returns
-    {name: [run directory per seed]}."""
-    runs = {name: [os.path.join(out, f"{_slug(name)}_seed{s}") for s in train_seeds] for name in rows}
+def plan_runs(rows, train_seeds, out, reuse, overwrite):
+    """Each row's (name -> train.py flags) run directory per training seed, OUT/<slug>_seed<s>, and what becomes
+    of it (checkpoint.study_run): {name: [(seed, directory, "train" | "resume" | "reuse")]}. A run already there,
+    without --reuse to keep it or --overwrite to discard it, is refused before anything loads (exit 2)."""
     try:
-        overwrite = get_args(common).overwrite
-        plans = {run: study_run(run, reuse, overwrite) for name in rows for run in runs[name]}
+        return {name: [(s, run, study_run(run, reuse, overwrite)) for s in train_seeds
+                       for run in [os.path.join(out, f"{_slug(name)}_seed{s}")]] for name in rows}
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+
+
+def train_runs(rows, plans, common, teacher_of):
+    """Train every row's runs as plan_runs planned them, each with train.py's `common` flags, the row's own and
+    teacher_of(name) (None: train.py loads its own or, for GRPO, none): a run to reuse is kept as it is, one that
+    stopped early resumes. Returns {name: [run directory per seed]}."""
     for name, flags in rows.items():
-        for seed, run in zip(train_seeds, runs[name]):
-            if plans[run] == "reuse":
+        for seed, run, plan in plans[name]:
+            if plan == "reuse":
                 print(f"== reusing {name}, seed {seed}: {run}")
                 continue
-            print(f"== {'training' if plans[run] == 'train' else 'resuming'} {name}, seed {seed}")
-            resume = ["--resume"] if plans[run] == "resume" else []
+            print(f"== {'training' if plan == 'train' else 'resuming'} {name}, seed {seed}")
+            resume = ["--resume"] if plan == "resume" else []
             train.main(common + flags + ["--seed", str(seed), "--out", run] + resume, teacher=teacher_of(name),
                        again="--reuse")
-    return runs
+    return {name: [run for _, run, _ in plans[name]] for name in rows}
 
 
 def _slug(name):

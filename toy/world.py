@@ -319,7 +319,7 @@ TOY_VERSION = "toy-v10"  # bump when anything above (or the prompts, parsing or 
 # Untied input and output embeddings: with tied ones, every push down on a sampled token (a guessed digit, say)
 # would also move how that token is read in the question, and the toy students drifted into garbage.
 SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2, tie_word_embeddings=False)
-STUDENT_STEPS = 4000  # the base student's SFT steps: the bulk of the build's ~4 minutes on a 2-core CPU
+STUDENT_STEPS = 4000  # the base student's SFT steps: the bulk of the build's minutes on a 2-core CPU
 
 
 def toy_root(cache):
@@ -338,7 +338,8 @@ def build_line(cache):
     if built(root):
         return f"toy world: the toy student and problems are loaded from the cache, {root}/"
     return (f"toy world: building the toy student (a tokenizer, {STUDENT_STEPS:,} SFT steps of a 0.25M-parameter "
-            f"model) and the toy problems, once: about 4 minutes on a 2-core CPU, cached in {root}/")
+            f"model) and the toy problems, once: about 4 minutes on an idle 2-core CPU, up to 7 on a busy one, "
+            f"cached in {root}/")
 
 
 def start_toy(cache, threads=0):
