@@ -40,8 +40,7 @@ from baselines.grpo import grpo_items, grpo_rollout, reward_counts, reward_metri
 from config import get_args, preset_line
 from eval import evaluate_policies, markdown
 from infra import distributed
-from infra.checkpoint import (begin_run, check_run, distinct, evaluation_before, save_checkpoint,
-                              start_log)
+from infra.checkpoint import distinct, save_checkpoint, start_log
 from infra.data import ProblemError, batch_for_step, check_writable, json_text, load_problems, write_atomic
 from infra.launch import attribution_judge, build, refresh
 from infra.metrics import (PhaseClock, add_counts, gap_metrics, logprob_gap, peak_memory_mb, rollout_counts,
@@ -49,6 +48,7 @@ from infra.metrics import (PhaseClock, add_counts, gap_metrics, logprob_gap, pea
 from infra.models import cpu_threads
 from infra.offload import optimizer_steps, teacher_on_device
 from infra.report import write_report
+from infra.runs import begin_run, check_run, evaluation_before
 from infra.sharding import full_states, logprobs, micro_batches
 from infra.sandbox import check_isolation, describe
 from infra.stopping import done_line, stop_on_signals

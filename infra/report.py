@@ -12,7 +12,8 @@ import math
 import os
 import sys
 
-from infra.checkpoint import RUN, read_json, step_of
+from infra.checkpoint import read_json, step_of
+from infra.runs import RUN
 from infra.data import write_atomic
 from infra.team import number_of, role_of
 
@@ -253,7 +254,7 @@ def heatmap(rows, block=4, levels=11):
     top = max([1e-9] + [abs(v) for row in blocks for _, v in row if v is not None])
     half = levels // 2
     parts = [f"<p>Blocks of {block} tokens; colour = mean A<sup>role</sup> in {levels} levels. Blue: typical of "
-             "the target role; red: of its teammate.</p>", scale_html(top, half)]
+             "the target role; red: of its teammate.</p>", scale_html(top, half) if rows else ""]
     for (title, role, _, _), row in zip(rows, blocks):
         parts.append(f"<p class='heat'><b>{html.escape(title)} ({html.escape(role)})</b><br>")
         for text, v in row:

@@ -9,7 +9,8 @@ import sys
 
 from tqdm import tqdm
 
-from infra.checkpoint import command_line, last_checkpoint, steps_logged
+from infra.checkpoint import last_checkpoint
+from infra.runs import command_line, steps_logged
 from infra.sandbox import end_runs
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -30,7 +31,8 @@ def stop_on_signals(args, again="--resume", speak=True):
             print(stop_line(args, signal.Signals(signum).name, again), file=sys.stderr, flush=True)
         raise SystemExit(128 + signum)
     for s in SIGNALS:
-        signal.signal(s, stop)
+        if signal.getsignal(s) is not signal.SIG_IGN:  # a signal ignored by who started us (nohup) stays so
+            signal.signal(s, stop)
 
 
 def stop_line(args, name, again):

@@ -15,7 +15,7 @@ import pytest
 import config
 import eval as ev
 import train
-from infra import checkpoint, launch
+from infra import checkpoint, launch, runs
 from tests.test_train import FAST
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,7 +50,7 @@ def test_a_second_run_into_the_same_out_is_refused_and_overwrite_names_the_loss(
     assert [json.loads(x)["step"] for x in open(os.path.join(out, "metrics.jsonl"))] == [0]
     assert json.load(open(os.path.join(out, "checkpoint", checkpoint.SETTINGS)))["step"] == 0
     assert not os.path.exists(os.path.join(out, "episodes.jsonl"))  # the old run's, discarded with it
-    assert [c["from_step"] for c in json.load(open(os.path.join(out, checkpoint.RUN)))["commands"]] == [0]
+    assert [c["from_step"] for c in json.load(open(os.path.join(out, runs.RUN)))["commands"]] == [0]
 
 
 def test_a_resume_with_another_setting_is_refused_naming_each_and_memory_settings_may_differ(
@@ -94,11 +94,11 @@ def test_what_a_resume_and_a_study_do_with_a_run_directory(tmp_path, problems):
     args = config.get_args(FAST + ["--problems", problems, "--out", str(tmp_path / "run"), "--steps", "6"])
     _recorded_run(args.out, args, step=4, steps=6)
     args.resume = True
-    checkpoint.check_run(args)  # the same settings: it continues
+    runs.check_run(args)  # the same settings: it continues
     args.steps = 3
     with pytest.raises(ValueError, match=r"^--steps 3: .*checkpoint holds 5 steps already; give --steps 5 or more$"):
-        checkpoint.check_run(args)
-    args.resume, plan = False, checkpoint.study_run
+        runs.check_run(args)
+    args.resume, plan = False, runs.study_run
     assert [plan(args.out, reuse=True, overwrite=False), plan(str(tmp_path / "none"), False, False),
             plan(args.out, reuse=False, overwrite=True)] == ["resume", "train", "train"]
     with pytest.raises(ValueError, match="holds a train.py run .*: --reuse keeps it"):
@@ -162,7 +162,7 @@ def test_a_signalled_run_ends_in_one_line_and_its_command_continues_it(sig, tmp_
     text = open(err).read()
     assert "Traceback" not in text and text.endswith("\n")
     last = _last_line(text)
-    done = checkpoint.steps_logged(out)
+    done = runs.steps_logged(out)
     held = checkpoint.last_checkpoint(out)[1]["step"] + 1
     assert last.startswith(f"stopped by {sig.name} with {done} of 3 steps done, {held} of them in the last "
                            f"checkpoint ({os.path.join(out, 'checkpoint')}); continue with: ")

@@ -20,7 +20,8 @@ import sys
 import train
 from config import EVAL_DECODING, get_args
 from eval import evaluate_policies, markdown, mean_std, single_agent_metrics
-from infra.checkpoint import load_policies, study_run
+from infra.checkpoint import load_policies
+from infra.runs import study_run
 from infra.data import (ProblemError, bounded, check_writable, json_text, load_problems, negative_values,
                         write_atomic)
 from infra.png import chart_pixels, write_png

@@ -24,7 +24,8 @@ import sys
 import train
 from config import get_args
 from eval import evaluate_policies, markdown
-from infra.checkpoint import load_policies, study_run
+from infra.checkpoint import load_policies
+from infra.runs import study_run
 from infra.data import SEED, load_problems, write_atomic
 from infra.models import load_model
 from infra.team import team_seats
