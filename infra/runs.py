@@ -106,10 +106,11 @@ def begin_run(args, start):
     header), and a resumed run's line saying where it continues."""
     what = held(args.out)
     if args.overwrite and what:
-        for name in RUN_FILES:
-            shutil.rmtree(os.path.join(args.out, name), ignore_errors=True)
-            if os.path.isfile(os.path.join(args.out, name)):
-                os.remove(os.path.join(args.out, name))
+        for path in (os.path.join(args.out, name) for name in RUN_FILES):
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.remove(path)
         print(f"--overwrite: the run that was in {args.out} is discarded ({what})")
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, RUN)
@@ -135,7 +136,8 @@ def evaluation_before(args, start, evaluate):
         print(f"evaluation before training: read from {path}, where the run wrote it at its start")
         return {"before": before}
     if start:
-        print(f"evaluation before training: none in {path} (written by train.py since it keeps it); 'after' only")
+        print(f"evaluation before training: not in {path} (its checkpoint is older than that file's record); "
+              "the results hold 'after' only")
         return {}
     results = {"before": evaluate()}
     write_atomic(path, json_text(results, indent=1))

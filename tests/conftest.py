@@ -6,6 +6,7 @@ import signal
 
 import pytest
 
+from infra import sandbox
 from infra.models import make_tokenizer, tiny_model
 from sampler import Generation
 from tests.test_workflows import APPLES, SUM
@@ -14,11 +15,20 @@ from tests.test_workflows import APPLES, SUM
 @pytest.fixture(autouse=True)
 def signal_handlers():
     """train.main and eval.main take SIGINT and SIGTERM for the whole process (infra/stopping.py): give pytest its
-    own handlers back after each test, so that Ctrl-C still stops the session."""
+    own handlers back after each test, so that Ctrl-C still stops the session; and a test that stopped a run in
+    this process (which a real stop ends) leaves the sandbox able to run programs for the next one."""
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     yield
     for s, handler in saved.items():
         signal.signal(s, handler)
+    sandbox._terminating.clear()
+
+
+@pytest.fixture
+def sandbox_continues():
+    """-> continues(): after a run stopped in this process, the sandbox runs programs again, as in the new process
+    that would resume it."""
+    return sandbox._terminating.clear
 
 
 @pytest.fixture(scope="session")

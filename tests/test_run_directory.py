@@ -175,7 +175,8 @@ def test_a_signalled_run_ends_in_one_line_and_its_command_continues_it(sig, tmp_
     assert [json.loads(x)["step"] for x in open(os.path.join(out, "metrics.jsonl"))] == [0, 1, 2]
 
 
-def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(tmp_path, problems, monkeypatch, capsys):
+def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(tmp_path, problems, monkeypatch, capsys,
+                                                                        sandbox_continues):
     out = str(tmp_path / "run")
     run = FAST + ["--problems", problems, "--out", out, "--steps", "2", "--eval-problems", problems,
                   "--eval-seeds", "3"]
@@ -192,6 +193,7 @@ def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(tmp_path,
     assert isinstance(e.value, SystemExit) and e.value.code == 130
     line = _last_line(capsys.readouterr().err)
     assert line.startswith("stopped by SIGINT with 0 of 2 steps done, no checkpoint yet (one every 10 steps)")
+    sandbox_continues()  # the resume below runs in this process, as a new one would run it
     train.main(run + ["--resume"])
     printed = capsys.readouterr().out
     assert "resuming from step 0: no checkpoint was written before it stopped" in printed
