@@ -4,6 +4,7 @@ command line `get_args`. train.py, eval.py, rollout.py, teacher.py, the tools an
 their defaults from here; --help prints them in brackets, a (preset) flag each preset's value."""
 import argparse
 import math
+import re
 import sys
 
 import torch
@@ -233,6 +234,15 @@ COUNT = bounded(int, 1)  # steps, batch sizes, token and turn limits, workers: 0
 SEED = bounded(int, 0, 2**32 - 1)
 
 
+def negative_values(ap):
+    """Let the parser `ap` read a negative number in any notation as a flag's value ("--lr -1e-3",
+    "--lam -inf"), as it reads "-1" and "-.5", so that the flag's type refuses it by name (bounded):
+    by default argparse takes "-1e-3" for an unknown flag and answers that --lr expected one
+    argument. -> ap"""
+    ap._negative_number_matcher = re.compile(r"^-(\d|\.\d|inf$|nan$|infinity$)", re.IGNORECASE)
+    return ap
+
+
 def device(text):
     """An argparse type: a torch device this machine has ("cpu", "cuda", "cuda:1", "mps")."""
     try:
@@ -279,6 +289,7 @@ def get_args(argv=None, grpo=False):
         description=f"{what}. Defaults in brackets; a (preset) flag lists each preset's value.",
         epilog="The laptop demo runs the toy world through this file: python -m toy. The GRPO "
         "baselines of Table 1: python -m baselines.grpo.")
+    negative_values(ap)  # --lr -1e-3 refused as a number below 0, not as a flag without its value
     add = ap.add_argument_group("data and models").add_argument
     add("--problems", required=True, help="JSONL problem file (schema: infra/data.py)")
     add("--student", required=True,
@@ -382,14 +393,35 @@ def get_args(argv=None, grpo=False):
     add("--eval-exchange", action="store_true", default=None,
         help=preset_help("eval_exchange", "evaluate each policy in its partner's seat too: the "
                          "exchange penalty (Fig. 3a); doubles the evaluation's time"))
+    add("--overwrite", action="store_true", help="start a new run in OUT where a run is: its "
+        "checkpoint, logs and results are discarded (without it: --resume, or another --out)")
     argv = sys.argv[1:] if argv is None else argv
     if not argv:  # a newcomer's first try: say where the demo is, not only which flags are missing
         ap.error("--problems and --student are required; the laptop demo (the toy world, nothing "
                  "to download) is python -m toy")
     args = ap.parse_args(argv)
     args.objective = "grpo" if grpo else "mas-opd"
-    if args.agents_per_role > 1 and grpo:
-        ap.error("--agents-per-role: the GRPO baselines run one agent per role")
+    given_mini_batch = args.mini_batch is not None
     apply_preset(args)
+    if not given_mini_batch:  # a preset's mini-batch over the given batch: one update on the batch
+        args.mini_batch = min(args.mini_batch, args.batch)
+    if clash := conflict(args):
+        ap.error(clash)
     args.precision = precision(args.precision, args.device)
     return args
+
+
+def conflict(args):
+    """The first combination of train.py's flags that cannot hold together, in words, or None."""
+    if args.mini_batch > args.batch:
+        return (f"--mini-batch {args.mini_batch} is more than --batch {args.batch}: an update "
+                "takes at most the step's episodes")
+    if args.agents_per_role > 1 and args.objective == "grpo":
+        return "--agents-per-role: the GRPO baselines run one agent per role"
+    if args.objective == "grpo" and args.group_size < 2:
+        return "--group-size 1: GRPO's group advantage (App. D.3) needs 2 or more per problem"
+    if args.attribution_model is not None and args.attribution != "model":
+        return "--attribution-model is read only with --attribution model"
+    if args.resume and args.overwrite:
+        return "--resume continues the run in OUT, --overwrite discards it: give one of them"
+    return None

@@ -297,6 +297,8 @@ def main(argv=None):
     add("--episodes", help="append every run's episodes here as JSONL as each run ends")
     add("--no-exchange", action="store_true", help="skip the seat-exchange evaluation")
     add("--heatmap", help="write the App. G.2 role-advantage heat map (needs --teacher) here")
+    add("--overwrite", action="store_true", help="replace the files of --json, --episodes and "
+        "--heatmap where they exist (without it, an existing one is refused)")
     args = ap.parse_args(argv)
     apply_preset(args)
     args.precision = precision(args.precision, args.device)
@@ -321,7 +323,7 @@ def main(argv=None):
         outputs = {"--json": args.json, "--heatmap": args.heatmap, "--episodes": args.episodes}
         for flag, path in outputs.items():
             if path:  # before the run, not after it
-                check_writable(path, flag)
+                check_writable(path, flag, overwrite=args.overwrite)
         if args.episodes:
             open(args.episodes, "w").close()
         problems = load_problems(args.problems)

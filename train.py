@@ -51,8 +51,10 @@ from infra.metrics import StepLog, gap_metrics, logprob_gap, rollout_counts, ste
 from infra.models import cpu_threads
 from infra.offload import optimizer_steps, teacher_on_device
 from infra.report import write_report
-from infra.sandbox import check_isolation, describe, stop_on_sigterm
+from infra.runs import begin_run, check_run, evaluation_before
+from infra.sandbox import check_isolation, describe
 from infra.sharding import full_states, lockstep, logprobs
+from infra.stopping import done_line, stop_on_signals
 from loss import eq13_weights, mas_opd_loss, ras_advantage
 from prompts import check_prompt_limit
 from rollout import Response, rollout_config, run_episodes
@@ -234,13 +236,14 @@ def optimizer_step(unique, optims, loss_sum, args, out):
     out["loss"].append(loss_sum)
 
 
-def main(argv=None, teacher=None):
+def main(argv=None, teacher=None, again="--resume"):
     """The command line: Algorithm 1's loop (App. C) with evaluation before and after; `teacher`,
-    when given, is used instead of loading --teacher (see build)."""
-    run(get_args(argv), teacher)
+    when given, is used instead of loading --teacher (see build); `again`: the flag that continues
+    the run in the calling command (infra/stopping.py)."""
+    run(get_args(argv), teacher, again=again)
 
 
-def run(args, teacher=None, step_fn=None):
+def run(args, teacher=None, step_fn=None, again="--resume"):
     """Algorithm 1's loop on parsed args (config.get_args). step_fn: one iteration, train_step
     unless a variant's (baselines/grpo.py). Under torchrun every rank runs this; rank 0 alone
     prints, evaluates and writes (metrics.jsonl, checkpoints, results.json)."""
@@ -251,7 +254,7 @@ def run(args, teacher=None, step_fn=None):
     say(preset_line(args))
     say("config:", json.dumps(vars(args)))
     say(cpu_threads(args.threads))
-    stop_on_sigterm()
+    stop_on_signals(args, again, speak=rank == 0)  # SIGINT, SIGTERM: exit 130, 143 and one line
     say("sandbox:", describe())
     if world > 1:
         say(f"ranks: {world} (torchrun), each rolls out and scores "
@@ -267,6 +270,7 @@ def run(args, teacher=None, step_fn=None):
             say(note)
         # before the models load, not at the first save
         check_writable(args.out, "--out", directory=True)
+        check_run(args)  # a run in OUT: never written over; resumed only with its own settings
         held_out = load_problems(args.eval_problems) if args.eval_problems else None
         s = build(args, teacher)  # infra.launch.Start: Algorithm 1's inputs and the first step
         policies, optims, tok, rollout_models = s.policies, s.optims, s.tok, s.rollout_models
@@ -280,15 +284,16 @@ def run(args, teacher=None, step_fn=None):
     episodes_name = "episodes.jsonl" if rank == 0 else f"episodes.rank{rank}.jsonl"
     episodes_path = os.path.join(args.out, episodes_name) if args.save_episodes else None
     if rank == 0:
-        os.makedirs(args.out, exist_ok=True)
+        begin_run(args, s.step)  # OUT made, run.json begun; --overwrite discards the run there
         start_log(metrics_path, s.step)
         start_log(samples_path, s.step)
     distributed.barrier()  # OUT exists before any rank writes its episodes there
     if episodes_path:
         start_log(episodes_path, s.step)
     skipped, results = s.skipped, {}
-    if held_out and rank == 0 and s.step == 0:  # evaluated as Phase 1 samples: on the bf16 copies
-        results["before"] = evaluate_policies(held_out, rollout_models, tok, args)
+    if held_out and rank == 0:  # evaluated as Phase 1 samples: on the bf16 copies
+        before = lambda: evaluate_policies(held_out, rollout_models, tok, args)
+        results = evaluation_before(args, s.step, before)  # written at once, read back on resume
     for step in tqdm(range(s.step, args.steps), desc="steps", initial=s.step, total=args.steps,
                      disable=rank != 0):
         # the report's heat maps (App. G.2) show the first and the last step
@@ -309,8 +314,7 @@ def run(args, teacher=None, step_fn=None):
             states = full_states(distinct(policies), optims)  # gathered to rank 0 under --fsdp
             if rank == 0:
                 save_checkpoint(args.out, step, policies, states, tok, samplers, skipped, args)
-    say(f"done: {args.steps - s.step} steps, {skipped} skipped; metrics in {metrics_path}, "
-        f"checkpoint in {os.path.join(args.out, 'checkpoint')}")
+    say(done_line(args, s.step, skipped))
     if held_out:
         refresh(rollout_models, policies)  # the copies still hold the weights of before the update
     if held_out and rank == 0:

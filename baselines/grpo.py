@@ -160,12 +160,13 @@ def grpo_step(step, problems, policies, optims, teacher, tok, args, gen, rollout
     return log.close(reward_counts(episodes, attributions, items), updated, reward_figures)
 
 
-def main(argv=None, teacher=None):
+def main(argv=None, teacher=None, again="--resume"):
     """python -m baselines.grpo: train.py's loop and command line, with the baselines' flags, a
-    GRPO step each iteration and no teacher (`teacher` must be None: rewards take its place)."""
+    GRPO step each iteration and no teacher (`teacher` must be None: rewards take its place);
+    `again` as train.main's."""
     if teacher is not None:
         raise ValueError("the GRPO baselines load no teacher: their rewards take its place")
-    run(get_args(argv, grpo=True), step_fn=grpo_step)
+    run(get_args(argv, grpo=True), step_fn=grpo_step, again=again)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """What lets a run of Algorithm 1 stop and continue exactly: the checkpoint (every distinct policy, the optimizers,
-the step, the skipped count, every random stream), written atomically and read back with one-line refusals; the
-disk check and start-up line before the first save; the JSONL logs cut back to a resumed step.
+the step, the skipped count, every random stream, the run's settings), written atomically and read back with
+one-line refusals; the disk check and start-up line before the first save; the JSONL logs cut back to a resumed
+step.
 """
+import hashlib
 import json
 import math
 import os
@@ -11,8 +13,8 @@ import shutil
 
 import torch
 
-from infra.data import nearest_folder
 from config import longest_response
+from infra.data import json_text, nearest_folder, write_atomic
 from infra.footprint import checkpoint_bytes, config_of
 from infra.memory import GiB
 from infra.models import first_line, load_model
@@ -49,6 +51,8 @@ def save_checkpoint(out, step, policies, states, tok, samplers, skipped, args):
     torch.save({"step": step, "optims": optim_states, "skipped": skipped, "args": vars(args),
                 "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "sampler": samplers}},
                os.path.join(tmp, "state.pt"))
+    write_atomic(os.path.join(tmp, SETTINGS), json_text({"step": step, "steps": args.steps,
+                                                         "settings": settings(args)}, indent=1))
     if os.path.isdir(final):
         os.replace(final, old)
     os.replace(tmp, final)
@@ -74,8 +78,8 @@ def check_disk(args, n_policies):
     folder = nearest_folder(args.out)
     free = shutil.disk_usage(folder).free
     if free < copies * size:
-        raise ValueError(f"--out {args.out}: {free / GiB:.1f} GiB free on disk at {folder}, but the checkpoints "
-                         f"need {copies * size / GiB:.1f} GiB ({copies} x {size / GiB:.1f} GiB: a new one is written "
+        raise ValueError(f"--out {args.out}: {size_text(free)} free on disk at {folder}, but the checkpoints "
+                         f"need {size_text(copies * size)} ({copies} x {size_text(size)}: a new one is written "
                          f"before the last is removed); choose --out on a disk with room, or free space there")
     return (f"per step: up to {sampled:,} tokens sampled ({episodes} episodes x {2 * args.agents_per_role} agents "
             f"x {args.max_turns} turns x "
@@ -83,6 +87,14 @@ def check_disk(args, n_policies):
             f"{args.teacher_max_prompt_tokens:,}); checkpoint: {size:,} bytes ({size / GiB:.1f} GiB, {n_policies} "
             f"polic{'y' if n_policies == 1 else 'ies'}: fp32 weights + AdamW moments) every {args.save_every} "
             f"steps and at the end, {free / GiB:.1f} GiB free at {folder}")
+
+
+def size_text(n):
+    """A byte count in the largest unit it fills once (GiB, MiB, KiB), so that a small one never reads 0.0 GiB."""
+    for unit, name in ((GiB, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if n >= unit:
+            return f"{n / unit:.1f} {name}"
+    return f"{n} bytes"
 
 
 def start_log(path, start):
@@ -143,3 +155,54 @@ def load_policies(ckpt, roles, device, dtype=torch.float32):
         if path not in loaded:
             loaded[path], tok = load_model(path, dtype=dtype, device=device)
     return {r: loaded[path] for r, path in dirs.items()}, tok
+
+
+# ----------------------------------------------------------------------------- the settings recorded with it
+
+SETTINGS = "settings.json"  # in a checkpoint: the step it holds, the run's --steps and settings (plain JSON)
+# The flags that change neither the method nor its data: memory, speed, where and what is written, the order of
+# float sums or of random draws (--micro-batch, --rollout-chunk, --threads, --fsdp), the jail, and --steps, which
+# a resumed run may raise to train further. Every other flag of train.py is a setting of the run, and a preset
+# counts by the values it sets.
+FREE = ("preset", "unisolated_programs", "micro_batch", "grad_checkpointing", "rollout_chunk", "teacher_batch_tokens",
+        "teacher_offload", "fsdp", "fsdp_offload", "optimizer_offload", "compile", "device", "workers", "threads",
+        "out", "resume", "overwrite", "save_every", "save_episodes", "steps")
+FILES = ("problems", "eval_problems")  # compared by content: the same problems under another path are the same
+
+
+def settings(args):
+    """The settings of a run, as recorded with its checkpoints and compared on --resume: every flag of train.py
+    but FREE, as plain JSON values; a problem file by the digest of its content."""
+    out = {k: v for k, v in sorted(vars(args).items()) if k not in FREE}
+    for k in FILES:
+        if out.get(k):
+            out[k] = digest(out[k])
+    return out
+
+
+def digest(path):
+    """'sha256:' and the first 16 hex digits of the file's digest; a one-line ValueError when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return "sha256:" + hashlib.sha256(f.read()).hexdigest()[:16]
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read problem file ({e.strerror})") from None
+
+
+def read_json(path, default=None):
+    """The JSON value in `path`, or `default` where there is no such file or it is damaged."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return default
+
+
+def last_checkpoint(out):
+    """The checkpoint a resume reads: OUT/checkpoint, or checkpoint.old after a crash between save_checkpoint's two
+    renames. -> (its directory, its SETTINGS record: {} for a checkpoint of an older train.py that wrote none), or
+    (None, None) when OUT holds no checkpoint."""
+    for path in (os.path.join(out, "checkpoint"), os.path.join(out, "checkpoint.old")):
+        if os.path.isfile(os.path.join(path, "state.pt")):
+            return path, read_json(os.path.join(path, SETTINGS), {})
+    return None, None

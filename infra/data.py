@@ -24,6 +24,7 @@ import json
 import math
 import os
 import random
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 
@@ -94,17 +95,25 @@ def nearest_folder(path):
     return path
 
 
-def check_writable(path, flag, directory=False):
+def check_writable(path, flag, directory=False, overwrite=True):
     """Refuse an output path before any work is spent on what could not be saved: raises ValueError naming
-    `flag`. A file (written by write_atomic) must sit in an existing, writable directory; a directory (made with
-    its parents) must not be a file, and the nearest existing folder on its way must be writable. Writes nothing."""
+    `flag`. A file (written by write_atomic) must sit in an existing, writable directory, and may exist only with
+    `overwrite` (the user's --overwrite); a directory (made with its parents) must not be a file, and the nearest
+    existing folder on its way must be writable: a folder made there and removed at once (/proc, a read-only or
+    full mount refuse it; their permission bits may not). Leaves nothing behind."""
     if os.path.exists(path) and os.path.isdir(path) != directory:
         raise ValueError(f"{flag} {path}: {'not a directory' if directory else 'is a directory'}")
+    if not overwrite and os.path.exists(path):
+        raise ValueError(f"{flag} {path} exists: give another path, or --overwrite to replace it")
     parent = nearest_folder(path) if directory else os.path.abspath(os.path.dirname(path) or ".")
     if not os.path.isdir(parent):
         raise ValueError(f"{flag} {path}: {parent} is not an existing directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"{flag} {path}: {parent} is not writable")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=parent))
+    except OSError as e:
+        raise ValueError(f"{flag} {path}: nothing can be written in {parent} ({e.strerror})") from None
 
 
 class ProblemError(ValueError):

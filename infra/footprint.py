@@ -12,7 +12,7 @@ import os
 
 from transformers import AutoConfig
 
-from infra.models import TINY, gguf_config, local_files_only, tiny_model
+from infra.models import TINY, gguf_config, local_files_only, model_kind, tiny_model
 from sampler import CACHE_BUCKET
 
 # Real shapes, from the Qwen3 model cards. All five: head_dim 128, vocab 151,936, per-head q/k RMSNorm, no bias.
@@ -175,10 +175,11 @@ def config_of(name):
         return QWEN3[short]
     if name in TINY:
         return tiny_model(name.split("-")[1]).config
+    model_kind(name)  # a text file, an empty folder, a typo: refused as the model spec it is not
     try:
         if name.endswith(".gguf") and os.path.isfile(name):
             return gguf_config(name)
         return AutoConfig.from_pretrained(name, local_files_only=local_files_only(name))
     except Exception as e:  # a missing model arrives as OSError, a damaged or foreign file as whatever its parser hits
-        raise ValueError(f"memory: no config for {name!r} (give one of {sorted(QWEN3)}, {', '.join(TINY)}, a .gguf "
-                         f"file or a local model directory): {str(e).strip().splitlines()[0]}") from None
+        raise ValueError(f"model {name!r}: no config to read (give one of {sorted(QWEN3)}, {', '.join(TINY)}, a "
+                         f".gguf file or a local model directory): {str(e).strip().splitlines()[0]}") from None

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from infra import distributed
-from infra.checkpoint import check_disk, distinct, load_policies, read_state
+from infra.checkpoint import check_disk, distinct, last_checkpoint, load_policies, read_state
 from infra.data import load_problems
 from infra.memory import check_fits
 from infra.models import forget_gguf, load_model, same_tokenizer_specs, to_dtype
@@ -48,13 +48,9 @@ def build(args, teacher=None):
     n_policies = 1 if args.shared_policy else len(roles)
     if distributed.rank() == 0:  # the rank that writes checkpoints; configs only, before any weights load
         print(check_disk(args, n_policies))
-    ckpt = os.path.join(args.out, "checkpoint")
-    if args.resume and not os.path.isdir(ckpt) and os.path.isdir(ckpt + ".old"):
-        ckpt += ".old"  # a crash between the two renames of save_checkpoint
-    if args.resume and not os.path.isfile(os.path.join(ckpt, "state.pt")):
-        raise ValueError(f"--resume: no checkpoint in {args.out}")
+    ckpt = last_checkpoint(args.out)[0] if args.resume else None  # None: from step 0 (check_run)
     # state.pt first, so that a damaged checkpoint fails before any model loads
-    state = read_state(os.path.join(ckpt, "state.pt")) if args.resume else None
+    state = read_state(os.path.join(ckpt, "state.pt")) if ckpt else None
     opd = args.objective == "mas-opd"  # the GRPO baselines load no teacher
     if args.fsdp and not distributed.under_torchrun():
         raise ValueError("--fsdp shards across torchrun's ranks: launch train.py with torchrun (one GPU: torchrun "
@@ -69,7 +65,7 @@ def build(args, teacher=None):
         # and the memory plan against what the device has free (configs only); a given teacher is not planned
         check_fits(args, n_policies, distributed.world_size())
 
-    if args.resume:  # the policies of the checkpoint, in fresh aligned storage like a live run's: loaded
+    if state:  # the policies of the checkpoint, in fresh aligned storage like a live run's: loaded
         policies, tok = load_policies(ckpt, roles, "cpu")  # tensors can sit at odd offsets, which changes
         for model in distinct(policies):                    # BLAS summation order and breaks exact resume
             for p in model.parameters():
@@ -100,7 +96,7 @@ def build(args, teacher=None):
     rank, world = distributed.rank(), distributed.world_size()
     gen = torch.Generator(device=device).manual_seed(args.seed + rank)  # each rank samples its own episodes
     start, skipped = 0, 0
-    if args.resume:
+    if state:
         for model, opt, s in zip(unique, optims, state["optims"]):
             load_optimizer(model, opt, s)  # onto the device; with --optimizer-offload back to host memory at once
             if args.optimizer_offload:

@@ -81,7 +81,7 @@ def tiny_model(arch="qwen3", vocab_size=261, hidden=64, layers=2, heads=4, kv_he
 
 # ---------------------------------------------------------------------------------------- every kind of model spec
 
-def _kind(spec):
+def model_kind(spec):
     """What a model spec names: "tiny", "gguf", "dir" or "hub"; ValueError with one line for anything else."""
     if spec in TINY:
         return "tiny"
@@ -132,7 +132,7 @@ def local_files_only(spec):
 def load_tokenizer(spec):
     """The tokenizer of a model spec (as for load_model) without its weights, in seconds, so that what needs only
     the tokenizer (train.py: teacher and students must share one) is checked before any weights load."""
-    kind = _kind(spec)
+    kind = model_kind(spec)
     if kind == "tiny":
         return make_tokenizer()
     try:
@@ -150,7 +150,7 @@ def load_tokenizer(spec):
 def load_model(spec, *, seed=0, dtype=torch.float32, device="cpu"):
     """-> (model, tokenizer). spec: 'tiny-qwen3' | 'tiny-llama' (weights drawn from `seed`), a local
     transformers directory, a .gguf file, or a hub id. Raises ValueError with one line when it cannot."""
-    kind = _kind(spec)
+    kind = model_kind(spec)
     if kind == "tiny":
         model, tok = tiny_model(spec.split("-")[1], layers=2, hidden=64, seed=seed), make_tokenizer()
     elif kind == "gguf":
@@ -263,7 +263,7 @@ def same_tokenizer_specs(spec_a, spec_b, names):
 
 def _vocab(spec):
     """{token string: id} of a model spec, as the tokenizer's get_vocab() gives it."""
-    if _kind(spec) == "gguf":
+    if model_kind(spec) == "gguf":
         return {t: i for i, t in enumerate(gguf_header(spec)[0].get("tokenizer.ggml.tokens", []))}
     return load_tokenizer(spec).get_vocab()
 

@@ -5,13 +5,15 @@ the token-level role advantage A^role (Eq. 9, App. G.2) of a few responses sampl
 
     python -m infra.report RUN       # -> RUN/report.html
 """
+import datetime
 import html
 import json
 import math
 import os
 import sys
 
-from infra.checkpoint import step_of
+from infra.checkpoint import read_json, step_of
+from infra.runs import RUN
 from infra.data import write_atomic
 from infra.team import number_of
 from prompts import role_of
@@ -24,6 +26,7 @@ SMOOTH = 5  # steps in the moving average drawn over each logged line
 CSS = ("body{font-family:sans-serif;max-width:66em;margin:1em auto;padding:0 1em}figure{display:inline-block;"
        "margin:0 .5em .5em 0}figcaption{font-size:.85em}table{border-collapse:collapse}td,th{padding:.15em .6em;"
        "border-bottom:1px solid #ddd;text-align:right}td:first-child,th:first-child{text-align:left}"
+       ".meta td{text-align:left;font-size:.9em}"
        ".tok{font-family:monospace;white-space:pre-wrap;border-radius:2px}.heat{max-width:60em}")
 
 
@@ -106,6 +109,22 @@ def ticks(lo, hi, integer=False, n=4):
     return [first + i * step for i in range(math.ceil((hi - first) / step - 1e-9) + 1)]
 
 
+def axis_range(lo, hi):
+    """An axis from the data's least to its greatest value, never past them: a flat line gets room on the side
+    its sign allows (values all >= 0, such as a share or a count, never show a negative axis, nor <= 0 a positive
+    one), so that no axis runs where the data cannot be."""
+    if hi - lo >= 1e-12:
+        return lo, hi
+    pad = max(1.0, abs(lo)) * 0.1
+    return (lo, hi + pad) if lo >= 0 else (lo - pad, hi) if hi <= 0 else (lo - pad, hi + pad)
+
+
+def inside(values, lo, hi):
+    """The tick values within [lo, hi] (ticks rounds outwards)."""
+    eps = (hi - lo) * 1e-9
+    return [v for v in values if lo - eps <= v <= hi + eps]
+
+
 def smoothed(values):
     """The trailing mean of each finite value over the last SMOOTH steps' finite values (None stays None)."""
     out = []
@@ -133,12 +152,8 @@ def chart(title, steps, lines, width=340, height=200):
     ys = [y for vs in lines.values() for y in vs if finite(y)]
     if not ys:
         return f"<figure><figcaption>{title}</figcaption><p>no finite values</p></figure>"
-    lo, hi = min(ys), max(ys)
-    if hi - lo < 1e-12:
-        lo, hi = lo - max(1.0, abs(lo)) * 0.1, hi + max(1.0, abs(hi)) * 0.1
-    yt = ticks(lo, hi)
-    xt = ticks(steps[0], max(steps[-1], steps[0] + 1), integer=True)
-    (x0, x1), (y0, y1) = (xt[0], xt[-1]), (yt[0], yt[-1])
+    (y0, y1), (x0, x1) = axis_range(min(ys), max(ys)), axis_range(steps[0], steps[-1])
+    yt, xt = inside(ticks(y0, y1), y0, y1), inside(ticks(x0, x1, integer=True), x0, x1)
     px = lambda x: left + (x - x0) / (x1 - x0) * (width - left - right)
     py = lambda y: height - bottom - (y - y0) / (y1 - y0) * (height - top - bottom)
     out = [f"<figure><figcaption>{title}</figcaption><svg xmlns='http://www.w3.org/2000/svg' width='{width}' "
@@ -239,17 +254,29 @@ def heatmap(rows, block=4, levels=11):
     blocks = [[(text, sum(vs) / len(vs) if vs else None) for text, vs in row] for row in blocks]
     top = max([1e-9] + [abs(v) for row in blocks for _, v in row if v is not None])
     half = levels // 2
-    parts = [f"<p>Blocks of {block} tokens; colour = mean A<sup>role</sup>, {levels} levels, scale &plusmn;{top:.3f}."
-             " Blue: typical of the target role; red: of its teammate.</p>"]
+    parts = [f"<p>Blocks of {block} tokens; colour = mean A<sup>role</sup> in {levels} levels. Blue: typical of "
+             "the target role; red: of its teammate.</p>", scale_html(top, half) if rows else ""]
     for (title, role, _, _), row in zip(rows, blocks):
         parts.append(f"<p class='heat'><b>{html.escape(title)} ({html.escape(role)})</b><br>")
         for text, v in row:
             q = 0 if v is None else max(-half, min(half, round(v / top * half)))
-            colour = f"rgba(40,90,220,{q / half * 0.8:.2f})" if q > 0 else f"rgba(220,50,40,{-q / half * 0.8:.2f})"
             tip = "none" if v is None else f"{v:+.4f}"
-            parts.append(f"<span class='tok' title='{tip}' style='background:{colour}'>{html.escape(text)}</span>")
+            parts.append(f"<span class='tok' title='{tip}' style='background:{level_colour(q, half)}'>"
+                         f"{html.escape(text)}</span>")
         parts.append("</p>")
     return "".join(parts)
+
+
+def level_colour(q, half):
+    """The colour of level q in -half..half: blue for q > 0 (the target role's), red below, deeper further out."""
+    return f"rgba(40,90,220,{q / half * 0.8:.2f})" if q > 0 else f"rgba(220,50,40,{-q / half * 0.8:.2f})"
+
+
+def scale_html(top, half):
+    """The heat map's colour scale: every level's colour with the mean A^role it stands for, -top to +top."""
+    cells = "".join(f"<span class='tok' style='background:{level_colour(q, half)}'> {q / half * top:+.3g} </span>"
+                    for q in range(-half, half + 1))
+    return f"<p class='scale'>A<sup>role</sup>: teammate's &larr; {cells} &rarr; target role's</p>"
 
 
 def samples_html(samples):
@@ -265,6 +292,24 @@ def samples_html(samples):
 
 # --- the page ---
 
+def header_html(run_dir):
+    """What the report reports, at its top: when the run began and with which command (each resume after it),
+    its preset and seeds (RUN/run.json, which train.py writes at every start), and when this page was written."""
+    run = read_json(os.path.join(run_dir, RUN))
+    now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    if not (isinstance(run, dict) and run.get("commands") and isinstance(run.get("args"), dict)):
+        return f"<p>Written {now}. No run.json: the date, command and seeds of the run were not recorded.</p>"
+    args, rows = run["args"], []
+    for k, c in enumerate(run["commands"]):
+        when = "began" if k == 0 else f"resumed from step {c.get('from_step')}"
+        rows.append((f"{c.get('date')}, {when}", f"<code>{html.escape(str(c.get('command')))}</code>"))
+    evaluation = (f"evaluation {' '.join(map(str, args.get('eval_seeds') or []))}" if args.get("eval_problems")
+                  else "no evaluation (no --eval-problems)")
+    rows += [("preset", html.escape(str(args.get("preset")))),
+             ("seeds", f"training {args.get('seed')}; {evaluation}"), ("report written", now)]
+    return "<table class='meta'>" + "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in rows) + "</table>"
+
+
 def section(run_dir, name, read, render, missing):
     """A section from RUN/name: render(read(path)), or the sentence `missing` when there is no such file."""
     path = os.path.join(run_dir, name)
@@ -277,7 +322,7 @@ def write_report(run_dir):
     if not os.path.isfile(os.path.join(run_dir, "metrics.jsonl")):
         raise ValueError(f"{run_dir}: not a train.py run directory (no metrics.jsonl)")
     name = os.path.basename(os.path.abspath(run_dir))
-    body = [f"<h1>MAS-OPD run {html.escape(name)}</h1><h2>Learning curves</h2>",
+    body = [f"<h1>MAS-OPD run {html.escape(name)}</h1>", header_html(run_dir), "<h2>Learning curves</h2>",
             section(run_dir, "metrics.jsonl", lambda p: last_per_step(read_steps(p)), curves_html, ""),
             "<h2>Evaluation on the held-out problems</h2>",
             section(run_dir, "results.json", read_results, results_html,

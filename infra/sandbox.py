@@ -241,13 +241,18 @@ def _signal_group(pid: int) -> None:
         pass
 
 
-def _on_sigterm(signum, frame):
-    """SIGTERM (what `timeout`, schedulers and `kill` send): kill every run in progress, start no new one, and
-    exit through SystemExit so that every run's cleanup (and every caller's `finally`) still happens."""
+def end_runs() -> None:
+    """Kill every run in progress and start no new one: what a process that is told to stop does first."""
     _terminating.set()
     with _live_lock:
         for proc in _live:
             _signal_group(proc.pid)
+
+
+def _on_sigterm(signum, frame):
+    """SIGTERM (what `timeout`, schedulers and `kill` send): end_runs, then exit through SystemExit so that every
+    run's cleanup (and every caller's `finally`) still happens."""
+    end_runs()
     raise SystemExit(128 + signum)
 
 

@@ -2,10 +2,11 @@
 import json
 import multiprocessing
 import os
+import signal
 
 import pytest
 
-from infra import data
+from infra import data, sandbox
 from infra.models import make_tokenizer, tiny_model
 from sampler import Generation
 from tests.test_workflows import APPLES, SUM
@@ -15,6 +16,25 @@ from tests.test_workflows import APPLES, SUM
 def judged_here(tmp_path_factory, monkeypatch):
     """Problem files judged in this session are remembered in a folder of the session's, not the user's cache."""
     monkeypatch.setattr(data, "JUDGED", str(tmp_path_factory.getbasetemp() / "judged"))
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers():
+    """train.main and eval.main take SIGINT and SIGTERM for the whole process (infra/stopping.py): give pytest its
+    own handlers back after each test, so that Ctrl-C still stops the session; and a test that stopped a run in
+    this process (which a real stop ends) leaves the sandbox able to run programs for the next one."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, handler in saved.items():
+        signal.signal(s, handler)
+    sandbox._terminating.clear()
+
+
+@pytest.fixture
+def sandbox_continues():
+    """-> continues(): after a run stopped in this process, the sandbox runs programs again, as in the new process
+    that would resume it."""
+    return sandbox._terminating.clear
 
 
 @pytest.fixture(scope="session")

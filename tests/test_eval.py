@@ -72,7 +72,7 @@ def test_heatmap_is_self_contained_and_escaped(tok, qwen3):
     eps = run_episodes([problem], {"coder": qwen3, "tester": qwen3}, tok, RolloutConfig(max_turns=1, max_new_tokens=9))
     page = ev.heatmap_html(qwen3, tok, eps, [[]], 12288, block=3)
     assert page.startswith("<!doctype html>") and "&lt;b&gt;sum&lt;/b&gt;" in page and "http" not in page
-    assert page.count("<span") == 6  # two responses (Coder, Tester) of 9 tokens in blocks of 3
+    assert page.count("title='") == 6  # two responses (Coder, Tester) of 9 tokens in blocks of 3
     assert ev.heatmap_html(qwen3, tok, eps, [[]], 20, block=3).count("<span") == 0  # no context fits 20 tokens
 
 

@@ -190,7 +190,7 @@ def test_dry_run_uses_train_args():
     small = memory.dry_run(config.get_args(["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--problems",
                                            EXAMPLES]))
     assert "4 student policies" in small and small.splitlines()[-1].endswith(" fits")  # code + math: 4 roles
-    with pytest.raises(ValueError, match="no config for"):
+    with pytest.raises(ValueError, match="no-such-model-dir'. no such file or directory"):
         footprint.config_of(os.path.join(ROOT, "no-such-model-dir"))
 
 

@@ -1,5 +1,6 @@
 """The run report (infra/report.py): what train.py records for it, how it reads a run directory (resumed runs, empty
 logs, NaN), and, in headless Chromium, that the page draws a learning curve per role."""
+import html
 import json
 import math
 import os
@@ -63,6 +64,12 @@ def test_a_training_run_records_samples_at_its_first_and_last_step_and_writes_it
     page = open(os.path.join(out, "report.html")).read()
     assert page.count("<svg") == len(report.CURVES) and "<polyline" in page
     assert page.count("class='tok'") > 0 and "No results.json" in page
+    # at its top, what it reports: when and with which command the run began, its preset and seeds
+    head = page[page.index("<h1>"):page.index("<h2>")]
+    began = json.load(open(os.path.join(out, "run.json")))["commands"][0]
+    assert f"<tr><td>{began['date']}, began</td><td><code>" in head and html.escape(began["command"]) in head
+    assert "<tr><td>preset</td><td>paper</td></tr>" in head
+    assert "<tr><td>seeds</td><td>training 0; no evaluation (no --eval-problems)</td></tr>" in head
 
 
 def test_a_resumed_run_shows_the_last_record_of_each_step_and_skips_lines_without_one(tmp_path):
@@ -95,6 +102,43 @@ def test_non_finite_values_break_a_line_and_are_never_drawn(tmp_path):
                 "reverse_kl": None, "responses": 2, "tokens": 20} for r in ROLES})) + "\n")
     page = open(report.write_report(run)).read()
     assert not re.search(r"\b(nan|inf)\b", page.lower()) and page.count("<svg") == len(report.CURVES)
+
+
+def test_the_header_lists_every_command_of_a_resumed_run_and_its_evaluation_seeds(tmp_path):
+    run = _run_dir(tmp_path / "run")
+    args = {"preset": "toy", "seed": 3, "eval_problems": "held.jsonl", "eval_seeds": [2000, 2001]}
+    commands = [{"date": "2026-12-01T10:00:00+00:00", "command": "python -m toy", "from_step": 0},
+                {"date": "2026-12-01T11:00:00+00:00", "command": "python -m toy --resume", "from_step": 40}]
+    with open(os.path.join(run, "run.json"), "w") as f:
+        json.dump({"settings": {}, "args": args, "commands": commands}, f)
+    head = open(report.write_report(run)).read().split("<h2>")[0]
+    assert "<tr><td>2026-12-01T10:00:00+00:00, began</td><td><code>python -m toy</code>" in head
+    assert "<tr><td>2026-12-01T11:00:00+00:00, resumed from step 40</td><td><code>python -m toy --resume" in head
+    assert "<td>preset</td><td>toy</td>" in head and "<td>training 3; evaluation 2000 2001</td>" in head
+    assert "<tr><td>report written</td>" in head
+    os.remove(os.path.join(run, "run.json"))  # a run of an older train.py: said so
+    assert "No run.json: the date, command and seeds of the run were not recorded" in open(report.write_report(run)).read()
+
+
+def _labels(svg):
+    """The tick labels of a chart's y axis (right-aligned) and x axis (centred), as numbers."""
+    read = lambda anchor: [float(v) for v in re.findall(rf"text-anchor='{anchor}'>([^<]+)</text>", svg)]
+    return read("end"), read("middle")
+
+
+@pytest.mark.parametrize("values", [[0.0] * 30, [100.0] * 30, [-2.0] * 30, [3.0 + 94 * k / 29 for k in range(30)],
+                                    [0.31 + k / 1000 for k in range(30)], [-0.4 + k / 50 for k in range(30)]],
+                         ids=["zero", "hundred", "negative", "percent", "narrow", "crossing"])
+def test_no_axis_runs_past_the_datas_range(values):
+    """A share of 0% all along is drawn on an axis from 0 up, not one that runs below 0; every tick lies within the
+    data's range (a flat line's range widened on the side its sign allows), and the steps' axis ends at the last."""
+    ys, xs = _labels(report.chart("truncated responses, %", list(range(30)), {"coder": values}))
+    lo, hi = min(values), max(values)
+    assert ys and xs and 0 <= min(xs) and max(xs) <= 29
+    assert all(lo - 1e-9 <= y for y in ys) if lo >= 0 else all(y <= hi + 1e-9 for y in ys) if hi <= 0 else \
+        all(lo - 1e-9 <= y <= hi + 1e-9 for y in ys)
+    if lo == hi:
+        assert lo in ys  # the flat line's own value is labelled
 
 
 def test_the_evaluation_table_has_the_rows_of_eval_markdown(tmp_path):
@@ -194,3 +238,16 @@ def test_chromium_draws_a_learning_curve_per_role(tmp_path):
     open(os.path.join(run, "metrics.jsonl"), "w").close()
     img = _screenshot(report.write_report(run), str(tmp_path / "empty.png"))
     assert all(_pixels_of(img, report.ROLE_COLOURS[r]) < 50 for r in ROLES)
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium binary (.ci/run installs the Debian package)")
+def test_chromium_draws_the_heat_maps_colour_scale(tmp_path):
+    """Tokens whose A^role is 0 take no colour: the deepest blue and red on the page are the scale's own."""
+    rows = [("sum turn 1", "coder", ["print", "(a", " +", " b)"] * 6, [0.0] * 24)]
+    page = tmp_path / "heat.html"
+    page.write_text(report.page("Role advantage", report.heatmap(rows)))
+    img = _screenshot(str(page), str(tmp_path / "heat.png"))
+    over_white = lambda rgb, alpha: "#" + "".join(f"{round(c * alpha + 255 * (1 - alpha)):02x}" for c in rgb)
+    deepest = {"blue": over_white((40, 90, 220), 0.8), "red": over_white((220, 50, 40), 0.8)}
+    drawn = {name: _pixels_of(img, colour) for name, colour in deepest.items()}
+    assert all(n > 100 for n in drawn.values()), drawn

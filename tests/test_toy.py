@@ -6,6 +6,7 @@ import os
 import random
 import re
 import shutil
+import signal
 
 import pytest
 import torch
@@ -23,7 +24,7 @@ from rollout import RolloutConfig, code_env, math_env
 from sampler import sequence_logprobs
 from teacher import ROLE_CONDITIONS
 from tools.contexts import main as contexts_main
-from toy import ablation, scaling
+from toy import ablation, baselines, scaling
 from toy.__main__ import main as toy_main
 from toy.expert import HandTeacher
 from toy.world import (NOUN, ROLE_BLIND, SPLITS, TOY_VERSION, build_line, build_toy, make_phrase_tokenizer, sft,
@@ -137,6 +138,36 @@ def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path, small_toy, c
     assert "parse_" not in closing.split(toy_demo.LEGEND)[0] and re.search(r"wall time: \d+ min \d+ s", closing)
 
 
+def test_a_demo_interrupted_twice_and_resumed_keeps_its_evaluation_before_training(tmp_path, small_toy, monkeypatch,
+                                                                                   capsys, sandbox_continues):
+    """Ctrl-C during the demo's training, twice, each time continued with --resume: the summary still has both
+    columns, and its "before" is the evaluation made when the run began."""
+    cache, held = small_toy
+    out = str(tmp_path / "run")
+    demo = ["--cache", cache, "--out", out, "--steps", "3", "--save-every", "1", "--batch", "2", "--mini-batch", "2",
+            "--max-new-tokens", "8", "--max-turns", "2", "--eval-seeds", "5", "--eval-problems", held]
+    step = train.train_step
+    for stop_at in (1, 2):
+        def interrupted(k, *a, **kw):  # Ctrl-C as step `stop_at` begins
+            if k == stop_at:
+                os.kill(os.getpid(), signal.SIGINT)
+            return step(k, *a, **kw)
+        with monkeypatch.context() as m:
+            m.setattr(train, "train_step", interrupted)
+            with pytest.raises(BaseException) as e:  # a KeyboardInterrupt would end the whole session
+                toy_main(demo + (["--resume"] if stop_at > 1 else []))
+        assert isinstance(e.value, SystemExit) and e.value.code == 130
+        assert f"stopped by SIGINT with {stop_at} of 3 steps done" in capsys.readouterr().err
+        sandbox_continues()  # the resume below runs in this process, as a new one would run it
+        if stop_at == 1:
+            before = json.load(open(os.path.join(out, "results.json")))["before"]
+    toy_main(demo + ["--resume"])
+    printed = capsys.readouterr().out
+    results = json.load(open(os.path.join(out, "results.json")))
+    assert set(results) == {"before", "after"} and results["before"] == before
+    assert "resuming from step 2: 2 of 3 steps done" in printed and "| metric | before | after |" in printed
+
+
 def test_the_demo_runs_train_py_with_the_toy_preset_and_nothing_else():
     """The toy's schedule is a preset of config.py's one table: the demo's arguments name the files and the preset,
     no value of their own, and the toy preset is what a run of those arguments gets."""
@@ -224,7 +255,8 @@ def test_scaling_trains_each_team_size_and_draws_the_curve(tmp_path, small_toy, 
                   "--cache", cache, "--batch", "2", "--mini-batch", "2", "--max-new-tokens", "8", "--max-turns", "2",
                   "--eval-problems", held])
     assert sorted(os.listdir(os.path.join(out, "n_2_seed0", "checkpoint"))) == [
-        "coder", "coder2", "reasoner", "reasoner2", "state.pt", "tester", "tester2", "tool_user", "tool_user2"]
+        "coder", "coder2", "reasoner", "reasoner2", "settings.json", "state.pt", "tester", "tester2", "tool_user",
+        "tool_user2"]
     with open(os.path.join(out, "scaling.json")) as f:
         results = json.load(f)
     assert list(results) == ["untrained n=1", "trained n=1", "untrained n=2", "trained n=2"]
@@ -233,6 +265,23 @@ def test_scaling_trains_each_team_size_and_draws_the_curve(tmp_path, small_toy, 
     assert "| metric | untrained, 2 agents | untrained, 4 agents | trained, 2 agents | trained, 4 agents |" in printed
     assert "wall time" in printed and open(os.path.join(out, "scaling.png"), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     assert "data:image/png;base64," in open(os.path.join(out, "report.html")).read()
+
+
+@pytest.mark.parametrize("command, first", [(ablation.main, "mas_opd_seed0"), (scaling.main, "n_1_seed0"),
+                                            (baselines.main, "mas_opd_seed0")], ids=["ablation", "scaling", "baselines"])
+def test_a_study_refuses_a_run_folder_that_holds_a_run_before_training_any(command, first, tmp_path, small_toy,
+                                                                          error_line, monkeypatch):
+    cache, held = small_toy
+    run = tmp_path / "study" / first
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 0}\n')  # a run stopped before its first checkpoint
+    monkeypatch.setattr(world, "build_toy", lambda *a, **k: pytest.fail("the toy world loaded before the refusal"))
+    with pytest.raises(SystemExit) as e:
+        command(["--out", str(tmp_path / "study"), "--train-seeds", "0", "--cache", cache, "--eval-problems", held])
+    assert e.value.code == 2
+    error_line(f"{run} holds a train.py run (no checkpoint, 1 step(s) in metrics.jsonl): --reuse keeps it (and "
+               f"finishes it if it stopped early), or give another --out (--overwrite discards it)")
+    assert (run / "metrics.jsonl").read_text() == '{"step": 0}\n'
 
 
 def test_over_runs_is_mean_and_std_over_training_runs():
@@ -270,7 +319,7 @@ def test_the_build_line_says_what_is_built_how_long_it_takes_and_where_or_that_i
     root = os.path.join(cache, TOY_VERSION)
     line = build_line(cache)
     assert "\n" not in line and line.startswith("toy world: building the toy student (a tokenizer, 4,000 SFT steps")
-    assert "about 4 minutes on a 2-core CPU" in line and line.endswith(f"cached in {root}/")
+    assert "about 4 minutes on an idle 2-core CPU, up to 7 on a busy one" in line and line.endswith(f"cached in {root}/")
     os.makedirs(os.path.join(root, "student"))
     assert build_line(cache) == f"toy world: the toy student and problems are loaded from the cache, {root}/"
 

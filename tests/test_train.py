@@ -84,7 +84,7 @@ def test_three_steps_write_metrics_and_a_loadable_checkpoint(tmp_path, problems,
     # the sampler's log-probs are the trainer's (on-policy, before any update)
     assert ms[0]["logprob_gap_mean"] <= ms[0]["logprob_gap"] < 1e-4
     ckpt = os.path.join(out, "checkpoint")
-    assert sorted(os.listdir(ckpt)) == ["coder", "reasoner", "state.pt", "tester", "tool_user"]
+    assert sorted(os.listdir(ckpt)) == ["coder", "reasoner", "settings.json", "state.pt", "tester", "tool_user"]
     coder = AutoModelForCausalLM.from_pretrained(os.path.join(ckpt, "coder"))
     AutoTokenizer.from_pretrained(os.path.join(ckpt, "coder"))
     start = tiny_model("qwen3", layers=2, hidden=64, seed=0)
@@ -118,7 +118,7 @@ def test_shared_policy_no_pac_and_lambda_zero(tmp_path, problems):
     out = str(tmp_path / "shared")
     train.main(["--problems", problems, "--out", out, "--steps", "1", "--shared-policy", "--no-pac", "--lam", "0"]
                + FAST)
-    assert sorted(os.listdir(os.path.join(out, "checkpoint"))) == ["shared", "state.pt"]
+    assert sorted(os.listdir(os.path.join(out, "checkpoint"))) == ["settings.json", "shared", "state.pt"]
     assert _metrics(out)[0]["updates"] == 2
 
 
@@ -305,7 +305,7 @@ def test_a_run_without_disk_space_for_its_next_checkpoint_is_refused_before_any_
     with pytest.raises(SystemExit) as e:
         train.main(run + ["--steps", "3"])
     assert e.value.code == 2 and not out.exists()
-    error_line(f"--out {out}: {free[0] / memory.GiB:.1f} GiB free on disk")
+    error_line(f"--out {out}: {checkpoint.size_text(free[0])} free on disk")
     free[0] = 2 * size
     with pytest.raises(Loaded):
         train.main(run + ["--steps", "3"])

@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from config import CODE_TIMEOUT, COUNT, bounded
 from infra.cases import run_case
+from config import COUNT, bounded, negative_values
 from infra.data import ProblemError, check_all, check_writable, over_cap, write_atomic
 from tools.converters import (Skip, from_apps, from_code_contests, from_evalplus, from_gsm8k, from_humaneval,
                               from_leetcode, from_livecodebench, from_math, from_mbpp, from_olympiadbench,
@@ -209,6 +210,7 @@ def main(argv=None):
     """python -m tools.loaders SOURCE --out FILE.jsonl [--limit N]: convert and write a problem file atomically."""
     ap = argparse.ArgumentParser(description="Convert a benchmark file (.jsonl, .jsonl.gz, .json) or a hub source "
                                              f"({', '.join(HUB)}) into a problem file.")
+    negative_values(ap)  # --timeout -1e-3 refused as a number, not as a flag without its value
     ap.add_argument("source")
     ap.add_argument("--out", required=True, help="problem file to write (JSONL)")
     ap.add_argument("--split", help="hub split (default per source; LiveCodeBench: release_v6)")

@@ -21,7 +21,9 @@ import train
 from config import EVAL_DECODING, bounded, get_args
 from eval import evaluate_policies, markdown, mean_std, single_agent_metrics
 from infra.checkpoint import load_policies
+from config import bounded, negative_values
 from infra.data import ProblemError, check_writable, json_text, load_problems, write_atomic
+from infra.runs import study_run
 from infra.png import chart_pixels, write_png
 from infra.report import page, results_html
 from infra.team import team_seats
@@ -63,11 +65,13 @@ def figure(results, lams):
 def main(argv=None, teacher=None):
     """teacher: a teacher module handed to every train.main (as python -m toy does), instead of --teacher."""
     ap = argparse.ArgumentParser(description="The λ sweep (Fig. 3b-c, Fig. 6): one run per λ, evaluated. Any "
-                                 "other flag goes to train.py.")
+                                 "other flag goes to train.py (python train.py --help).")
+    negative_values(ap)
     ap.add_argument("--lam", type=bounded(float, 0), nargs="+", default=LAMBDAS, help="[%(default)s]")
     ap.add_argument("--eval-problems", nargs="+", required=True, help="held-out problem files, one per benchmark")
     ap.add_argument("--out", default="runs/sweep", help="[%(default)s]")
-    ap.add_argument("--reuse", action="store_true", help="evaluate the runs already trained in OUT")
+    ap.add_argument("--reuse", action="store_true", help="evaluate the runs already trained in OUT (and finish "
+                    "those that stopped early)")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     runs = {v: os.path.join(args.out, f"lam{v:g}") for v in args.lam}
     # train.py's flags checked once, before any run: a bad one is its one-line refusal (exit 2)
@@ -78,15 +82,17 @@ def main(argv=None, teacher=None):
         if len(set(names)) < len(names):
             raise ValueError(f"--eval-problems: two files share the name {names}; a benchmark is named by its file")
         benchmarks = {n: load_problems(p) for n, p in zip(names, args.eval_problems)}
+        plans = {v: study_run(run, args.reuse, targs.overwrite) for v, run in runs.items()}  # before any trains
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     for v, run in runs.items():
-        if args.reuse and os.path.isfile(os.path.join(run, "checkpoint", "state.pt")):
+        if plans[v] == "reuse":
             print(f"== reusing λ = {v:g}: {run}")
             continue
-        print(f"== training λ = {v:g}: {run}")
-        train.main(rest + ["--lam", str(v), "--out", run], teacher=teacher)
+        print(f"== {'training' if plans[v] == 'train' else 'resuming'} λ = {v:g}: {run}")
+        resume = ["--resume"] if plans[v] == "resume" else []
+        train.main(rest + ["--lam", str(v), "--out", run] + resume, teacher=teacher, again="--reuse")
     results = {}
     for v, run in runs.items():
         print(f"== evaluating λ = {v:g} on {', '.join(names)}")

@@ -22,7 +22,7 @@ from infra.data import load_problems
 from infra.models import load_model
 from infra.report import KEY_ROWS
 from toy.expert import HandTeacher
-from toy.world import start_toy, toy_root, train_args
+from toy.world import PASSED_ON, start_toy, toy_root, train_args
 
 LEGEND = """acc_D: team accuracy on domain D (%).
 exchange_penalty_D: the accuracy lost when the two policies swap seats (points; role-specific policies
@@ -47,8 +47,8 @@ def summary(results, problems, seeds, report, seconds):
 
 def main(argv=None):
     start = time.monotonic()
-    ap = argparse.ArgumentParser(description="MAS-OPD in the toy world: train.py with the toy preset. Any other "
-                                 "train.py flag is passed on.")
+    ap = argparse.ArgumentParser(description="MAS-OPD in the toy world: train.py with the toy preset.",
+                                 epilog=PASSED_ON)
     ap.add_argument("--cache", default=".cache", help="where the toy student and problems are built once")
     ap.add_argument("--out", default="runs/toy", help="train.py's --out")
     ap.add_argument("--build-only", action="store_true", help="build the toy student and problems (cached) and stop")

@@ -25,11 +25,13 @@ import train
 from config import SEED, get_args
 from eval import evaluate_policies, markdown
 from infra.checkpoint import load_policies
+from config import SEED
 from infra.data import load_problems, write_atomic
+from infra.runs import study_run
 from infra.models import load_model
 from infra.team import team_seats
 from toy.expert import HandTeacher
-from toy.world import start_toy, toy_root, train_args
+from toy.world import PASSED_ON, start_toy, toy_root, train_args
 
 VARIANTS = {"MAS-OPD": [], "w/o RAS (lambda=0)": ["--lam", "0"], "w/o PAC": ["--no-pac"]}
 
@@ -56,13 +58,14 @@ def over_runs(runs):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Table 2 of the paper, in the toy world.")
+    ap = argparse.ArgumentParser(description="Table 2 of the paper, in the toy world.", epilog=PASSED_ON)
     ap.add_argument("--out", default="runs/ablation")
     ap.add_argument("--train-seeds", type=SEED, nargs="+", default=[0, 1, 2], help="one training run per seed")
     ap.add_argument("--cache", default=".cache")
     ap.add_argument("--eval-problems", help="held-out problem file (default: the toy world's test split)")
     ap.add_argument("--reuse", action="store_true", help="evaluate the runs already trained in OUT (each run's "
-                    "checkpoint) instead of training them again, e.g. after a change to the evaluation")
+                    "checkpoint) instead of training them again, e.g. after a change to the evaluation; a run that "
+                    "stopped early is finished first")
     ap.add_argument("--train-only", action="store_true", help="train the runs and stop: on a machine with several "
                     "cores, start one process per share of the seeds (with --threads 1), then evaluate all of them "
                     "in one --reuse run")
@@ -70,10 +73,11 @@ def main(argv=None):
     common = train_args(toy_root(args.cache), args.out) + rest  # e.g. --eval-seeds, over the toy preset's
     print("config:", json.dumps({**vars(args), "train_args": common}))
     targs = get_args(common)  # the shared settings, also those of the evaluation below
+    plans = plan_runs(VARIANTS, args.train_seeds, args.out, args.reuse, targs.overwrite)
     root = start_toy(args.cache, targs.threads)
     base, tok = load_model(targs.student, device=targs.device)
     teacher = HandTeacher(tok)  # frozen: one for every run
-    runs = train_runs(VARIANTS, args.train_seeds, args.out, common, lambda name: teacher, args.reuse)
+    runs = train_runs(VARIANTS, plans, common, lambda name: teacher)
     if args.train_only:
         return
 
@@ -99,20 +103,33 @@ def main(argv=None):
     print(f"\nwrote {os.path.join(args.out, 'ablation.json')}")
 
 
-def train_runs(rows, train_seeds, out, common, teacher_of, reuse, main_of=lambda name: train.main):
-    """Train every row (name -> train.py flags) once per training seed into OUT/<slug>_seed<s>, each with
-    train.py's `common` flags and teacher_of(name) (None: train.py loads its own or, for GRPO, none), by
-    main_of(name) (train.main; a GRPO row's, baselines.grpo.main). With reuse a run whose checkpoint is already
-    there is kept. Returns {name: [run directory per seed]}."""
-    runs = {name: [os.path.join(out, f"{_slug(name)}_seed{s}") for s in train_seeds] for name in rows}
+def plan_runs(rows, train_seeds, out, reuse, overwrite):
+    """Each row's (name -> train.py flags) run directory per training seed, OUT/<slug>_seed<s>, and what becomes
+    of it (checkpoint.study_run): {name: [(seed, directory, "train" | "resume" | "reuse")]}. A run already there,
+    without --reuse to keep it or --overwrite to discard it, is refused before anything loads (exit 2)."""
+    try:
+        return {name: [(s, run, study_run(run, reuse, overwrite)) for s in train_seeds
+                       for run in [os.path.join(out, f"{_slug(name)}_seed{s}")]] for name in rows}
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def train_runs(rows, plans, common, teacher_of, main_of=lambda name: train.main):
+    """Train every row's runs as plan_runs planned them, each with train.py's `common` flags, the row's own and
+    teacher_of(name) (None: train.py loads its own or, for GRPO, none), by main_of(name) (train.main; a GRPO
+    row's, baselines.grpo.main): a run to reuse is kept as it is, one that stopped early resumes. Returns
+    {name: [run directory per seed]}."""
     for name, flags in rows.items():
-        for seed, run in zip(train_seeds, runs[name]):
-            if reuse and os.path.isfile(os.path.join(run, "checkpoint", "state.pt")):
+        for seed, run, plan in plans[name]:
+            if plan == "reuse":
                 print(f"== reusing {name}, seed {seed}: {run}")
                 continue
-            print(f"== training {name}, seed {seed}")
-            main_of(name)(common + flags + ["--seed", str(seed), "--out", run], teacher=teacher_of(name))
-    return runs
+            print(f"== {'training' if plan == 'train' else 'resuming'} {name}, seed {seed}")
+            resume = ["--resume"] if plan == "resume" else []
+            main_of(name)(common + flags + ["--seed", str(seed), "--out", run] + resume,
+                          teacher=teacher_of(name), again="--reuse")
+    return {name: [run for _, run, _ in plans[name]] for name in rows}
 
 
 def _slug(name):

@@ -29,9 +29,9 @@ from infra.data import load_problems, write_atomic
 from infra.models import load_model
 from prompts import ROLES
 from rollout import rollout_config
-from toy.ablation import over_runs, train_runs, with_means
+from toy.ablation import over_runs, plan_runs, train_runs, with_means
 from toy.expert import HandTeacher
-from toy.world import start_toy, toy_root, train_args
+from toy.world import PASSED_ON, start_toy, toy_root, train_args
 
 # GRPO on the MAS-OPD rows' budget: batch x G = the toy preset's batch of episodes, and two updates per step
 GRPO = ["--batch", str(TOY["batch"] // GROUP_SIZE),
@@ -42,22 +42,25 @@ ROWS = {"MAS-OPD": [], "MAS+GRPO": GRPO + ["--grpo-variant", "mas"], "MAGRPO": G
 
 def main(argv=None):
     start = time.monotonic()
-    ap = argparse.ArgumentParser(description="MAS-OPD against the GRPO baselines of Table 1, in the toy world.")
+    ap = argparse.ArgumentParser(description="MAS-OPD against the GRPO baselines of Table 1, in the toy world.",
+                                 epilog=PASSED_ON)
     ap.add_argument("--out", default="runs/baselines")
     ap.add_argument("--train-seeds", type=SEED, nargs="+", default=[0, 1, 2], help="one training run per seed")
     ap.add_argument("--cache", default=".cache")
     ap.add_argument("--eval-problems", help="held-out problem file (default: the toy world's test split)")
-    ap.add_argument("--reuse", action="store_true", help="evaluate the runs already trained in OUT (and train only the missing ones)")
+    ap.add_argument("--reuse", action="store_true", help="evaluate the runs already trained in OUT (and train only the "
+                    "missing ones, finish those that stopped early)")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     common = train_args(toy_root(args.cache), args.out) + rest
     print("config:", json.dumps({**vars(args), "train_args": common, "rows": ROWS}))
     # a bad flag stops here, before training
     targs = {name: get_args(common + flags, grpo=name != "MAS-OPD") for name, flags in ROWS.items()}
+    plans = plan_runs(ROWS, args.train_seeds, args.out, args.reuse, targs["MAS-OPD"].overwrite)  # and a run in the way
     root = start_toy(args.cache, targs["MAS-OPD"].threads)
     base, tok = load_model(targs["MAS-OPD"].student, device=targs["MAS-OPD"].device)
     teacher = HandTeacher(tok)  # MAS-OPD's alone: the GRPO runs load none
-    runs = train_runs(ROWS, args.train_seeds, args.out, common, lambda name: teacher if name == "MAS-OPD" else None,
-                      args.reuse, lambda name: train.main if name == "MAS-OPD" else grpo.main)
+    runs = train_runs(ROWS, plans, common, lambda name: teacher if name == "MAS-OPD" else None,
+                      lambda name: train.main if name == "MAS-OPD" else grpo.main)
 
     problems = load_problems(args.eval_problems or os.path.join(root, "test.jsonl"))
     roles = sorted({r for p in problems for r in ROLES[p["domain"]]})

@@ -29,9 +29,9 @@ from infra.models import load_model
 from infra.png import chart_pixels, write_png
 from infra.report import page, results_html
 from infra.team import team_seats
-from toy.ablation import over_runs, train_runs
+from toy.ablation import over_runs, plan_runs, train_runs
 from toy.expert import HandTeacher
-from toy.world import start_toy, toy_root, train_args
+from toy.world import PASSED_ON, start_toy, toy_root, train_args
 
 # ours: the demo's 100 steps of 16 episodes, a twentieth of them per run here (20 steps of 4 episodes), so that
 # the runs (n = 1..4, two or three seeds) train in minutes on two cores: an 8-agent team costs four pairs per episode
@@ -50,14 +50,15 @@ def figure(results, agents):
 
 def main(argv=None):
     start = time.monotonic()
-    ap = argparse.ArgumentParser(description="The agent-scaling study (App. E.1, Fig. 5) in the toy world.")
+    ap = argparse.ArgumentParser(description="The agent-scaling study (App. E.1, Fig. 5) in the toy world.",
+                                 epilog=PASSED_ON)
     ap.add_argument("--out", default="runs/scaling")
     ap.add_argument("--agents", type=COUNT, nargs="+", default=[1, 2, 3, 4], help="n: teams of 2n agents")
     ap.add_argument("--train-seeds", type=SEED, nargs="+", default=[0, 1, 2], help="one training run per seed and n")
     ap.add_argument("--cache", default=".cache")
     ap.add_argument("--eval-problems", help="held-out problem file (default: the toy world's test split)")
     ap.add_argument("--reuse", action="store_true", help="evaluate the runs already trained in OUT (and train only "
-                    "the missing ones)")
+                    "the missing ones, finish those that stopped early)")
     ap.add_argument("--train-only", action="store_true", help="train the runs and stop (then evaluate with --reuse)")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     common = train_args(toy_root(args.cache), args.out) + STUDY + rest
@@ -65,10 +66,11 @@ def main(argv=None):
     print("config:", json.dumps({**vars(args), "train_args": common}))
     targs = {name: get_args(common + flags) for name, flags in rows.items()}  # a bad flag stops here
     first = targs[f"n={args.agents[0]}"]
+    plans = plan_runs(rows, args.train_seeds, args.out, args.reuse, first.overwrite)  # and a run in the way
     root = start_toy(args.cache, first.threads)
     base, tok = load_model(first.student, device=first.device)
     teacher = HandTeacher(tok)
-    runs = train_runs(rows, args.train_seeds, args.out, common, lambda name: teacher, args.reuse)
+    runs = train_runs(rows, plans, common, lambda name: teacher)
     if args.train_only:
         return
     problems = load_problems(args.eval_problems or os.path.join(root, "test.jsonl"))

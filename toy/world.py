@@ -322,7 +322,7 @@ TOY_VERSION = "toy-v10"  # bump when anything above (or the prompts, parsing or 
 # Untied input and output embeddings: with tied ones, every push down on a sampled token (a guessed digit, say)
 # would also move how that token is read in the question, and the toy students drifted into garbage.
 SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2, tie_word_embeddings=False)
-STUDENT_STEPS = 4000  # the base student's SFT steps: the bulk of the build's ~4 minutes on a 2-core CPU
+STUDENT_STEPS = 4000  # the base student's SFT steps: the bulk of the build's minutes on a 2-core CPU
 
 
 def toy_root(cache):
@@ -341,7 +341,8 @@ def build_line(cache):
     if built(root):
         return f"toy world: the toy student and problems are loaded from the cache, {root}/"
     return (f"toy world: building the toy student (a tokenizer, {STUDENT_STEPS:,} SFT steps of a 0.25M-parameter "
-            f"model) and the toy problems, once: about 4 minutes on a 2-core CPU, cached in {root}/")
+            f"model) and the toy problems, once: about 4 minutes on an idle 2-core CPU, up to 7 on a busy one, "
+            f"cached in {root}/")
 
 
 def start_toy(cache, threads=0):
@@ -399,3 +400,9 @@ def train_args(root, out):
     --teacher."""
     return ["--problems", os.path.join(root, "train.jsonl"), "--student", os.path.join(root, "student"),
             "--out", out, "--preset", "toy"]
+
+
+# The close of every toy command's --help: each passes the flags it does not know on to train.py
+PASSED_ON = ("Every other flag is passed on to train.py, and described by python train.py --help: --steps, "
+             "--batch, --lr, --eval-seeds, --threads, --overwrite and the rest; the toy preset (config.py, TOY) "
+             "gives the defaults.")

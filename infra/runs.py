@@ -1,0 +1,144 @@
+"""What keeps a run directory whole: a new run of train.py never writes over one (unless --overwrite discards
+it), a resume continues the same run or refuses (the settings recorded with its checkpoint, infra/checkpoint.py),
+the evaluation before training is kept from the moment it is made, and OUT/run.json records every command that
+ran there. The commands that train several runs (the toy studies, tools.sweep) decide here what becomes of each.
+"""
+import datetime
+import math
+import os
+import shlex
+import shutil
+import sys
+
+from infra import distributed
+from infra.checkpoint import last_checkpoint, read_json, settings, step_of
+from infra.data import json_text, write_atomic
+
+RUN = "run.json"  # OUT/run.json: the run's settings and every command that ran it, with its date
+# train.py's files in OUT: what a new run would write over
+RUN_FILES = ("checkpoint", "checkpoint.old", "checkpoint.tmp", "metrics.jsonl", "samples.jsonl", "episodes.jsonl",
+             "results.json", "report.html", RUN)
+
+
+def steps_logged(out):
+    """How many steps OUT/metrics.jsonl records: its last complete record's step + 1 (0 for none)."""
+    try:
+        with open(os.path.join(out, "metrics.jsonl")) as f:
+            steps = [s for s in map(step_of, f) if math.isfinite(s)]
+    except OSError:
+        return 0
+    return max(steps) + 1 if steps else 0
+
+
+def held(out):
+    """What OUT holds of a train.py run, in words ("its checkpoint holds 6 of 6 steps, 6 step(s) in metrics.jsonl,
+    results.json: before, after"), or None where it holds none of train.py's files."""
+    path, record = last_checkpoint(out)
+    if path is None and not any(os.path.isfile(os.path.join(out, name)) for name in RUN_FILES):
+        return None
+    parts = ["no checkpoint" if path is None else f"its checkpoint holds {record['step'] + 1} of {record['steps']} "
+             "steps" if record else "a checkpoint", f"{steps_logged(out)} step(s) in metrics.jsonl"]
+    results = read_json(os.path.join(out, "results.json"))
+    if isinstance(results, dict):
+        parts.append(f"results.json: {', '.join(results) or 'empty'}")
+    return ", ".join(parts)
+
+
+def check_run(args):
+    """Before anything loads: what OUT holds against what this command asks, refused in one line (ValueError). A
+    new run into a directory that holds a run, unless --overwrite discards it; a --resume with nothing to continue,
+    with a setting other than the run's (each named with both values), or with --steps below the steps done."""
+    what = held(args.out)
+    if not args.resume:
+        if what and not args.overwrite:
+            raise ValueError(f"--out {args.out} holds a train.py run ({what}): continue it with --resume, or give "
+                             f"another --out (--overwrite discards it)")
+        return
+    path, record = last_checkpoint(args.out)
+    run = read_json(os.path.join(args.out, RUN))
+    if path is None and not isinstance(run, dict):
+        raise ValueError(f"--resume: no checkpoint in {args.out}, nor a run started there")
+    recorded = record.get("settings") if path else run.get("settings")
+    if recorded is None:  # a checkpoint of an older train.py: nothing recorded to compare
+        return
+    now = settings(args)
+    differ = [k for k in sorted(set(now) | set(recorded)) if now.get(k) != recorded.get(k)]
+    if differ:
+        show = lambda v: " ".join(map(str, v)) if isinstance(v, list) else str(v)
+        raise ValueError(f"--resume: {args.out} was run with other settings: " + ", ".join(
+            f"--{k.replace('_', '-')} {show(recorded.get(k))} (this command: {show(now.get(k))})" for k in differ)
+            + "; give the run's values to continue it, or another --out for a new run")
+    done = record["step"] + 1 if record else 0
+    if args.steps < done:
+        raise ValueError(f"--steps {args.steps}: {path} holds {done} steps already; give --steps {done} or more")
+
+
+def study_run(out, reuse, overwrite):
+    """What a command that trains several runs (the toy studies, tools.sweep) does with one of its run directories
+    before it trains any: "train" (nothing there, or --overwrite), "reuse" (with --reuse, a run whose checkpoint
+    holds all its steps) or "resume" (with --reuse, a run that stopped early); a run there without either flag,
+    or both flags, is a one-line ValueError."""
+    what = held(out)
+    if reuse and overwrite:
+        raise ValueError("--reuse keeps the runs in OUT, --overwrite discards them: give one of them")
+    if what is None or overwrite:
+        return "train"
+    if not reuse:
+        raise ValueError(f"{out} holds a train.py run ({what}): --reuse keeps it (and finishes it if it stopped "
+                         "early), or give another --out (--overwrite discards it)")
+    path, record = last_checkpoint(out)
+    return "reuse" if path and (not record or record["step"] + 1 >= record["steps"]) else "resume"
+
+
+def command_line(again=None):
+    """This process's command line as it was typed (under torchrun, torchrun's), or with `again` (--resume) the
+    command that continues the run: --overwrite dropped, `again` added where it is not there."""
+    argv = (["torchrun", f"--nproc-per-node={distributed.world_size()}"] + sys.argv
+            if distributed.under_torchrun() else sys.orig_argv)
+    if again:
+        argv = [a for a in argv if a != "--overwrite"] + ([again] if again not in argv else [])
+    return shlex.join(argv)
+
+
+def begin_run(args, start):
+    """Rank 0, once the run's inputs are built and before it writes anything: the run of --overwrite discarded,
+    OUT made, OUT/run.json begun or extended with this command (date, command line, first step: the report's
+    header), and a resumed run's line saying where it continues."""
+    what = held(args.out)
+    if args.overwrite and what:
+        for path in (os.path.join(args.out, name) for name in RUN_FILES):
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.remove(path)
+        print(f"--overwrite: the run that was in {args.out} is discarded ({what})")
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, RUN)
+    run = (read_json(path) if args.resume else None) or {"settings": settings(args), "args": vars(args),
+                                                         "commands": []}
+    run["commands"].append({"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+                            "command": command_line(), "from_step": start})
+    write_atomic(path, json_text(run, indent=1))
+    if args.resume:
+        kept = f"{start} of {args.steps} steps done, in {last_checkpoint(args.out)[0]}" if start else \
+            "no checkpoint was written before it stopped"
+        print(f"resuming from step {start}: {kept}")
+
+
+def evaluation_before(args, start, evaluate):
+    """OUT/results.json's evaluation before training, written the moment it is made so that no interruption loses
+    it: a resumed run reads it back (its settings, the evaluation's included, are the run's: check_run), a run
+    at step 0 makes it with evaluate(). -> {"before": metrics}, or {} for a run resumed from a checkpoint of an
+    older train.py, which kept none."""
+    path = os.path.join(args.out, "results.json")
+    before = (read_json(path) or {}).get("before") if args.resume else None
+    if before:
+        print(f"evaluation before training: read from {path}, where the run wrote it at its start")
+        return {"before": before}
+    if start:
+        print(f"evaluation before training: not in {path} (its checkpoint is older than that file's record); "
+              "the results hold 'after' only")
+        return {}
+    results = {"before": evaluate()}
+    write_atomic(path, json_text(results, indent=1))
+    return results
