@@ -21,6 +21,7 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 
 import torch
 from tqdm import tqdm
@@ -39,7 +40,8 @@ from infra.eval_memory import check_eval_fits
 from infra.metrics import format_counts, format_shares
 from infra.models import cpu_threads, forget_gguf, load_model, same_tokenizer_specs
 from infra.report import heatmap, page, table_rows, token_pieces
-from infra.sandbox import check_isolation, describe, stop_on_sigterm
+from infra.sandbox import check_isolation, describe
+from infra.stopping import eval_stop_line, stop_on_signals
 from infra.team import own_artefact, partner, team_seats
 from loss import role_advantage
 from prompts import check_prompt_limit, role_of
@@ -315,7 +317,7 @@ def main(argv=None):
     print(preset_line(args))
     print("config:", json.dumps(vars(args)))
     print(cpu_threads(args.threads))
-    stop_on_sigterm()
+    stop_on_signals(partial(eval_stop_line, args))  # SIGINT, SIGTERM: exit 130, 143 and one line
     print("sandbox:", describe())
     try:
         if note := check_isolation(args.unisolated_programs):  # before anything loads

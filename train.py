@@ -54,7 +54,7 @@ from infra.report import write_report
 from infra.runs import begin_run, check_run, evaluation_before
 from infra.sandbox import check_isolation, describe
 from infra.sharding import full_states, lockstep, logprobs
-from infra.stopping import done_line, stop_on_signals
+from infra.stopping import done_line, stop_line, stop_on_signals
 from loss import eq13_weights, mas_opd_loss, ras_advantage
 from prompts import check_prompt_limit
 from rollout import Response, rollout_config, run_episodes
@@ -254,7 +254,8 @@ def run(args, teacher=None, step_fn=None, again="--resume"):
     say(preset_line(args))
     say("config:", json.dumps(vars(args)))
     say(cpu_threads(args.threads))
-    stop_on_signals(args, again, speak=rank == 0)  # SIGINT, SIGTERM: exit 130, 143 and one line
+    # SIGINT, SIGTERM: exit 130, 143 and one line (rank 0's)
+    stop_on_signals(partial(stop_line, args, again=again) if rank == 0 else None)
     say("sandbox:", describe())
     if world > 1:
         say(f"ranks: {world} (torchrun), each rolls out and scores "

@@ -176,6 +176,32 @@ def test_a_signalled_run_ends_in_one_line_and_its_command_continues_it(sig, tmp_
     assert [json.loads(x)["step"] for x in open(os.path.join(out, "metrics.jsonl"))] == [0, 1, 2]
 
 
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signalled_evaluation_ends_in_one_line_and_its_command_runs_it_again(sig, tmp_path, problems):
+    json_out, episodes = str(tmp_path / "figures.json"), str(tmp_path / "episodes.jsonl")
+    args = ["eval.py", "--student", "tiny-qwen3", "--problems", problems, "--max-new-tokens", "2", "--no-exchange",
+            "--seeds"] + [str(s) for s in range(12)] + ["--json", json_out, "--episodes", episodes]
+    err = open(tmp_path / "stderr", "w")
+    proc = subprocess.Popen([sys.executable] + args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.time() + 300
+    while not os.path.getsize(episodes) if os.path.exists(episodes) else True:  # a run has finished
+        assert proc.poll() is None and time.time() < deadline, open(err.name).read()[-2000:]
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    assert proc.wait(timeout=120) == 128 + sig
+    text = open(err.name).read()
+    assert "Traceback" not in text and text.endswith("\n")
+    last = _last_line(text)
+    assert last.startswith(f"stopped by {sig.name} before the figures were written; the episodes of the runs that "
+                           f"finished are in {episodes}; run it again with: ")
+    assert not os.path.exists(json_out) and os.path.getsize(episodes)
+    command = shlex.split(last.split("run it again with: ", 1)[1])
+    assert command[1:] == args + ["--overwrite"]
+    r = subprocess.run([sys.executable] + command[1:], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "untrained tiny-qwen3" in json.load(open(json_out))
+
 def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(tmp_path, problems, monkeypatch, capsys,
                                                                         sandbox_continues):
     out = str(tmp_path / "run")
