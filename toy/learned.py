@@ -182,15 +182,17 @@ def check_cases(tok, problems, n, seed):
 
 
 def _token_parts(tok, text, own):
-    """-> (ids of `text`, per token: None inside the decision line, True where it starts inside the own
-    artefact's span, False elsewhere: the teammate's part)."""
+    """-> (ids of `text` and its end token, as a sampled response has them; per token: None inside the decision
+    line, True where it starts inside the own artefact's span, False elsewhere (the teammate's part); the end
+    token counts as the own part's when the response holds nothing else (ending its own work there is the role's
+    own behaviour), else as neither)."""
     ids = tok(text, add_special_tokens=False)["input_ids"]
     start, opening = text.rfind(own), text.find("\n") + 1 if text.startswith("I ") else 0
     parts = []
     for i in range(len(ids)):
         begins = len(tok.decode(ids[:i]))
         parts.append(None if begins < opening else start <= begins < start + len(own))
-    return ids, parts
+    return ids + [stop_ids_of(tok)[0]], parts + [None if False in parts else True]
 
 
 def check(teacher, tok, cases, student=None, batch_tokens=16384):

@@ -1,7 +1,8 @@
 """The ablation with a learned teacher beside the hand-written one: does the paper's ordering appear when the
 teacher was trained rather than written (toy/learned.py, docs/toy.md)?
 
-    python -m toy.learned_study                     # 5 rows x 3 training seeds x 3 evaluation seeds, both teachers
+    python -m toy.learned_study                     # 5 rows x 3 training seeds x 3 evaluation seeds, both teachers,
+                                                    # 50 steps a run
     python -m toy.learned_study --quick             # a look: one training seed, 10 steps, one evaluation seed
     python -m toy.learned_study --reuse             # evaluate the runs already in OUT again
 
@@ -26,6 +27,7 @@ from toy.world import PASSED_ON, start_toy, toy_problems, toy_root, train_args
 
 ROWS = {"MAS-OPD": [], "w/o RAS (lambda=0)": ["--lam", "0"], "w/o PAC": ["--no-pac"],
         "OPD (neither)": ["--lam", "0", "--no-pac"]}
+STUDY = ["--steps", "50"]  # half the demo's: 24 runs within the study's time (docs/toy.md)
 QUICK = ["--steps", "10", "--eval-seeds", "4000"]  # --quick: a look in minutes, not a figure
 
 
@@ -42,7 +44,7 @@ def main(argv=None):
     ap.add_argument("--reuse", action="store_true", help="evaluate the runs already trained in OUT")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     seeds = args.train_seeds[:1] if args.quick else args.train_seeds
-    common = train_args(toy_root(args.cache), args.out) + (QUICK if args.quick else []) + rest
+    common = train_args(toy_root(args.cache), args.out) + STUDY + (QUICK if args.quick else []) + rest
     print("config:", json.dumps({**vars(args), "train_args": common}))
     targs = get_args(common)
     plans = {t: plan_runs(ROWS, seeds, os.path.join(args.out, t), args.reuse, targs.overwrite)
