@@ -8,7 +8,7 @@ import pytest
 
 import teacher as teacher_py
 from infra.models import load_model
-from toy import learned
+from toy import learned, learned_study
 from toy.__main__ import main as toy_main
 from toy.expert import HandTeacher
 from toy.world import build_toy, toy_problems
@@ -90,3 +90,20 @@ def test_the_check_runs_on_a_small_build_and_the_hand_teacher_passes_it(tiny):
     table = learned.check_table({"learned": model}, tok, toy_problems("valid"), 2, 901)
     assert table.startswith("| % of held-out cases | learned |") and "PAC" in table
     json.dumps(mine)  # plain numbers and text, for the study's record
+
+
+def test_the_study_trains_its_rows_per_teacher_and_tables_them(tiny, tmp_path, monkeypatch, capsys):
+    cache, root, path = tiny
+    monkeypatch.setattr(learned, "DATA", TINY["data"])
+    monkeypatch.setattr(learned, "TRAIN", TINY["train"])
+    out = str(tmp_path / "study")
+    learned_study.main(["--cache", cache, "--out", out, "--split", "valid", "--teachers", "learned", "hand",
+                        "--rows", "opd", "--train-seeds", "0", "--steps", "1", "--batch", "2", "--mini-batch",
+                        "2", "--max-new-tokens", "8", "--max-turns", "2", "--eval-seeds", "5"])
+    printed = capsys.readouterr().out
+    assert "The teachers' check" in printed and "Table 2 analogue" in printed
+    with open(os.path.join(out, "learned_study.json")) as f:
+        results = json.load(f)
+    assert list(results) == ["untrained", "learned: OPD (neither)", "hand: OPD (neither)"]
+    for t in ("learned", "hand"):
+        assert os.path.isdir(os.path.join(out, t, "opd_seed0", "checkpoint", "coder"))

@@ -48,10 +48,10 @@ DATA = dict(
     VERDICT=0.7,      # share of later turns whose context carries the verdicts (the rest: none, as w/o PAC)
     WHOLE_JOB=0.5,    # share of expert responses under the seat's own condition that also do the teammate's part
     ADOPT=0.9,        # share of a computing role's revisions that take over a right program's value
-    STUDENT=0.2,      # share of targets that are the base student's own response (smoothing, module docstring)
+    STUDENT=0.05,     # share of targets that are the base student's own response (smoothing, module docstring)
     seed=0,
 )
-TRAIN = dict(steps=1000, batch=16, lr=3e-3, seed=0)
+TRAIN = dict(steps=1500, batch=16, lr=3e-3, seed=0)
 LIMIT = 12288  # the teacher's prompt limit (config.py's, App. D.6.3); the toy's contexts are far shorter
 
 

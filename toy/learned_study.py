@@ -3,7 +3,8 @@ teacher was trained rather than written (toy/learned.py, docs/toy.md)?
 
     python -m toy.learned_study                     # 5 rows x 3 training seeds x 3 evaluation seeds, both teachers,
                                                     # 50 steps a run
-    python -m toy.learned_study --quick             # a look: one training seed, 10 steps, one evaluation seed
+    python -m toy.learned_study --quick             # a look: MAS-OPD and OPD, one training seed, 10 steps, one
+                                                    # evaluation seed
     python -m toy.learned_study --reuse             # evaluate the runs already in OUT again
 
 First the teachers' check on held-out base-student responses (learned.check_table), then, per teacher, MAS-OPD,
@@ -27,6 +28,7 @@ from toy.world import PASSED_ON, start_toy, toy_problems, toy_root, train_args
 
 ROWS = {"MAS-OPD": [], "w/o RAS (lambda=0)": ["--lam", "0"], "w/o PAC": ["--no-pac"],
         "OPD (neither)": ["--lam", "0", "--no-pac"]}
+SHORT = dict(zip(("mas-opd", "no-ras", "no-pac", "opd"), ROWS))  # --rows' names for them
 STUDY = ["--steps", "50"]  # half the demo's: 24 runs within the study's time (docs/toy.md)
 QUICK = ["--steps", "10", "--eval-seeds", "4000"]  # --quick: a look in minutes, not a figure
 
@@ -38,7 +40,10 @@ def main(argv=None):
     ap.add_argument("--train-seeds", type=SEED, nargs="+", default=[0, 1, 2], help="one training run per seed")
     ap.add_argument("--cache", default=".cache")
     ap.add_argument("--teachers", nargs="+", choices=("learned", "hand"), default=["learned", "hand"])
-    ap.add_argument("--quick", action="store_true", help=f"one training seed (the first), {' '.join(QUICK)}")
+    ap.add_argument("--rows", nargs="+", choices=list(SHORT), help="the trained rows (default: all four; with "
+                    "--quick, mas-opd and opd): MAS-OPD, w/o RAS, w/o PAC, OPD (neither)")
+    ap.add_argument("--quick", action="store_true", help=f"one training seed (the first), MAS-OPD and OPD only, "
+                    f"{' '.join(QUICK)}")
     ap.add_argument("--split", default="test", choices=("valid", "test"), help="the held-out problems: 'valid' "
                     "while choosing settings, 'test' for the figures reported")
     ap.add_argument("--reuse", action="store_true", help="evaluate the runs already trained in OUT")
@@ -47,7 +52,8 @@ def main(argv=None):
     common = train_args(toy_root(args.cache), args.out) + STUDY + (QUICK if args.quick else []) + rest
     print("config:", json.dumps({**vars(args), "train_args": common}))
     targs = get_args(common)
-    plans = {t: plan_runs(ROWS, seeds, os.path.join(args.out, t), args.reuse, targs.overwrite)
+    rows = {SHORT[r]: ROWS[SHORT[r]] for r in args.rows or (["mas-opd", "opd"] if args.quick else SHORT)}
+    plans = {t: plan_runs(rows, seeds, os.path.join(args.out, t), args.reuse, targs.overwrite)
              for t in args.teachers}
     root = start_toy(args.cache, targs.threads)
     base, tok = load_model(targs.student, device=targs.device)
@@ -58,7 +64,7 @@ def main(argv=None):
     print(check_table(teachers, tok, toy_problems(args.split), student=base))
     runs = {}
     for t, teacher in teachers.items():
-        trained = train_runs(ROWS, plans[t], common, lambda name: teacher)
+        trained = train_runs(rows, plans[t], common, lambda name: teacher)
         runs.update({f"{t}: {name}": outs for name, outs in trained.items()})
     problems = load_problems(os.path.join(root, f"{args.split}.jsonl"))
     results = evaluate_runs(problems, base, tok, runs, targs)
