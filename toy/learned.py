@@ -5,9 +5,10 @@ used exactly as a real teacher (`python -m toy --learned-teacher`, docs/toy.md, 
     python -m toy.learned                  # build it (cached) and print its check (check_table) beside toy/expert.py's
 
 What it is. A Qwen3-shaped model (SHAPE: 96 wide, 3 layers, ~0.57M parameters against the students' 0.25M) over the
-students' tokenizer, saved as a transformers directory and loaded with infra.models.load_model: train.py reads it
-with --teacher like any checkpoint, teacher.py scores it with its two passes, and nothing of the hand-written
-teacher runs when it scores.
+students' tokenizer, saved as a transformers directory and loaded with infra.models.load_model; train.main gets
+the loaded model, teacher.py scores it with its two passes, and nothing of the hand-written teacher runs when it
+scores. (Not through --teacher DIR: train.py's memory plan is written for real models and refuses the toy
+preset's prompt limits.)
 
 What it is trained on (training_examples). Teacher contexts u~ rendered by teacher.teacher_contexts over the
 histories of the role-blind base students (simulated episodes of toy/world.py, the students' own distribution),
@@ -17,7 +18,8 @@ responses the world writes under the condition in the context (expert_response):
 conflict keep or revise as the world's checks say for the condition's side when a verdict is in the context, at
 chance when none is; under kappa(r) also kappa(r)'s part. A share STUDENT of the targets is the base student's
 own response: the teacher's smoothing, so that it has seen the students' prefixes (a slip, a guess, a whole job)
-and prices what follows them, not only the expert's argmax. The teacher must learn by itself to read a verdict
+and prices what follows them, not only the expert's argmax (a larger share made it flatter than the students,
+docs/toy.md). The teacher must learn by itself to read a verdict
 among its lines, to tell the conditions apart, and to price the students' tokens: no rule, plan, probability or
 prefix logic of toy/expert.py is in its data.
 """
@@ -35,8 +37,8 @@ from infra.models import load_model, tiny_model
 from prompts import ROLES, build_context, stop_ids_of
 from teacher import KAPPA, score, teacher_contexts
 from toy.expert import HandTeacher
-from toy.world import (COMPUTING, NOUN, ROLE_BLIND, TOY_VERSION, calc, deferring, derivation, expr, program,
-                       question_spec, sft, simulate, start_toy, test_case, toy_problems, value_of,
+from toy.world import (COMPUTING, NOUN, ROLE_BLIND, TOY_VERSION, calc, deferring, derivation, expr,
+                       program, question_spec, sft, simulate, start_toy, test_case, toy_problems, value_of,
                        whole_job)
 
 LEARNED_VERSION = 1  # bump when the code below changes what gets built (the settings are in the key already)
@@ -201,9 +203,9 @@ def check(teacher, tok, cases, student=None, batch_tokens=16384):
     role's own artefact, and < 0 over the teammate's part; after a conflict, the share of turns where the teacher
     (own condition, verdicts in context) puts more probability on the right decision line ("I revise my ..."
     when the seat's artefact was wrong, "I keep my ..." when it was right); and PAC: the share where the right
-    decision line gains log-probability when the verdicts are put in the context, for revisions and for keeps. With the base `student`, also the mean A^OPD per token of its
-    own responses, l^(r) minus the student's log-prob: how far the teacher's distribution is from the students'
-    on their own tokens (a teacher unsure of what a student writes rightly pushes every sampled token down).
+    decision line gains log-probability when the verdicts are put in the context, for revisions and for keeps.
+    With the base `student`, also the mean A^OPD per token of its own responses, l^(r) minus the student's
+    log-prob, and the share below -1 nat: how far the teacher is from the students on their own tokens.
     -> {row: percentage, nats, or a count as text}."""
     ids = lambda texts: [tok(x, add_special_tokens=False)["input_ids"] for x in texts]
     logp = lambda ctxs, texts: [x.sum().item() for x in score(teacher, ctxs, ids(texts),
