@@ -3,10 +3,13 @@
     python -m toy                      # build the toy student once (cached), evaluate, train, evaluate, sum up
     python -m toy --steps 4            # any train.py flag is passed on and overrides the toy preset (config.py, TOY)
     python -m toy --build-only         # only build the toy student (what `python -m tools.transcripts` runs by default)
+    python -m toy --learned-teacher    # the same with a teacher that was trained, not written (toy/learned.py)
 
 The toy student and problems are plain files under CACHE/toy-vN (student/, train.jsonl, valid.jsonl, test.jsonl),
 so eval.py reads them like any others, e.g. `python eval.py --problems .cache/toy-v10/test.jsonl --run runs/toy`.
-The teacher is toy/expert.py's hand-written one, handed to train.main as an object. The run ends with train.py's
+The teacher is toy/expert.py's hand-written one, handed to train.main as an object; with --learned-teacher it
+is toy/learned.py's model (built once, cached beside the student), loaded with infra.models.load_model and handed
+over the same way. The run ends with train.py's
 full table and report, then a summary of the rows that matter (summary).
 """
 import argparse
@@ -22,6 +25,7 @@ from infra.data import load_problems
 from infra.models import load_model
 from infra.report import KEY_ROWS
 from toy.expert import HandTeacher
+from toy.learned import build_learned
 from toy.world import PASSED_ON, start_toy, toy_root, train_args
 
 LEGEND = """acc_D: team accuracy on domain D (%).
@@ -52,6 +56,8 @@ def main(argv=None):
     ap.add_argument("--cache", default=".cache", help="where the toy student and problems are built once")
     ap.add_argument("--out", default="runs/toy", help="train.py's --out")
     ap.add_argument("--build-only", action="store_true", help="build the toy student and problems (cached) and stop")
+    ap.add_argument("--learned-teacher", action="store_true", help="train with toy/learned.py's model teacher (built "
+                    "once, cached; loaded by train.py with --teacher) instead of the hand-written one")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     root = toy_root(args.cache)
     targv = train_args(root, args.out) + ["--eval-problems", os.path.join(root, "test.jsonl")] + rest
@@ -59,7 +65,12 @@ def main(argv=None):
     start_toy(args.cache, targs.threads)
     if args.build_only:
         return
-    teacher = HandTeacher(load_model(os.path.join(root, "student"))[1])
+    if args.learned_teacher:  # a model directory, loaded as a real teacher is (as object: train.py's memory plan
+        path = build_learned(root)  # is written for real models, and refuses the toy preset's limits)
+        print(f"teacher: the learned toy teacher, {path}", flush=True)
+        teacher = load_model(path)[0]
+    else:
+        teacher = HandTeacher(load_model(os.path.join(root, "student"))[1])
     train.main(targv, teacher=teacher)
     with open(os.path.join(args.out, "results.json")) as f:
         results = json.load(f)

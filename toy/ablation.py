@@ -25,7 +25,6 @@ import train
 from config import SEED, get_args
 from eval import evaluate_policies, markdown
 from infra.checkpoint import load_policies
-from config import SEED
 from infra.data import load_problems, write_atomic
 from infra.runs import study_run
 from infra.models import load_model
@@ -82,25 +81,38 @@ def main(argv=None):
         return
 
     problems = load_problems(args.eval_problems or os.path.join(root, "test.jsonl"))
+    results = evaluate_runs(problems, base, tok, runs, targs)
+    print_tables(results, f"trained systems: mean ± std over training seeds {args.train_seeds}, each the mean over "
+                 f"evaluation seeds {targs.eval_seeds}; MAS-OPD and w/o PAC at lambda {targs.lam}")
+    write_atomic(os.path.join(args.out, "ablation.json"), json.dumps(results, indent=1))
+    print(f"\nwrote {os.path.join(args.out, 'ablation.json')}")
+
+
+def evaluate_runs(problems, base, tok, runs, targs):
+    """The untrained team (base, every seat) and each row's trained runs ({name: [run directory]}, their
+    checkpoints) on `problems`, with targs' evaluation settings (seeds, decoding, exchange): {name: metrics},
+    a row's metrics mean ± std over its runs (over_runs), each run's a mean over the evaluation seeds."""
     roles = team_seats(problems, targs.agents_per_role)  # a policy per agent (App. E.1)
     print(f"== evaluating untrained on {len(problems)} held-out problems, seeds {targs.eval_seeds}")
     results = {"untrained": with_means(evaluate_policies(problems, {r: base for r in roles}, tok, targs))}
-    for name in VARIANTS:
-        print(f"== evaluating {name} ({len(runs[name])} runs) on {len(problems)} held-out problems")
+    for name, outs in runs.items():
+        print(f"== evaluating {name} ({len(outs)} runs) on {len(problems)} held-out problems")
         results[name] = over_runs([with_means(evaluate_policies(
             problems, load_policies(os.path.join(out, "checkpoint"), roles, targs.device)[0], tok, targs))
-            for out in runs[name]])
+            for out in outs])
+    return results
+
+
+def print_tables(results, trained):
+    """The Table 2 analogue (accuracy) and the coordination table (Figs. 3-4) of evaluate_runs' results, in
+    Markdown; `trained` says over what the trained rows' figures are taken."""
     accuracy = {n: {k: v for k, v in m.items() if k.startswith("acc_")} for n, m in results.items()}
     coordination = {n: {k: v for k, v in m.items() if not k.startswith("acc_")} for n, m in results.items()}
-    print(f"\nTable 2 analogue: team accuracy / Pass@1 (%), held-out toy problems; trained systems: mean ± std over "
-          f"training seeds {args.train_seeds}, each the mean over evaluation seeds {targs.eval_seeds}; MAS-OPD and "
-          f"w/o PAC at lambda {targs.lam}\n")
+    print(f"\nTable 2 analogue: team accuracy / Pass@1 (%), held-out toy problems; {trained}\n")
     print(markdown(accuracy))
     print("\nCoordination (Figs. 3-4): exchange penalty (points), revise-iff-wrong and its failure modes (% of "
           "disagreeing turns), turns to agreement\n")
     print(markdown(coordination))
-    write_atomic(os.path.join(args.out, "ablation.json"), json.dumps(results, indent=1))
-    print(f"\nwrote {os.path.join(args.out, 'ablation.json')}")
 
 
 def plan_runs(rows, train_seeds, out, reuse, overwrite):

@@ -1,0 +1,109 @@
+"""The learned toy teacher (toy/learned.py): a model that train.py loads and teacher.py scores like any other, a
+cache keyed by what shapes it, and the check of what the method needs of a teacher."""
+import json
+import os
+import re
+
+import pytest
+
+import teacher as teacher_py
+from infra.models import load_model
+from toy import learned, learned_study
+from toy.__main__ import main as toy_main
+from toy.expert import HandTeacher
+from toy.world import build_toy, toy_problems
+
+TINY = dict(data=dict(learned.DATA, examples=32), train=dict(learned.TRAIN, steps=2, batch=8))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A toy build of a few SFT steps and a learned teacher of two: (cache, toy root, teacher directory)."""
+    cache = str(tmp_path_factory.mktemp("learned"))
+    root = build_toy(cache, student_steps=3, examples=64)
+    return cache, root, learned.build_learned(root, **TINY)
+
+
+def test_the_method_has_no_branch_for_the_learned_teacher():
+    """Nothing on the scoring path knows of the toy: the learned teacher is scored as any model is."""
+    for name in ("teacher.py", "train.py", "sampler.py", "loss.py", "infra/launch.py"):
+        with open(os.path.join(HERE, name)) as f:
+            text = f.read()
+        assert not re.search(r"learned|HandTeacher|\btoy\.", text), name
+
+
+def test_the_demo_loads_it_and_scores_it_through_teacher_score(tiny, tmp_path, monkeypatch, capsys):
+    """`python -m toy --learned-teacher`: the model loaded from the teacher's directory goes to train.py, and
+    teacher.score (both passes of Eq. 7) force-decodes with it, never with the hand-written teacher."""
+    cache, root, path = tiny
+    monkeypatch.setattr(learned, "DATA", TINY["data"])
+    monkeypatch.setattr(learned, "TRAIN", TINY["train"])
+    seen, real = [], teacher_py.score
+
+    def tap(model, contexts, responses, **kw):
+        seen.append(model)
+        return real(model, contexts, responses, **kw)
+
+    monkeypatch.setattr(teacher_py, "score", tap)
+    out = str(tmp_path / "run")
+    toy_main(["--cache", cache, "--out", out, "--learned-teacher", "--steps", "1", "--batch", "2",
+              "--mini-batch", "2", "--max-new-tokens", "8", "--max-turns", "2", "--eval-seeds", "5",
+              "--eval-problems", os.path.join(root, "valid.jsonl")])
+    printed = capsys.readouterr().out
+    assert f"teacher: the learned toy teacher, {path}" in printed and "teacher: Qwen3ForCausalLM" in printed
+    assert seen and {type(m).__name__ for m in seen} == {"Qwen3ForCausalLM"}
+    assert {m.config.hidden_size for m in seen} == {learned.SHAPE["hidden"]}
+    assert os.path.exists(os.path.join(out, "results.json"))
+
+
+def test_its_cache_is_keyed_by_what_shapes_its_data_and_training(tiny, monkeypatch):
+    cache, root, path = tiny
+    assert learned.build_learned(root, **TINY) == path  # cached: not built again
+    changes = [dict(data=dict(TINY["data"], STUDENT=0.3)), dict(data=dict(TINY["data"], VERDICT=0.5)),
+               dict(data=dict(TINY["data"], seed=1)), dict(train=dict(TINY["train"], lr=1e-3)),
+               dict(shape=dict(learned.SHAPE, hidden=32))]
+    dirs = {learned.teacher_dir(root, **{**TINY, **c}) for c in changes}
+    assert len(dirs) == len(changes) and path not in dirs
+    monkeypatch.setattr(learned, "LEARNED_VERSION", learned.LEARNED_VERSION + 1)  # the code that makes the data
+    assert learned.teacher_dir(root, **TINY) != path
+    monkeypatch.undo()
+    other = learned.build_learned(root, data=dict(TINY["data"], STUDENT=0.0), train=TINY["train"])  # rebuilt
+    assert other != path and os.path.isdir(other) and os.path.isdir(path)
+    assert sorted(d for d in os.listdir(root) if ".tmp" in d) == []
+
+
+def test_the_check_runs_on_a_small_build_and_the_hand_teacher_passes_it(tiny):
+    """check_table on a few held-out episodes: every row for both teachers, and the hand-written teacher, which
+    reads verdicts by rule, prefers the right decision and gains on it with the verdicts."""
+    _, root, path = tiny
+    model, tok = load_model(path)
+    student = load_model(os.path.join(root, "student"))[0]
+    cases = learned.check_cases(tok, toy_problems("valid"), 6, 901)
+    hand = learned.check(HandTeacher(tok), tok, cases, student)
+    mine = learned.check(model, tok, cases, student)
+    assert set(hand) == set(mine) and len(hand) == 8
+    assert all(0 <= v <= 100 for v in list(hand.values())[:5] + list(mine.values())[:5])
+    assert hand["the right decision preferred (verdicts in context)"] >= 90
+    assert hand["PAC: a needed revision gains with the verdicts"] >= 90
+    assert hand["A^role < 0 on the teammate's part"] >= 80
+    table = learned.check_table({"learned": model}, tok, toy_problems("valid"), 2, 901)
+    assert table.startswith("| % of held-out cases | learned |") and "PAC" in table
+    json.dumps(mine)  # plain numbers and text, for the study's record
+
+
+def test_the_study_trains_its_rows_per_teacher_and_tables_them(tiny, tmp_path, monkeypatch, capsys):
+    cache, root, path = tiny
+    monkeypatch.setattr(learned, "DATA", TINY["data"])
+    monkeypatch.setattr(learned, "TRAIN", TINY["train"])
+    out = str(tmp_path / "study")
+    learned_study.main(["--cache", cache, "--out", out, "--split", "valid", "--teachers", "learned", "hand",
+                        "--rows", "opd", "--train-seeds", "0", "--steps", "1", "--batch", "2", "--mini-batch",
+                        "2", "--max-new-tokens", "8", "--max-turns", "2", "--eval-seeds", "5"])
+    printed = capsys.readouterr().out
+    assert "The teachers' check" in printed and "Table 2 analogue" in printed
+    with open(os.path.join(out, "learned_study.json")) as f:
+        results = json.load(f)
+    assert list(results) == ["untrained", "learned: OPD (neither)", "hand: OPD (neither)"]
+    for t in ("learned", "hand"):
+        assert os.path.isdir(os.path.join(out, t, "opd_seed0", "checkpoint", "coder"))

@@ -1,0 +1,287 @@
+"""A learned toy teacher: a causal LM larger than the toy students, trained on traces the toy world writes, then
+used exactly as a real teacher (`python -m toy --learned-teacher`, docs/toy.md, DECISIONS.md D16).
+
+    python -m toy --learned-teacher        # the demo with it (built once, cached beside the toy students)
+    python -m toy.learned                  # build it (cached) and print its check (check_table) beside toy/expert.py's
+
+What it is. A Qwen3-shaped model (SHAPE: 96 wide, 3 layers, ~0.57M parameters against the students' 0.25M) over the
+students' tokenizer, saved as a transformers directory and loaded with infra.models.load_model; train.main gets
+the loaded model, teacher.py scores it with its two passes, and nothing of the hand-written teacher runs when it
+scores. (Not through --teacher DIR: train.py's memory plan is written for real models and refuses the toy
+preset's prompt limits.)
+
+What it is trained on (training_examples). Teacher contexts u~ rendered by teacher.teacher_contexts over the
+histories of the role-blind base students (simulated episodes of toy/world.py, the students' own distribution),
+under the seat's own role condition or the contrast kappa(r) (CONTRAST of them), with the verdicts c^{<t} where
+the world attributed a conflict (VERDICT of the later turns, else none, as w/o PAC). The targets are expert
+responses the world writes under the condition in the context (expert_response): the right artefact; after a
+conflict keep or revise as the world's checks say for the condition's side when a verdict is in the context, at
+chance when none is; under kappa(r) also kappa(r)'s part. A share STUDENT of the targets is the base student's
+own response: the teacher's smoothing, so that it has seen the students' prefixes (a slip, a guess, a whole job)
+and prices what follows them, not only the expert's argmax (a larger share made it flatter than the students,
+docs/toy.md). The teacher must learn by itself to read a verdict
+among its lines, to tell the conditions apart, and to price the students' tokens: no rule, plan, probability or
+prefix logic of toy/expert.py is in its data.
+"""
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+
+import torch
+from tqdm import tqdm
+
+from infra.models import load_model, tiny_model
+from prompts import ROLES, build_context, stop_ids_of
+from teacher import KAPPA, score, teacher_contexts
+from toy.expert import HandTeacher
+from toy.world import (COMPUTING, NOUN, ROLE_BLIND, TOY_VERSION, calc, deferring, derivation, expr,
+                       program, question_spec, sft, simulate, start_toy, test_case, toy_problems, value_of,
+                       whole_job)
+
+LEARNED_VERSION = 1  # bump when the code below changes what gets built (the settings are in the key already)
+SHAPE = dict(hidden=96, layers=3, heads=4, kv_heads=2, tie_word_embeddings=False)
+DATA = dict(
+    examples=16000,   # (teacher context, target) pairs
+    first_turns=0.5,  # share of first turns kept (later turns carry the decisions, the first only the format)
+    CONTRAST=0.5,     # share of contexts under the contrast condition kappa(r)
+    VERDICT=0.7,      # share of later turns whose context carries the verdicts (the rest: none, as w/o PAC)
+    WHOLE_JOB=0.5,    # share of expert responses under the seat's own condition that also do the teammate's part
+    ADOPT=0.9,        # share of a computing role's revisions that take over a right program's value
+    STUDENT=0.05,     # share of targets that are the base student's own response (smoothing, module docstring)
+    seed=0,
+)
+TRAIN = dict(steps=1500, batch=16, lr=3e-3, seed=0)
+LIMIT = 12288  # the teacher's prompt limit (config.py's, App. D.6.3); the toy's contexts are far shorter
+
+
+def right_artefact(role, problem, rng):
+    """A right first-turn artefact of `role`, worked out by the world (it knows the arithmetic)."""
+    spec = question_spec(problem["question"])
+    if role == "coder":
+        return program(f"x = int(input())\nprint({expr(spec)})")
+    if role == "tool_user":
+        return program(f"print({value_of(spec) if rng.random() < 0.2 else expr(spec)})")
+    if role == "tester":
+        x = rng.randint(0, 5)
+        return test_case(x, value_of(spec, x))
+    return derivation(spec, calc(*spec))
+
+
+def expert_response(seat, cond, problem, turns, shown, rng, d=DATA):
+    """What an expert in `seat` writes at turn len(turns) under role condition `cond` (seat or KAPPA[seat]), after
+    the base students' `turns` (world.SimTurn list), with the verdicts in its context or not (`shown`). After a
+    conflict it revises when the side `cond` answers for was wrong (the world's checks), at chance without a
+    verdict; a computing role's revision takes over a right program's value (ADOPT), else writes afresh."""
+    own = right_artefact(seat, problem, rng)
+    if turns:
+        last = turns[-1]
+        kept = last.own[seat]
+        revise = (not last.checks[cond]) if shown else rng.random() < 0.5
+        if revise or not kept:
+            mate_right = last.checks[KAPPA[seat]]
+            p_adopt = (d["ADOPT"] if mate_right else 1 - d["ADOPT"]) if shown else 0.5
+            took = deferring(seat, last.artefacts) if seat in COMPUTING and rng.random() < p_adopt else None
+            own = took or own
+        else:
+            own = kept
+    text = own
+    if cond != seat or rng.random() < d["WHOLE_JOB"]:
+        text = whole_job(seat, problem["domain"], own, right_artefact(KAPPA[seat], problem, rng))
+    if turns:
+        text = f"I {'keep' if own == kept else 'revise'} my {NOUN[seat]}.\n" + text
+    return text
+
+
+def training_examples(tok, problems, d):
+    """d["examples"] (teacher context ids, target ids) pairs (module docstring)."""
+    rng, out, end = random.Random(d["seed"]), [], [stop_ids_of(tok)[0]]
+    by_domain = [[p for p in problems if p["domain"] == dom] for dom in ("code", "math")]
+    bar = tqdm(total=d["examples"], desc="learned teacher examples", leave=False)
+    while len(out) < d["examples"]:
+        p = rng.choice(rng.choice([ps for ps in by_domain if ps]))
+        turns = simulate(p, ROLE_BLIND, rng)
+        for t in range(len(turns)):
+            if t == 0 and rng.random() >= d["first_turns"]:
+                continue
+            shown = t > 0 and rng.random() < d["VERDICT"]
+            for seat in ROLES[p["domain"]]:
+                cond = KAPPA[seat] if rng.random() < d["CONTRAST"] else seat
+                segments = build_context(tok, p, seat, [[x.artefacts] for x in turns[:t]])
+                ctx = teacher_contexts(tok, segments, (cond,), [x.verdict for x in turns[:t]] if shown else None,
+                                       LIMIT)[0]
+                target = turns[t].responses[seat] if rng.random() < d["STUDENT"] else \
+                    expert_response(seat, cond, p, turns[:t], shown, rng, d)
+                out.append((ctx, tok(target, add_special_tokens=False)["input_ids"] + end))
+        bar.update(min(len(out), d["examples"]) - bar.n)
+    bar.close()
+    return out[:d["examples"]]
+
+
+def cache_key(data=None, train=None, shape=None):
+    """A hash of everything that shapes the teacher's data and training (None: this module's DATA, TRAIN,
+    SHAPE): a change of any rebuilds it."""
+    data, train, shape = data or DATA, train or TRAIN, shape or SHAPE
+    spec = dict(version=LEARNED_VERSION, toy=TOY_VERSION, data=data, train=train, shape=shape)
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def teacher_dir(root, data=None, train=None, shape=None):
+    """Where build_learned caches the teacher built from the toy world at `root` (world.build_toy)."""
+    return os.path.join(root, f"teacher-{cache_key(data, train, shape)}")
+
+
+def build_learned(root, data=None, train=None, shape=None):
+    """Build the learned teacher once over the students' tokenizer (root/student) on the train split, with
+    `data`, `train` and `shape` (None: DATA, TRAIN, SHAPE); -> its directory (a transformers checkpoint with the
+    tokenizer). Written to a temporary directory and renamed, so an interrupted build leaves nothing half-made."""
+    out = teacher_dir(root, data, train, shape)
+    data, train, shape = data or DATA, train or TRAIN, shape or SHAPE
+    if os.path.isdir(out):
+        return out
+    print(f"toy world: building the learned teacher ({train['steps']:,} SFT steps of a "
+          f"{shape['hidden']}-wide {shape['layers']}-layer model on {data['examples']:,} examples), once: "
+          f"cached in {out}/", flush=True)
+    tok = load_model(os.path.join(root, "student"))[1]
+    model = tiny_model("qwen3", vocab_size=len(tok), seed=train["seed"] + 7, **shape)
+    sft(model, training_examples(tok, toy_problems("train"), data), train["steps"], batch=train["batch"],
+        lr=train["lr"], seed=train["seed"], desc="learned teacher")
+    tmp = f"{out}.tmp{os.getpid()}"
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    try:
+        os.replace(tmp, out)
+    except OSError:  # another process finished the same build first
+        shutil.rmtree(tmp)
+    return out
+
+
+# ------------------------------------------------------------------------------ the check (before training)
+
+def check_cases(tok, problems, n, seed):
+    """Held-out cases from n simulated base-student episodes on `problems`: per (turn, seat), the student's
+    response and where its own artefact lies in it, its contexts under both conditions with and without the
+    verdicts, and after a conflict which decision is right (keep its artefact or revise it)."""
+    rng, cases = random.Random(seed), []
+    for _ in range(n):
+        p = rng.choice(problems)
+        turns = simulate(p, ROLE_BLIND, rng)
+        for t, turn in enumerate(turns):
+            for seat in ROLES[p["domain"]]:
+                segs = build_context(tok, p, seat, [[x.artefacts] for x in turns[:t]])
+                verdicts = [x.verdict for x in turns[:t]]
+                ctx = {(cond, pac): teacher_contexts(tok, segs, (cond,), verdicts if pac else None, LIMIT)[0]
+                       for cond in (seat, KAPPA[seat]) for pac in (True, False)}
+                text, own = turn.responses[seat], turn.own[seat]
+                case = dict(seat=seat, t=t, ctx=ctx, student_ctx=[i for x in segs for i in x.ids], text=text,
+                            own=own, decision=None)
+                if t and turns[t - 1].own[seat]:  # a decision to take: keep what it had, or revise it
+                    case["decision"] = not turns[t - 1].checks[seat]  # True: revising is right
+                cases.append(case)
+    return cases
+
+
+def _token_parts(tok, text, own):
+    """-> (ids of `text` and its end token, as a sampled response has them; per token: None inside the decision
+    line, True where it starts inside the own artefact's span, False elsewhere (the teammate's part); the end
+    token counts as the own part's when the response holds nothing else (ending its own work there is the role's
+    own behaviour), else as neither)."""
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    start, opening = text.rfind(own), text.find("\n") + 1 if text.startswith("I ") else 0
+    parts = []
+    for i in range(len(ids)):
+        begins = len(tok.decode(ids[:i]))
+        parts.append(None if begins < opening else start <= begins < start + len(own))
+    return ids + [stop_ids_of(tok)[0]], parts + [None if False in parts else True]
+
+
+def check(teacher, tok, cases, student=None, batch_tokens=16384):
+    """What the method needs of a teacher, measured on held-out cases (check_cases) through teacher.score: the
+    share of responses whose mean A^role = l^(r) - l^(kappa r) (Eq. 9, verdicts in both contexts) is > 0 over the
+    role's own artefact, and < 0 over the teammate's part; after a conflict, the share of turns where the teacher
+    (own condition, verdicts in context) puts more probability on the right decision line ("I revise my ..."
+    when the seat's artefact was wrong, "I keep my ..." when it was right); and PAC: the share where the right
+    decision line gains log-probability when the verdicts are put in the context, for revisions and for keeps.
+    With the base `student`, also the mean A^OPD per token of its own responses, l^(r) minus the student's
+    log-prob, and the share below -1 nat: how far the teacher is from the students on their own tokens.
+    -> {row: percentage, nats, or a count as text}."""
+    ids = lambda texts: [tok(x, add_special_tokens=False)["input_ids"] for x in texts]
+    logp = lambda ctxs, texts: [x.sum().item() for x in score(teacher, ctxs, ids(texts),
+                                                                  max_batch_tokens=batch_tokens)]
+    split = [_token_parts(tok, c["text"], c["own"]) for c in cases]
+    resp = [r for r, _ in split]
+    target = score(teacher, [c["ctx"][(c["seat"], True)] for c in cases], resp, max_batch_tokens=batch_tokens)
+    contrast = score(teacher, [c["ctx"][(KAPPA[c["seat"]], True)] for c in cases], resp,
+                     max_batch_tokens=batch_tokens)
+    own_pos, mate_neg = [], []
+    for (_, parts), a, b in zip(split, target, contrast):
+        adv = (a - b).tolist()  # (len,) A^role per token
+        own = [x for x, q in zip(adv, parts) if q is True]
+        mate = [x for x, q in zip(adv, parts) if q is False]
+        if own:
+            own_pos.append(sum(own) / len(own) > 0)
+        if mate:
+            mate_neg.append(sum(mate) / len(mate) < 0)
+    later = [c for c in cases if c["decision"] is not None]
+    line = lambda c, word: f"I {word} my {NOUN[c['seat']]}.\n"  # the decision line that opens a later turn
+    revise, keep = {}, {}
+    for pac in (True, False):
+        ctxs = [c["ctx"][(c["seat"], pac)] for c in later]
+        revise[pac] = logp(ctxs, [line(c, "revise") for c in later])
+        keep[pac] = logp(ctxs, [line(c, "keep") for c in later])
+    decide, fix_up, keep_up = [], [], []
+    for k, c in enumerate(later):
+        decide.append((revise[True][k] > keep[True][k]) == c["decision"])
+        if c["decision"]:
+            fix_up.append(revise[True][k] > revise[False][k])
+        else:
+            keep_up.append(keep[True][k] > keep[False][k])
+    pct = lambda xs: 100.0 * sum(xs) / max(len(xs), 1)
+    opd = {}
+    if student is not None:
+        mine = score(student, [c["student_ctx"] for c in cases], resp, max_batch_tokens=batch_tokens)
+        gap = torch.cat([a - m for a, m in zip(target, mine)])
+        opd = {"A^OPD per token on the students' responses (nats, mean)": f"{gap.mean().item():.2f}",
+               "... its share of tokens below -1 nat (%)": f"{100 * (gap < -1).float().mean().item():.1f}"}
+    return {"A^role > 0 on the role's own artefact": pct(own_pos),
+            "A^role < 0 on the teammate's part": pct(mate_neg),
+            "the right decision preferred (verdicts in context)": pct(decide),
+            "PAC: a needed revision gains with the verdicts": pct(fix_up),
+            "PAC: a right keep gains with the verdicts": pct(keep_up),
+            **opd, "responses / whole jobs / decisions": f"{len(own_pos)} / {len(mate_neg)} / {len(later)}"}
+
+
+def check_table(teachers, tok, problems, n=60, seed=901, student=None):
+    """check() of each teacher ({name: model}) on the same held-out cases (n episodes from `seed`): Markdown."""
+    cases = check_cases(tok, problems, n, seed)
+    rows = {name: check(m, tok, cases, student) for name, m in teachers.items()}
+    names = list(rows)
+    lines = ["| % of held-out cases | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for k in rows[names[0]]:
+        cells = (rows[n][k] for n in names)
+        lines.append(f"| {k} | " + " | ".join(v if isinstance(v, str) else f"{v:.1f}" for v in cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Build the learned toy teacher (cached) and print its check beside "
+                                 "the hand-written teacher's, on held-out toy responses.")
+    ap.add_argument("--cache", default=".cache", help="where the toy world is built (as python -m toy)")
+    ap.add_argument("--split", default="test", choices=("valid", "test"), help="the held-out problems")
+    ap.add_argument("--episodes", type=int, default=60, help="simulated base-student episodes to check on")
+    ap.add_argument("--seed", type=int, default=901, help="the episodes' seed")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: the cores other work leaves)")
+    args = ap.parse_args(argv)
+    root = start_toy(args.cache, args.threads)
+    learned, tok = load_model(build_learned(root))
+    teachers = {"learned": learned, "hand-written": HandTeacher(tok)}
+    student = load_model(os.path.join(root, "student"))[0]
+    print(f"\nThe teachers' check on {args.episodes} base-student episodes of the {args.split} split "
+          f"(seed {args.seed}):\n")
+    print(check_table(teachers, tok, toy_problems(args.split), args.episodes, args.seed, student))
+
+
+if __name__ == "__main__":
+    main()
