@@ -332,7 +332,8 @@ def test_a_build_is_followed_by_the_time_it_took_here_and_a_cached_one_by_nothin
     monkeypatch.setattr(world, "cpu_threads", lambda n: "threads: chosen")
     monkeypatch.setattr(world.os, "getloadavg", lambda: (3.31, 2.0, 1.0))
     root = os.path.join(str(tmp_path), TOY_VERSION)
-    monkeypatch.setattr(world, "build_toy", lambda cache: os.makedirs(os.path.join(root, "student"), exist_ok=True) or root)
+    monkeypatch.setattr(world, "build_toy",
+                        lambda cache: os.makedirs(os.path.join(root, "student"), exist_ok=True) or root)
     assert world.start_toy(str(tmp_path)) == root
     said = capsys.readouterr().out.splitlines()
     assert said[2:] == [f"toy world: built in 3 min 41 s here (load average 3.3), cached in {root}/"]
