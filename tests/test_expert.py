@@ -1,6 +1,7 @@
 """The hand-written toy teacher (toy/expert.py): a language model over the token ids teacher.score gives it, right
 on the students' own prefixes, deciding by the verdicts when it has them and at chance without, and, under the
 contrast condition, sure to do the teammate's part where under its own it does so half the time."""
+import math
 import random
 
 import pytest
@@ -196,3 +197,43 @@ def test_role_advantage_favours_the_decision_the_verdict_asks_of_the_role_itself
                     assert a_role > 3 if word == right else a_role < -3, (r, right, word, a_role)
         checked += 1
     assert checked > 10
+
+
+def _mixture_rows(hand, context, response):
+    """response_logprobs written the plain way, one float64 tensor row per position updated in place: the reference
+    the teacher's Python-float rows must equal to the last bit."""
+    mixture = expert.plans(context)
+    log_w = torch.tensor([math.log(max(w, 1e-12)) for w, _ in mixture], dtype=torch.float64)
+    rows, s = [], ""
+    for tok in response:
+        w = torch.softmax(log_w, 0)
+        row = torch.full((hand.V,), expert.SMOOTH / hand.V, dtype=torch.float64)
+        for k, ((_, parts), wp) in enumerate(zip(mixture, w.tolist())):
+            nxt = hand._next(parts, s) or {hand.eos: 1.0}
+            total = sum(nxt.values())
+            for i, q in nxt.items():
+                row[i] += (1 - expert.SMOOTH) * wp * q / total
+            log_w[k] += math.log((1 - expert.SMOOTH) * nxt.get(tok, 0.0) / max(total, 1e-12) + expert.SMOOTH / hand.V)
+        rows.append(row.log())
+        s += hand.pieces[tok]
+    return torch.stack(rows)
+
+
+def test_scores_are_the_mixture_bit_for_bit_through_the_sparse_head(teacher):
+    """teacher.score through the sparse identity head and the unzeroed hidden states gives exactly what the plain
+    mixture's log-probabilities give through sequence_logprobs' float32 log-softmax (torch.equal; the float64 rows
+    too), on a fixed set of contexts of every role, with
+    and without history."""
+    tok, hand = teacher
+    ctxs, resps = [], []
+    for p, role, earlier, turns in states(8, seed=3) + states(8, seed=4, later=True):
+        ctx = contexts(tok, p, role, earlier)[0]
+        ctxs.append(ctx)
+        resps.append(ids_of(tok, turns[len(earlier)].responses[role]))
+    got = score(hand, ctxs, resps, max_batch_tokens=TEACHER_BATCH_TOKENS)
+    for ctx, resp, lp in zip(ctxs, resps, got):
+        rows = _mixture_rows(hand, tok.decode(ctx), resp)
+        assert torch.equal(hand.response_logprobs(tok.decode(ctx), resp), rows)  # float64, every token
+        rows = rows.float()  # sequence_logprobs renormalises in float32
+        want = rows.gather(1, torch.tensor(resp)[:, None]).squeeze(1) - rows.logsumexp(dim=-1)
+        assert torch.equal(lp, want)

@@ -1,12 +1,15 @@
 """Tokens/s of our `generate` vs transformers `model.generate`, same model, batch, lengths and settings.
 
-    python -m tools.bench_sampler              # 4-layer d=256 Qwen3 (Qwen3's 151,936-entry vocabulary), batch 16 x 128
+    python -m tools.bench_sampler              # 4-layer d=256 Qwen3 (Qwen3's 151,936-entry vocabulary),
+                                               # batch 16, prompts of 16-32 tokens, 128 new, 2 threads
     python -m tools.bench_sampler --vocab 261  # the same with the tiny byte tokenizer's vocabulary
 
 Both samplers are timed side by side in one process, alternating, best of --repeats; prompts have mixed
 lengths (left-padded for transformers). No stop tokens, so both produce exactly --new tokens per row.
+The load average is printed with the ratio: on a shared machine the ratio moves with it.
 """
 import argparse
+import os
 import time
 
 import torch
@@ -23,12 +26,14 @@ def main():
     ap.add_argument("--vocab", type=int, default=151936)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--new", type=int, default=128)
-    ap.add_argument("--prompt", type=int, default=64, help="longest prompt; rows range from half of it to it")
+    ap.add_argument("--prompt", type=int, default=32, help="longest prompt; rows range from half of it to it")
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (CPU)")
     ap.add_argument("--device", default=DEVICE)
     args = ap.parse_args()
-    print(vars(args), "threads", torch.get_num_threads())
+    torch.set_num_threads(args.threads)
+    print(vars(args))
 
     model = tiny_model("qwen3", vocab_size=args.vocab, hidden=args.hidden, layers=args.layers, heads=4, kv_heads=2)
     model.to(args.device)
@@ -65,7 +70,8 @@ def main():
     rate = {k: counts[k] / best[k] for k in best}
     for k in best:
         print(f"{k:>13}: {counts[k]} tokens in {best[k]:.3f} s = {rate[k]:,.0f} tokens/s")
-    print(f"ratio ours/transformers: {rate['ours'] / rate['transformers']:.2f}x")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"ratio ours/transformers: {rate['ours'] / rate['transformers']:.2f}x (load average {load})")
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@
 One episode is rolled out with the student in both seats and attributed as in train.py; any other flag is
 train.py's (--no-pac, --seed, --max-new-tokens, --preset, ...) and sets the rollout and the teacher contexts as it
 does in training. The marked pieces are teacher.teacher_pieces', the very pieces train.py's contexts are joined from.
-The toy student is built once, shared with `python -m toy` (about 4 minutes on a 2-core CPU from an empty
-cache, said before it starts); then a run takes seconds.
+The toy student is built once, shared with `python -m toy` (minutes from an empty cache: the time it took is said
+after it; docs/toy.md has measured ones); then a run takes seconds.
 """
 import argparse
 import os

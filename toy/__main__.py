@@ -26,7 +26,7 @@ from infra.models import load_model
 from infra.report import KEY_ROWS
 from toy.expert import HandTeacher
 from toy.learned import build_learned
-from toy.world import PASSED_ON, start_toy, toy_root, train_args
+from toy.world import PASSED_ON, minutes, start_toy, toy_root, train_args
 
 LEGEND = """acc_D: team accuracy on domain D (%).
 exchange_penalty_D: the accuracy lost when the two policies swap seats (points; role-specific policies
@@ -46,7 +46,7 @@ def summary(results, problems, seeds, report, seconds):
     head = f"\n== summary: mean ± std over evaluation seeds {', '.join(map(str, seeds))} on the held-out problems:"
     return "\n".join([head, f"   {worth}", markdown(rows), LEGEND,
                       f"report: {report} (learning curves, every metric, heat maps)",
-                      f"wall time: {int(seconds // 60)} min {int(seconds % 60)} s"])
+                      f"wall time: {minutes(seconds)}"])
 
 
 def main(argv=None):

@@ -37,6 +37,7 @@ sampler.sequence_logprobs and teacher.score use it unchanged.
 import functools
 import math
 import re
+import warnings
 from types import SimpleNamespace
 
 import torch
@@ -285,8 +286,12 @@ class HandTeacher(nn.Module):
     def __init__(self, tokenizer):
         super().__init__()
         self.tok, self.V = tokenizer, len(tokenizer)
-        self.head = nn.Linear(self.V, self.V, bias=False)
-        self.head.weight.data = torch.eye(self.V)
+        # The identity as a sparse (CSR) matrix: the LM head's product then costs V multiplies a position, not V^2,
+        # and is the same exact copy of each log-probability (x * 1 = x; the dense one added exact zeros).
+        self.head = nn.Linear(self.V, self.V, bias=False, device="meta")
+        with warnings.catch_warnings():  # torch calls its sparse CSR support beta; the identity needs little of it
+            warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
+            self.head.weight = nn.Parameter(torch.eye(self.V).to_sparse_csr(), requires_grad=False)
         self.pieces = [tokenizer.decode([i]) for i in range(self.V)]
         self.eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
         self.think_end = tokenizer.convert_tokens_to_ids("</think>")
@@ -326,11 +331,12 @@ class HandTeacher(nn.Module):
         """(len(response), V) log-probabilities of the next token at each response position: l_k of Eq. 7 for
         every candidate token."""
         mixture = plans(context)
-        log_w = torch.tensor([math.log(max(w, 1e-12)) for w, _ in mixture], dtype=torch.float64)
+        # float64 sums in Python floats (a tensor's element updates cost microseconds each), the same IEEE sums
+        log_w = [math.log(max(w, 1e-12)) for w, _ in mixture]
         rows, s = [], ""
         for tok in list(response) + [None]:
-            w = torch.softmax(log_w, 0)
-            row = torch.full((self.V,), SMOOTH / self.V, dtype=torch.float64)
+            w = torch.softmax(torch.tensor(log_w, dtype=torch.float64), 0)
+            row = [SMOOTH / self.V] * self.V
             per_plan = []  # (next-token masses, their total) of each plan
             for (_, parts), wp in zip(mixture, w.tolist()):
                 nxt = self._next(parts, s) or {self.eos: 1.0}
@@ -338,20 +344,20 @@ class HandTeacher(nn.Module):
                 per_plan.append((nxt, total))
                 for i, q in nxt.items():
                     row[i] += (1 - SMOOTH) * wp * q / total
-            rows.append(row.log())
+            rows.append(row)
             if tok is None:
                 break
             for k, (nxt, total) in enumerate(per_plan):  # Bayes: each plan's weight times what it gave this token
                 log_w[k] += math.log((1 - SMOOTH) * nxt.get(tok, 0.0) / max(total, 1e-12) + SMOOTH / self.V)
             s += self.pieces[tok]
-        return torch.stack(rows[:-1]) if len(rows) > 1 else torch.zeros(0, self.V, dtype=torch.float64)
+        return torch.tensor(rows[:-1], dtype=torch.float64).reshape(-1, self.V).log()
 
     def base_model(self, input_ids, attention_mask):
         """(B, L) ids -> last_hidden_state (B, L, V): at the position before each response token, the teacher's
-        log-probabilities of that token; elsewhere zeros (never read). The response starts after the chat tail's
+        log-probabilities of that token; elsewhere unset (never read). The response starts after the chat tail's
         '</think>\\n\\n'; the context before it is decoded to text and read by plans()."""
         B, L = input_ids.shape
-        out = torch.zeros(B, L, self.V)
+        out = torch.empty(B, L, self.V)  # not zeroed: (B, L, V) floats, and only response positions are read
         for b in range(B):
             ids = input_ids[b, :int(attention_mask[b].sum())].tolist()
             start = len(ids) - 1 - ids[::-1].index(self.think_end) + 1 + self.after_think

@@ -28,6 +28,7 @@ import os
 import random
 import re
 import shutil
+import time
 from dataclasses import dataclass
 
 import torch
@@ -341,19 +342,28 @@ def build_line(cache):
     if built(root):
         return f"toy world: the toy student and problems are loaded from the cache, {root}/"
     return (f"toy world: building the toy student (a tokenizer, {STUDENT_STEPS:,} SFT steps of a 0.25M-parameter "
-            f"model) and the toy problems, once: about 4 minutes on an idle 2-core CPU, up to 7 on a busy one, "
-            f"cached in {root}/")
+            f"model) and the toy problems, once (the bar below shows the time left), cached in {root}/")
+
+
+def minutes(seconds):
+    """A wall time as the toy commands print it: '3 min 41 s'."""
+    return f"{int(seconds // 60)} min {int(seconds % 60)} s"
 
 
 def start_toy(cache, threads=0):
     """The start of every command on the toy world (python -m toy, python -m toy.ablation, python -m tools.contexts):
     torch's CPU threads set first, as train.py sets them (train.py's --threads, 0 = the cores other work leaves
     free; torch's default oversubscribes a busy machine and slowed the build from 22 steps/s to 1), then the build
-    said in one line (build_line), then build_toy(cache) with its progress bars on stderr. -> the toy world's
-    directory."""
+    said in one line (build_line), then build_toy(cache) with its progress bars on stderr and, when it built, one
+    line with the time the build took here and the load average it ran at. -> the toy world's directory."""
     print(cpu_threads(threads), flush=True)
     print(build_line(cache), flush=True)
-    return build_toy(cache)
+    cached, start = built(toy_root(cache)), time.monotonic()
+    root = build_toy(cache)
+    if not cached:
+        print(f"toy world: built in {minutes(time.monotonic() - start)} here (load average "
+              f"{os.getloadavg()[0]:.1f}), cached in {root}/", flush=True)
+    return root
 
 
 def build_toy(cache=".cache", student_steps=STUDENT_STEPS, examples=16000, seed=0):
