@@ -57,7 +57,7 @@ def main(argv=None):
     ap.add_argument("--out", default="runs/toy", help="train.py's --out")
     ap.add_argument("--build-only", action="store_true", help="build the toy student and problems (cached) and stop")
     ap.add_argument("--learned-teacher", action="store_true", help="train with toy/learned.py's model teacher (built "
-                    "once, cached; loaded by train.py with --teacher) instead of the hand-written one")
+                    "once, cached; loaded as a model and handed to train.py) instead of the hand-written one")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     root = toy_root(args.cache)
     targv = train_args(root, args.out) + ["--eval-problems", os.path.join(root, "test.jsonl")] + rest

@@ -31,7 +31,7 @@ from prompts import ROLES
 from rollout import rollout_config
 from toy.ablation import over_runs, plan_runs, train_runs, with_means
 from toy.expert import HandTeacher
-from toy.world import PASSED_ON, start_toy, toy_root, train_args
+from toy.world import PASSED_ON, minutes, start_toy, toy_root, train_args
 
 # GRPO on the MAS-OPD rows' budget: batch x G = the toy preset's batch of episodes, and two updates per step
 GRPO = ["--batch", str(TOY["batch"] // GROUP_SIZE),
@@ -85,8 +85,7 @@ def main(argv=None):
     print("\nCoordination (Figs. 3-4): exchange penalty (points), revise-iff-wrong (mean over roles), turns\n")
     print(markdown(coordination))
     write_atomic(os.path.join(args.out, "baselines.json"), json.dumps(results, indent=1))
-    print(f"\nwrote {os.path.join(args.out, 'baselines.json')}; wall time {int((time.monotonic() - start) // 60)} min "
-          f"{int((time.monotonic() - start) % 60)} s")
+    print(f"\nwrote {os.path.join(args.out, 'baselines.json')}; wall time {minutes(time.monotonic() - start)}")
 
 
 if __name__ == "__main__":
