@@ -11,7 +11,7 @@ from attribution import HEADER
 from prompts import OPENING, REVISE
 from teacher import ROLE_CONDITIONS
 from tools.contexts import main
-from toy.world import build_line, build_toy
+from toy.build import build_line, build_toy
 
 FAST = ["--device", "cpu", "--max-new-tokens", "16", "--max-turns", "3"]
 

@@ -11,7 +11,8 @@ from infra.models import load_model
 from toy import learned, learned_study
 from toy.__main__ import main as toy_main
 from toy.expert import HandTeacher
-from toy.world import build_toy, toy_problems
+from toy.build import build_toy
+from toy.world import toy_problems
 
 TINY = dict(data=dict(learned.DATA, examples=32), train=dict(learned.TRAIN, steps=2, batch=8))
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

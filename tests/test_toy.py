@@ -1,12 +1,15 @@
 """The toy world: its problems are valid, its simulator agrees with the real sandboxed environment and verifier,
 its training examples respect who may see what, and MAS-OPD run through train.py moves its students the way
 each mechanism should (PAC: the Tester revises a wrong test case; RAS: the roles drop the teammate's work)."""
+import dataclasses
+import hashlib
 import json
 import os
 import random
 import re
 import shutil
 import signal
+from functools import partial
 from types import SimpleNamespace
 
 import pytest
@@ -15,7 +18,6 @@ import torch
 import config
 import toy.__main__ as toy_demo
 import train
-from toy import world
 from attribution import HEADER, attribute_turn
 from config import get_args
 from infra.data import check_problem, load_problems
@@ -25,11 +27,12 @@ from rollout import RolloutConfig, code_env, math_env
 from sampler import sequence_logprobs
 from teacher import ROLE_CONDITIONS
 from tools.contexts import main as contexts_main
-from toy import ablation, baselines, scaling
+from toy import ablation, baselines, build as toy_build, scaling
 from toy.__main__ import main as toy_main
+from toy.build import (TOY_VERSION, build_line, build_toy, make_phrase_tokenizer, sft, sft_examples,
+                       train_args)
 from toy.expert import HandTeacher
-from toy.world import (NOUN, ROLE_BLIND, SPLITS, TOY_VERSION, build_line, build_toy, make_phrase_tokenizer, sft,
-                       sft_examples, simulate, toy_problems, toy_root, train_args)
+from toy.world import NOUN, ROLE_BLIND, SPLITS, simulate, toy_problems
 
 
 def test_problems_are_valid_and_splits_disjoint():
@@ -276,7 +279,7 @@ def test_a_study_refuses_a_run_folder_that_holds_a_run_before_training_any(comma
     run = tmp_path / "study" / first
     run.mkdir(parents=True)
     (run / "metrics.jsonl").write_text('{"step": 0}\n')  # a run stopped before its first checkpoint
-    monkeypatch.setattr(world, "build_toy", lambda *a, **k: pytest.fail("the toy world loaded before the refusal"))
+    monkeypatch.setattr(toy_build, "build_toy", lambda *a, **k: pytest.fail("the toy world loaded before the refusal"))
     with pytest.raises(SystemExit) as e:
         command(["--out", str(tmp_path / "study"), "--train-seeds", "0", "--cache", cache, "--eval-problems", held])
     assert e.value.code == 2
@@ -303,42 +306,123 @@ def test_each_toy_command_sets_the_threads_then_says_what_it_builds_before_the_b
     """torch's default thread count on a busy machine slowed the build ~20x: --threads (train.py's flag, 0 = the
     free cores) is applied before the build starts, and the line saying what is built is out before it too."""
     calls = []
-    monkeypatch.setattr(world, "cpu_threads", lambda n: calls.append(("threads", n)) or "threads: chosen")
+    monkeypatch.setattr(toy_build, "cpu_threads", lambda n: calls.append(("threads", n)) or "threads: chosen")
 
-    def build(cache):
+    def build(cache, rebuild=False):
         calls.append(("build", cache, capsys.readouterr().out.splitlines()[-2:]))
         raise Built
-    monkeypatch.setattr(world, "build_toy", build)
+    monkeypatch.setattr(toy_build, "build_toy", build)
     cache = str(tmp_path)
     with pytest.raises(Built):
         command(["--cache", cache, "--threads", "1"])
     assert calls == [("threads", 1), ("build", cache, ["threads: chosen", build_line(cache)])]
 
 
-def test_the_build_line_says_what_is_built_and_where_or_that_it_is_cached(tmp_path):
+def test_the_build_line_says_what_is_copied_or_built_and_where_or_that_it_is_cached(tmp_path, monkeypatch):
     cache = str(tmp_path)
     root = os.path.join(cache, TOY_VERSION)
     line = build_line(cache)
-    assert "\n" not in line and line.startswith("toy world: building the toy student (a tokenizer, 4,000 SFT steps")
+    assert "\n" not in line and line.startswith("toy world: the toy student is the one shipped in toy/student/ "
+                                                 "(4,000 SFT steps, built in ")
+    assert line.endswith(f"python -m toy --rebuild trains it here), copied with the toy problems to {root}/")
+    assert build_line(cache, rebuild=True).startswith("toy world: building the toy student (a tokenizer, 4,000 SFT")
+    monkeypatch.setattr(toy_build, "shipped_record", lambda *a: None)
+    line = build_line(cache)
+    assert line.startswith("toy world: building the toy student (the shipped toy/student/ was trained from other "
+                           "data or settings) (a tokenizer, 4,000 SFT steps")
     assert line.endswith(f"cached in {root}/")
     os.makedirs(os.path.join(root, "student"))
     assert build_line(cache) == f"toy world: the toy student and problems are loaded from the cache, {root}/"
 
 
-def test_a_build_is_followed_by_the_time_it_took_here_and_a_cached_one_by_nothing(tmp_path, monkeypatch, capsys):
-    """No promised time: after a build, one line says how long it took on this machine and at what load."""
-    clock = iter([100.0, 321.5, 400.0])
-    monkeypatch.setattr(world, "time", SimpleNamespace(monotonic=lambda: next(clock)))
-    monkeypatch.setattr(world, "cpu_threads", lambda n: "threads: chosen")
-    monkeypatch.setattr(world.os, "getloadavg", lambda: (3.31, 2.0, 1.0))
+def test_the_shipped_student_is_what_this_code_would_build():
+    """toy/student/ is used only while its build.json fingerprint is this code's: a change of the world, the
+    prompts, the tokenizer or the build's settings must come with a new shipped student."""
+    assert toy_build.shipped_record() is not None, (
+        "toy/student/ is not what build_toy would train from this code: run python -m toy --rebuild --build-only "
+        f"--cache C and copy C/{TOY_VERSION}/student/ over toy/student/")
+
+
+def test_the_shipped_student_is_refused_for_other_settings_weights_or_data(tmp_path, monkeypatch):
+    assert toy_build.shipped_record(student_steps=3999) is None  # other settings
+    shipped = tmp_path / "student"
+    shutil.copytree(toy_build.SHIPPED, shipped)
+    monkeypatch.setattr(toy_build, "SHIPPED", str(shipped))
+    assert toy_build.shipped_record() is not None
+    weights = shipped / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # one bit of one weight
+    weights.write_bytes(bytes(data))
+    assert toy_build.shipped_record() is None
+    monkeypatch.undo()
+    monkeypatch.setattr(toy_build, "ROLE_BLIND", dataclasses.replace(ROLE_BLIND, err=0.2))
+    toy_build.shipped_fingerprint.cache_clear()
+    try:
+        assert toy_build.shipped_record() is None  # other data: the simulated students slip more often
+    finally:
+        monkeypatch.undo()
+        toy_build.shipped_fingerprint.cache_clear()
+
+
+def test_an_empty_cache_gets_the_shipped_student_without_training_and_it_is_the_one_shipped(tmp_path, monkeypatch):
+    monkeypatch.setattr(toy_build, "sft", lambda *a, **k: pytest.fail("trained although a student is shipped"))
+    root = build_toy(str(tmp_path))
+    for name in os.listdir(toy_build.SHIPPED):
+        assert (tmp_path / TOY_VERSION / "student" / name).read_bytes() == \
+            open(os.path.join(toy_build.SHIPPED, name), "rb").read()
+    assert sorted(os.listdir(root)) == ["student", "test.jsonl", "train.jsonl", "valid.jsonl"]
+    model, tok = load_model(os.path.join(root, "student"))
+    ex = sft_examples(tok, toy_problems("valid"), 64, 99, progress=False)
+    with torch.no_grad():
+        nll = -torch.cat(sequence_logprobs(model, *zip(*ex))).mean().item()
+    assert nll < 0.5  # the trained student (0.40 nats on held-out responses), not a fresh model (7)
+
+
+def test_a_build_is_followed_by_the_time_it_took_here_and_a_copied_or_cached_one_by_nothing(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """No promised time: after a build, one line says how long it took on this machine and at what load, and
+    after --rebuild whether it wrote the shipped student's bytes."""
+    monkeypatch.setattr(toy_build, "cpu_threads", lambda n: "threads: chosen")
+    monkeypatch.setattr(toy_build.os, "getloadavg", lambda: (3.31, 2.0, 1.0))
     root = os.path.join(str(tmp_path), TOY_VERSION)
-    monkeypatch.setattr(world, "build_toy",
-                        lambda cache: os.makedirs(os.path.join(root, "student"), exist_ok=True) or root)
-    assert world.start_toy(str(tmp_path)) == root
+
+    def build(cache, rebuild=False, weights=b"other"):
+        os.makedirs(os.path.join(root, "student"), exist_ok=True)
+        with open(os.path.join(root, "student", "model.safetensors"), "wb") as f:
+            f.write(weights)
+        return root
+    monkeypatch.setattr(toy_build, "build_toy", build)
+    monkeypatch.setattr(toy_build, "time", SimpleNamespace(monotonic=iter([100.0, 321.5, 0, 0, 0, 0, 0, 0]).__next__))
+    assert toy_build.start_toy(str(tmp_path), rebuild=True) == root
     said = capsys.readouterr().out.splitlines()
-    assert said[2:] == [f"toy world: built in 3 min 41 s here (load average 3.3), cached in {root}/"]
-    world.start_toy(str(tmp_path))
+    assert said[2:] == [f"toy world: built in 3 min 41 s here (load average 3.3), cached in {root}/; other bytes "
+                        "than the shipped toy/student/ (another CPU's float kernels, or other code: docs/toy.md)"]
+    shipped = open(os.path.join(toy_build.SHIPPED, "model.safetensors"), "rb").read()
+    monkeypatch.setattr(toy_build, "build_toy", partial(build, weights=shipped))
+    toy_build.start_toy(str(tmp_path), rebuild=True)
+    assert capsys.readouterr().out.splitlines()[2].endswith("; the same bytes as the shipped toy/student/")
+    toy_build.start_toy(str(tmp_path))  # cached
     assert capsys.readouterr().out.splitlines()[1:] == [build_line(str(tmp_path))]
+    shutil.rmtree(root)
+    toy_build.start_toy(str(tmp_path))  # copied from toy/student/
+    said = capsys.readouterr().out.splitlines()
+    assert said[1].startswith("toy world: the toy student is the one shipped") and said[2:] == []
+    shutil.rmtree(root)
+    monkeypatch.setattr(toy_build, "shipped_record", lambda *a: None)
+    toy_build.start_toy(str(tmp_path))  # trained: the shipped one is for other data
+    assert capsys.readouterr().out.splitlines()[2] == \
+        f"toy world: built in 0 min 0 s here (load average 3.3), cached in {root}/"
+
+
+def test_rebuild_trains_and_replaces_a_cached_build(tmp_path):
+    cache = str(tmp_path)
+    root = build_toy(cache, student_steps=2, examples=16)
+    before = open(os.path.join(root, "student", "model.safetensors"), "rb").read()
+    with open(os.path.join(root, "student", "build.json")) as f:
+        assert json.load(f)["sha256"] == hashlib.sha256(before).hexdigest()
+    assert build_toy(cache, student_steps=3, examples=16, rebuild=True) == root
+    assert open(os.path.join(root, "student", "model.safetensors"), "rb").read() != before
+    assert os.listdir(cache) == [TOY_VERSION]
 
 
 def test_build_only_builds_and_stops_and_rollout_names_that_build_where_it_lies(small_toy, tmp_path, capsys):
@@ -352,10 +436,9 @@ def test_build_only_builds_and_stops_and_rollout_names_that_build_where_it_lies(
 
 @pytest.fixture(scope="module")
 def taught(tmp_path_factory):
-    """A toy build whose student has learnt the formats and the role-blind habits (SFT long enough for that, a
-    few seconds), and the hand-written teacher over its tokenizer: (root, teacher)."""
-    cache = str(tmp_path_factory.mktemp("taught"))
-    root = build_toy(cache, student_steps=600, examples=3000)
+    """The toy world with the shipped student, which has learnt the formats and the role-blind habits, and the
+    hand-written teacher over its tokenizer: (root, teacher)."""
+    root = build_toy(str(tmp_path_factory.mktemp("taught")))
     return root, HandTeacher(load_model(os.path.join(root, "student"))[1])
 
 

@@ -28,7 +28,7 @@ from infra.models import load_model
 from prompts import ROLE_NAMES, ROLES, check_prompt_limit
 from rollout import rollout_config, run_episodes
 from teacher import KAPPA, teacher_pieces, verdicts_before
-from toy.world import start_toy, toy_root, train_args
+from toy.build import start_toy, toy_root, train_args
 
 DOMAIN_OF = {r: d for d, roles in ROLES.items() for r in roles}
 COLOUR = {"opening": "35", "condition": "36", "verdict": "33"}  # ANSI magenta, cyan, yellow (on a terminal only)

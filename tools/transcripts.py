@@ -25,7 +25,7 @@ from infra.models import load_model
 from infra.sandbox import stop_on_sigterm
 from prompts import ROLE_NAMES, ROLES, check_prompt_limit, role_of
 from rollout import RolloutConfig, rollout_config, run_episodes
-from toy.world import toy_root
+from toy.build import toy_root
 
 TOY = toy_root(".cache")  # where `python -m toy` builds the toy student and its problem files
 

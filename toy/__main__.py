@@ -1,11 +1,13 @@
 """The laptop demo: the toy world's problems and models through the real train.py (docs/toy.md).
 
-    python -m toy                      # build the toy student once (cached), evaluate, train, evaluate, sum up
+    python -m toy                      # set up the toy world once (cached), evaluate, train, evaluate, sum up
     python -m toy --steps 4            # any train.py flag is passed on and overrides the toy preset (config.py, TOY)
-    python -m toy --build-only         # only build the toy student (what `python -m tools.transcripts` runs by default)
+    python -m toy --build-only         # only build the toy world (what `python -m tools.transcripts` runs by default)
+    python -m toy --rebuild            # train the toy student here (minutes) instead of copying the shipped one
     python -m toy --learned-teacher    # the same with a teacher that was trained, not written (toy/learned.py)
 
-The toy student and problems are plain files under CACHE/toy-vN (student/, train.jsonl, valid.jsonl, test.jsonl),
+The toy student is shipped in toy/student/ (toy/build.py: how it was built, and when it is trained here instead);
+it and the problems are plain files under CACHE/toy-vN (student/, train.jsonl, valid.jsonl, test.jsonl),
 so eval.py reads them like any others, e.g. `python eval.py --problems .cache/toy-v10/test.jsonl --run runs/toy`.
 The teacher is toy/expert.py's hand-written one, handed to train.main as an object; with --learned-teacher it
 is toy/learned.py's model (built once, cached beside the student), loaded with infra.models.load_model and handed
@@ -26,7 +28,7 @@ from infra.models import load_model
 from infra.report import KEY_ROWS
 from toy.expert import HandTeacher
 from toy.learned import build_learned
-from toy.world import PASSED_ON, minutes, start_toy, toy_root, train_args
+from toy.build import PASSED_ON, minutes, start_toy, toy_root, train_args
 
 LEGEND = """acc_D: team accuracy on domain D (%).
 exchange_penalty_D: the accuracy lost when the two policies swap seats (points; role-specific policies
@@ -56,13 +58,15 @@ def main(argv=None):
     ap.add_argument("--cache", default=".cache", help="where the toy student and problems are built once")
     ap.add_argument("--out", default="runs/toy", help="train.py's --out")
     ap.add_argument("--build-only", action="store_true", help="build the toy student and problems (cached) and stop")
+    ap.add_argument("--rebuild", action="store_true", help="train the toy student here from scratch (minutes; "
+                    "replaces the cache's) instead of copying the shipped toy/student/, and say if it is the same")
     ap.add_argument("--learned-teacher", action="store_true", help="train with toy/learned.py's model teacher (built "
                     "once, cached; loaded as a model and handed to train.py) instead of the hand-written one")
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     root = toy_root(args.cache)
     targv = train_args(root, args.out) + ["--eval-problems", os.path.join(root, "test.jsonl")] + rest
     targs = get_args(targv)  # a bad flag stops the demo here, before the build; --threads holds for the build too
-    start_toy(args.cache, targs.threads)
+    start_toy(args.cache, targs.threads, args.rebuild)
     if args.build_only:
         return
     if args.learned_teacher:  # a model directory, loaded as a real teacher is (as object: train.py's memory plan

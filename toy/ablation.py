@@ -30,7 +30,7 @@ from infra.runs import study_run
 from infra.models import load_model
 from infra.team import team_seats
 from toy.expert import HandTeacher
-from toy.world import PASSED_ON, start_toy, toy_root, train_args
+from toy.build import PASSED_ON, start_toy, toy_root, train_args
 
 VARIANTS = {"MAS-OPD": [], "w/o RAS (lambda=0)": ["--lam", "0"], "w/o PAC": ["--no-pac"]}
 

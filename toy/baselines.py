@@ -31,7 +31,7 @@ from prompts import ROLES
 from rollout import rollout_config
 from toy.ablation import over_runs, plan_runs, train_runs, with_means
 from toy.expert import HandTeacher
-from toy.world import PASSED_ON, minutes, start_toy, toy_root, train_args
+from toy.build import PASSED_ON, minutes, start_toy, toy_root, train_args
 
 # GRPO on the MAS-OPD rows' budget: batch x G = the toy preset's batch of episodes, and two updates per step
 GRPO = ["--batch", str(TOY["batch"] // GROUP_SIZE),

@@ -37,9 +37,9 @@ from infra.models import load_model, tiny_model
 from prompts import ROLES, build_context, stop_ids_of
 from teacher import KAPPA, score, teacher_contexts
 from toy.expert import HandTeacher
-from toy.world import (COMPUTING, NOUN, ROLE_BLIND, TOY_VERSION, calc, deferring, derivation, expr,
-                       program, question_spec, sft, simulate, start_toy, test_case, toy_problems, value_of,
-                       whole_job)
+from toy.build import TOY_VERSION, sft, start_toy
+from toy.world import (COMPUTING, NOUN, ROLE_BLIND, calc, deferring, derivation, expr, program, question_spec,
+                       simulate, test_case, toy_problems, value_of, whole_job)
 
 LEARNED_VERSION = 1  # bump when the code below changes what gets built (the settings are in the key already)
 SHAPE = dict(hidden=96, layers=3, heads=4, kv_heads=2, tie_word_embeddings=False)

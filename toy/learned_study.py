@@ -24,7 +24,8 @@ from infra.models import load_model
 from toy.ablation import evaluate_runs, plan_runs, print_tables, train_runs
 from toy.expert import HandTeacher
 from toy.learned import build_learned, check_table
-from toy.world import PASSED_ON, start_toy, toy_problems, toy_root, train_args
+from toy.build import PASSED_ON, start_toy, toy_root, train_args
+from toy.world import toy_problems
 
 ROWS = {"MAS-OPD": [], "w/o RAS (lambda=0)": ["--lam", "0"], "w/o PAC": ["--no-pac"],
         "OPD (neither)": ["--lam", "0", "--no-pac"]}

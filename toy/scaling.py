@@ -31,7 +31,7 @@ from infra.report import page, results_html
 from infra.team import team_seats
 from toy.ablation import over_runs, plan_runs, train_runs
 from toy.expert import HandTeacher
-from toy.world import PASSED_ON, minutes, start_toy, toy_root, train_args
+from toy.build import PASSED_ON, minutes, start_toy, toy_root, train_args
 
 # ours: the demo's 100 steps of 16 episodes, a twentieth of them per run here (20 steps of 4 episodes), so that
 # the runs (n = 1..4, two or three seeds) train in minutes on two cores: an 8-agent team costs four pairs per episode

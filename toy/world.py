@@ -1,5 +1,5 @@
-"""The toy world: problems, role-blind simulated agents, and the cached build of the toy students, small enough for
-MAS-OPD to run end to end on a laptop CPU (`python -m toy`).
+"""The toy world: problems and role-blind simulated agents, small enough for MAS-OPD to run end to end on a laptop
+CPU (`python -m toy`); the toy students are built from its episodes in toy/build.py.
 
 What the toy world is. Synthetic problems for models of ~0.2M parameters, run through the *same* workflows,
 prompts, schema, sandbox, verifier, teacher contexts and loss as the real path; only the tokenizer, the model sizes
@@ -22,47 +22,18 @@ The base students ("pretraining", SFT on simulated episodes in student-visible p
 Nothing here gives the students a verdict, a reference value or a role condition: the simulator only shapes the
 starting checkpoint.
 """
-import json
-import math
-import os
 import random
 import re
-import shutil
-import time
 from dataclasses import dataclass
-
-import torch
-from tokenizers import Regex, Tokenizer, decoders, models as bpe, pre_tokenizers, trainers
-from tqdm import tqdm
 
 from attribution import attribute_math, describe_code
 from config import MAX_TURNS
 from infra.answers import answers_equivalent
 from infra.cases import outputs_match
-from infra.models import SPECIAL_TOKENS, cpu_threads, hf_tokenizer, make_tokenizer, tiny_model
 from infra.outcomes import ERROR, RunResult, is_error
-from prompts import (CodeArtefacts, MathArtefacts, NO_CODE_BLOCK, ROLES, build_context,
-                     extract_answer, extract_program, extract_test_case, printed_answer,
-                     stop_ids_of)
-from sampler import sequence_logprobs
+from prompts import (CodeArtefacts, MathArtefacts, NO_CODE_BLOCK, ROLES, extract_answer, extract_program,
+                     extract_test_case, printed_answer)
 from teacher import KAPPA
-
-
-def make_phrase_tokenizer(corpus, vocab_size=2048):
-    """Byte-level BPE whose merges may cross spaces (a template line becomes one token) but neither a digit (numbers
-    stay digit by digit, so copying them generalises) nor a line end, except one before a fence: a decision such as
-    "I keep my program." stays a token of its own, apart from the artefact after it, while a label and the fence
-    it opens ("Test Output:\n```\n") may become one token, so a value to copy follows a token that names it. Any
-    string still round-trips."""
-    tok = Tokenizer(bpe.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r"\n(?!```)"), "merged_with_previous"),
-                                                 pre_tokenizers.Digits(individual_digits=True),
-                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False, max_token_length=256))
-    return hf_tokenizer(tok)
 
 
 # ---------------------------------------------------------------------------------------------- problems
@@ -268,151 +239,3 @@ def simulate(problem, b, rng, max_turns=MAX_TURNS):
         if agree:
             break
     return turns
-
-
-# ------------------------------------------------------------------------------------- the build
-
-def sft_examples(tok, problems, n, seed, first_turns=0.3):
-    """n (student context ids, response ids) pairs: the responses of simulated role-blind episodes, in the
-    context the student saw (prompts.build_context: no verdict, no role condition, no reference value). Only a
-    share `first_turns` of the first turns is kept: later turns teach what is slow to learn (copying a value out
-    of the history), the first turn what is quick (copying the question)."""
-    rng, out, end = random.Random(seed), [], [stop_ids_of(tok)[0]]
-    by_domain = [[p for p in problems if p["domain"] == d] for d in ("code", "math")]
-    bar = tqdm(total=n, desc="toy examples", leave=False)
-    while len(out) < n:
-        p = rng.choice(rng.choice([ps for ps in by_domain if ps]))  # domains equally often, whatever their sizes
-        turns = simulate(p, ROLE_BLIND, rng)
-        for t in range(len(turns)):
-            if t == 0 and rng.random() >= first_turns:
-                continue
-            for r in ROLES[p["domain"]]:
-                ctx = [i for s in build_context(tok, p, r, [[x.artefacts] for x in turns[:t]]) for i in s.ids]
-                out.append((ctx, tok(turns[t].responses[r], add_special_tokens=False)["input_ids"] + end))
-        bar.update(min(len(out), n) - bar.n)
-    bar.close()
-    return out[:n]
-
-
-def sft(model, examples, steps, batch=32, lr=3e-3, seed=0, desc="sft"):
-    """Plain supervised fine-tuning on response tokens (sampler.sequence_logprobs with grad), AdamW, cosine decay.
-    Batches hold examples of similar length (sorted, then shuffled as batches), so little compute goes to padding."""
-    rng = random.Random(seed)
-    ordered = sorted(examples, key=lambda e: len(e[0]) + len(e[1]))
-    batches = [ordered[i:i + batch] for i in range(0, len(ordered), batch)]
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / steps)))
-    model.train()
-    bar = tqdm(range(steps), desc=desc, leave=False)
-    for step in bar:
-        if step % len(batches) == 0:
-            rng.shuffle(batches)
-        chunk = batches[step % len(batches)]
-        lps = sequence_logprobs(model, [c for c, _ in chunk], [r for _, r in chunk])
-        loss = -torch.stack([lp.mean() for lp in lps]).mean()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        bar.set_postfix(loss=f"{loss.item():.3f}")
-    return model.eval()
-
-
-TOY_VERSION = "toy-v10"  # bump when anything above (or the prompts, parsing or teacher contexts) changes what gets built
-# Untied input and output embeddings: with tied ones, every push down on a sampled token (a guessed digit, say)
-# would also move how that token is read in the question, and the toy students drifted into garbage.
-SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2, tie_word_embeddings=False)
-STUDENT_STEPS = 4000  # the base student's SFT steps: the bulk of the build's minutes on a 2-core CPU
-
-
-def toy_root(cache):
-    """The directory build_toy(cache) builds and returns (`python -m tools.transcripts` reads its default one)."""
-    return os.path.join(cache, TOY_VERSION)
-
-
-def built(root):
-    return os.path.isdir(os.path.join(root, "student"))
-
-
-def build_line(cache):
-    """The one line said before build_toy(cache) starts: what it builds, how long it takes and where it caches it,
-    or that the cache already holds it (then the build is a directory check)."""
-    root = toy_root(cache)
-    if built(root):
-        return f"toy world: the toy student and problems are loaded from the cache, {root}/"
-    return (f"toy world: building the toy student (a tokenizer, {STUDENT_STEPS:,} SFT steps of a 0.25M-parameter "
-            f"model) and the toy problems, once (the bar below shows the time left), cached in {root}/")
-
-
-def minutes(seconds):
-    """A wall time as the toy commands print it: '3 min 41 s'."""
-    return f"{int(seconds // 60)} min {int(seconds % 60)} s"
-
-
-def start_toy(cache, threads=0):
-    """The start of every command on the toy world (python -m toy, python -m toy.ablation, python -m tools.contexts):
-    torch's CPU threads set first, as train.py sets them (train.py's --threads, 0 = the cores other work leaves
-    free; torch's default oversubscribes a busy machine and slowed the build from 22 steps/s to 1), then the build
-    said in one line (build_line), then build_toy(cache) with its progress bars on stderr and, when it built, one
-    line with the time the build took here and the load average it ran at. -> the toy world's directory."""
-    print(cpu_threads(threads), flush=True)
-    print(build_line(cache), flush=True)
-    cached, start = built(toy_root(cache)), time.monotonic()
-    root = build_toy(cache)
-    if not cached:
-        print(f"toy world: built in {minutes(time.monotonic() - start)} here (load average "
-              f"{os.getloadavg()[0]:.1f}), cached in {root}/", flush=True)
-    return root
-
-
-def build_toy(cache=".cache", student_steps=STUDENT_STEPS, examples=16000, seed=0):
-    """Build the tokenizer and the base student once; -> the directory holding student/ (save_pretrained, with the
-    tokenizer) and the problem files train.jsonl, valid.jsonl and test.jsonl, under cache/TOY_VERSION. Written to a
-    temporary directory and renamed, so an interrupted build leaves nothing half-made.
-
-    The base student learns the formats, copying and the role-blind habits from simulated episodes: the
-    "pretraining" a real checkpoint would bring. The teacher is not built: it is written by hand (toy/expert.py)."""
-    root = toy_root(cache)
-    if built(root):
-        return root
-    train = toy_problems("train")
-    rng, corpus = random.Random(seed), []
-    base = make_tokenizer()  # the tokenizer's own training text: what the students read and write, nothing else
-    for p in train[::3]:     # (a token only the teacher reads would be one the students never learn to leave out)
-        turns = simulate(p, ROLE_BLIND, rng)
-        for t in range(len(turns)):
-            for r in ROLES[p["domain"]]:
-                corpus.append(base.decode([i for s in build_context(base, p, r, [[x.artefacts] for x in turns[:t]]) for i in s.ids]))
-                corpus.append(turns[t].responses[r])
-    tok = make_phrase_tokenizer(corpus)
-    student = tiny_model("qwen3", vocab_size=len(tok), seed=seed + 2, **SHAPE)
-    sft(student, sft_examples(tok, train, examples, seed + 1), student_steps, desc="toy student")
-    tmp = f"{root}.tmp{os.getpid()}"
-    student.save_pretrained(os.path.join(tmp, "student"))
-    tok.save_pretrained(os.path.join(tmp, "student"))
-    for split in SPLITS:  # the problems as files, so train.py and eval.py read them like any others
-        with open(os.path.join(tmp, f"{split}.jsonl"), "w") as f:
-            f.writelines(json.dumps(p) + "\n" for p in toy_problems(split))
-    os.makedirs(cache, exist_ok=True)
-    try:
-        os.replace(tmp, root)
-    except OSError:  # another process (say, a second ablation process) finished the same build first
-        if not os.path.isdir(os.path.join(root, "student")):
-            raise
-        shutil.rmtree(tmp)
-    return root
-
-
-def train_args(root, out):
-    """train.py's arguments for the toy world built at `root` (build_toy), writing to `out`, with the toy preset
-    (config.py, TOY); the caller hands train.main the hand-written teacher (toy/expert.py), so there is no
-    --teacher."""
-    return ["--problems", os.path.join(root, "train.jsonl"), "--student", os.path.join(root, "student"),
-            "--out", out, "--preset", "toy"]
-
-
-# The close of every toy command's --help: each passes the flags it does not know on to train.py
-PASSED_ON = ("Every other flag is passed on to train.py, and described by python train.py --help: --steps, "
-             "--batch, --lr, --eval-seeds, --threads, --overwrite and the rest; the toy preset (config.py, TOY) "
-             "gives the defaults.")
