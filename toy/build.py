@@ -156,14 +156,29 @@ def sha256_of(path):
 def shipped_record(student_steps=STUDENT_STEPS, examples=16000, seed=0):
     """toy/student/build.json when the shipped student is the one build_toy would train with these settings from
     this code's data (the fingerprint matches) and its weights are those recorded; else None."""
+    return shipped(SHIPPED, shipped_fingerprint(student_steps, examples, seed))
+
+
+def shipped(path, key):
+    """path/build.json (write_record's) when it records the fingerprint `key` and the sha256 of
+    path/model.safetensors as it is; else None (no record, another fingerprint, or other weights)."""
     try:
-        with open(os.path.join(SHIPPED, "build.json")) as f:
+        with open(os.path.join(path, "build.json")) as f:
             record = json.load(f)
-        weights = sha256_of(os.path.join(SHIPPED, "model.safetensors"))
+        weights = sha256_of(os.path.join(path, "model.safetensors"))
     except (OSError, ValueError):
         return None
-    same = record.get("fingerprint") == shipped_fingerprint(student_steps, examples, seed)
-    return record if same and record.get("sha256") == weights else None
+    return record if record.get("fingerprint") == key and record.get("sha256") == weights else None
+
+
+def write_record(path, key, seconds):
+    """Write path/build.json beside a model saved at `path`: the fingerprint `key` of what it was trained from,
+    its weights' sha256, and the wall seconds, load average, CPU and torch of its build (shipped reads it)."""
+    record = dict(toy=TOY_VERSION, fingerprint=key, sha256=sha256_of(os.path.join(path, "model.safetensors")),
+                  seconds=round(seconds, 1), load=round(os.getloadavg()[0], 2), machine=machine(),
+                  torch=torch.__version__, threads=torch.get_num_threads())
+    with open(os.path.join(path, "build.json"), "w") as f:
+        f.write(json.dumps(record, indent=1) + "\n")
 
 
 def build_line(cache, rebuild=False):
@@ -211,10 +226,10 @@ def start_toy(cache, threads=0, rebuild=False):
     return root
 
 
-def shipped_sha256():
-    """The sha256 of the shipped student's weights, or None when there is none."""
+def shipped_sha256(path=SHIPPED):
+    """The sha256 of a shipped model's weights (path/model.safetensors), or None when there is none."""
     try:
-        return sha256_of(os.path.join(SHIPPED, "model.safetensors"))
+        return sha256_of(os.path.join(path, "model.safetensors"))
     except OSError:
         return None
 
@@ -241,12 +256,8 @@ def build_toy(cache=".cache", student_steps=STUDENT_STEPS, examples=16000, seed=
         sft(student, sft_examples(tok, train, examples, seed + 1), student_steps, desc="toy student", **SFT)
         student.save_pretrained(os.path.join(tmp, "student"))
         tok.save_pretrained(os.path.join(tmp, "student"))
-        record = dict(toy=TOY_VERSION, fingerprint=fingerprint(tok, train, student_steps, examples, seed),
-                      sha256=sha256_of(os.path.join(tmp, "student", "model.safetensors")),
-                      seconds=round(time.monotonic() - start, 1), load=os.getloadavg()[0], machine=machine(),
-                      torch=torch.__version__, threads=torch.get_num_threads())
-        with open(os.path.join(tmp, "student", "build.json"), "w") as f:
-            json.dump(record, f, indent=1)
+        write_record(os.path.join(tmp, "student"), fingerprint(tok, train, student_steps, examples, seed),
+                     time.monotonic() - start)
     for split in SPLITS:  # the problems as files, so train.py and eval.py read them like any others
         with open(os.path.join(tmp, f"{split}.jsonl"), "w") as f:
             f.writelines(json.dumps(p) + "\n" for p in toy_problems(split))

@@ -2,10 +2,14 @@
 used exactly as a real teacher (`python -m toy --learned-teacher`, docs/toy.md, DECISIONS.md D16).
 
     python -m toy --learned-teacher        # the demo with it (built once, cached beside the toy students)
-    python -m toy.learned                  # build it (cached) and print its check (check_table) beside toy/expert.py's
+    python -m toy.learned                  # set it up (cached) and print its check (check_table) beside toy/expert.py's
+    python -m toy.learned --rebuild        # train it here (minutes) instead of copying the shipped toy/teacher/
 
-What it is. A Qwen3-shaped model (SHAPE: 96 wide, 3 layers, ~0.57M parameters against the students' 0.25M) over the
-students' tokenizer, saved as a transformers directory and loaded with infra.models.load_model; train.main gets
+What it is. The base student grown by GROW layers (grown: 4 layers, 0.35M parameters against the students' 0.25M;
+the new layers start as the identity), then trained: a larger model that starts from what the students learnt, as
+a real teacher shares its students' pretraining; one trained from scratch for minutes was no surer than the
+students on their own right tokens and made them worse (docs/toy.md). Over the students' tokenizer, saved as a
+transformers directory and loaded with infra.models.load_model; train.main gets
 the loaded model, teacher.py scores it with its two passes, and nothing of the hand-written teacher runs when it
 scores. (Not through --teacher DIR: train.py's memory plan is written for real models and refuses the toy
 preset's prompt limits.)
@@ -24,25 +28,28 @@ among its lines, to tell the conditions apart, and to price the students' tokens
 prefix logic of toy/expert.py is in its data.
 """
 import argparse
+import copy
 import hashlib
 import json
 import os
 import random
 import shutil
+import time
 
 import torch
 from tqdm import tqdm
 
-from infra.models import load_model, tiny_model
+from infra.models import load_model
 from prompts import ROLES, build_context, stop_ids_of
 from teacher import KAPPA, score, teacher_contexts
 from toy.expert import HandTeacher
-from toy.build import TOY_VERSION, sft, start_toy
+from toy.build import TOY_VERSION, sft, sha256_of, shipped, shipped_sha256, start_toy, write_record
 from toy.world import (COMPUTING, NOUN, ROLE_BLIND, calc, deferring, derivation, expr, program, question_spec,
                        simulate, test_case, toy_problems, value_of, whole_job)
 
-LEARNED_VERSION = 1  # bump when the code below changes what gets built (the settings are in the key already)
-SHAPE = dict(hidden=96, layers=3, heads=4, kv_heads=2, tie_word_embeddings=False)
+LEARNED_VERSION = 2  # bump when the code below changes what gets built (the settings are in the key already)
+GROW = 2  # decoder layers added on top of the student's two (grown)
+SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "teacher")  # build_learned's teacher, as built
 DATA = dict(
     examples=16000,   # (teacher context, target) pairs
     first_turns=0.5,  # share of first turns kept (later turns carry the decisions, the first only the format)
@@ -95,11 +102,11 @@ def expert_response(seat, cond, problem, turns, shown, rng, d=DATA):
     return text
 
 
-def training_examples(tok, problems, d):
+def training_examples(tok, problems, d, progress=True):
     """d["examples"] (teacher context ids, target ids) pairs (module docstring)."""
     rng, out, end = random.Random(d["seed"]), [], [stop_ids_of(tok)[0]]
     by_domain = [[p for p in problems if p["domain"] == dom] for dom in ("code", "math")]
-    bar = tqdm(total=d["examples"], desc="learned teacher examples", leave=False)
+    bar = tqdm(total=d["examples"], desc="learned teacher examples", leave=False, disable=not progress)
     while len(out) < d["examples"]:
         p = rng.choice(rng.choice([ps for ps in by_domain if ps]))
         turns = simulate(p, ROLE_BLIND, rng)
@@ -120,37 +127,72 @@ def training_examples(tok, problems, d):
     return out[:d["examples"]]
 
 
-def cache_key(data=None, train=None, shape=None):
-    """A hash of everything that shapes the teacher's data and training (None: this module's DATA, TRAIN,
-    SHAPE): a change of any rebuilds it."""
-    data, train, shape = data or DATA, train or TRAIN, shape or SHAPE
-    spec = dict(version=LEARNED_VERSION, toy=TOY_VERSION, data=data, train=train, shape=shape)
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+def grown(student, extra, seed):
+    """A copy of `student` with `extra` decoder layers added on top, their attention and MLP output projections zero:
+    the residual stream passes them unchanged, so the grown model computes the student's log-probs exactly until it
+    is trained (the new layers' other weights are drawn from `seed`, and learn once the outputs move)."""
+    config = copy.deepcopy(student.config)
+    config.num_hidden_layers += extra
+    if getattr(config, "layer_types", None):  # Qwen3 lists each layer's attention kind
+        config.layer_types = config.layer_types[:1] * config.num_hidden_layers
+    torch.manual_seed(seed)
+    model = type(student)(config)
+    missing, unexpected = model.load_state_dict(student.state_dict(), strict=False)
+    if unexpected or any(f".layers.{student.config.num_hidden_layers + i}." not in "".join(missing)
+                         for i in range(extra)):
+        raise ValueError(f"grown: the student's weights do not fit a {config.num_hidden_layers}-layer copy")
+    with torch.no_grad():
+        for layer in model.model.layers[-extra:]:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+    return model.eval()
 
 
-def teacher_dir(root, data=None, train=None, shape=None):
-    """Where build_learned caches the teacher built from the toy world at `root` (world.build_toy)."""
-    return os.path.join(root, f"teacher-{cache_key(data, train, shape)}")
-
-
-def build_learned(root, data=None, train=None, shape=None):
-    """Build the learned teacher once over the students' tokenizer (root/student) on the train split, with
-    `data`, `train` and `shape` (None: DATA, TRAIN, SHAPE); -> its directory (a transformers checkpoint with the
-    tokenizer). Written to a temporary directory and renamed, so an interrupted build leaves nothing half-made."""
-    out = teacher_dir(root, data, train, shape)
-    data, train, shape = data or DATA, train or TRAIN, shape or SHAPE
-    if os.path.isdir(out):
-        return out
-    print(f"toy world: building the learned teacher ({train['steps']:,} SFT steps of a "
-          f"{shape['hidden']}-wide {shape['layers']}-layer model on {data['examples']:,} examples), once: "
-          f"cached in {out}/", flush=True)
+def cache_key(root, data=None, train=None, grow=None):
+    """A hash of everything that shapes the teacher (None: this module's DATA, TRAIN, GROW): the settings, the
+    student it grows from (its weights' sha256) and the first training examples the world writes (a change of
+    the world, the prompts or the teacher contexts shows there). A change of any rebuilds it."""
+    data, train, grow = data or DATA, train or TRAIN, grow or GROW
     tok = load_model(os.path.join(root, "student"))[1]
-    model = tiny_model("qwen3", vocab_size=len(tok), seed=train["seed"] + 7, **shape)
-    sft(model, training_examples(tok, toy_problems("train"), data), train["steps"], batch=train["batch"],
-        lr=train["lr"], seed=train["seed"], desc="learned teacher")
+    first = training_examples(tok, toy_problems("train"), dict(data, examples=64), progress=False)
+    spec = dict(version=LEARNED_VERSION, toy=TOY_VERSION, data=data, train=train, grow=grow, examples=first,
+                student=sha256_of(os.path.join(root, "student", "model.safetensors")))
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+def teacher_dir(root, data=None, train=None, grow=None):
+    """Where build_learned caches the teacher built from the toy world at `root` (build.build_toy)."""
+    return os.path.join(root, f"teacher-{cache_key(root, data, train, grow)[:12]}")
+
+
+def build_learned(root, data=None, train=None, grow=None, rebuild=False):
+    """The learned teacher for the toy world at `root`, once: the shipped one (toy/teacher/) when its build.json
+    records this code's cache_key, else grown from root/student and trained on the train split with `data`,
+    `train` and `grow` (None: DATA, TRAIN, GROW; `rebuild`: always trained); -> its directory (a transformers
+    checkpoint with the tokenizer and build.json). Written to a temporary directory and renamed, so an
+    interrupted build leaves nothing half-made."""
+    key = cache_key(root, data, train, grow)
+    out = os.path.join(root, f"teacher-{key[:12]}")
+    data, train, grow = data or DATA, train or TRAIN, grow or GROW
+    if os.path.isdir(out) and not rebuild:
+        return out
     tmp = f"{out}.tmp{os.getpid()}"
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
+    if shipped(SHIPPED, key) and not rebuild:
+        print(f"toy world: the learned teacher is the one shipped in toy/teacher/, copied to {out}/", flush=True)
+        shutil.copytree(SHIPPED, tmp)
+    else:
+        print(f"toy world: building the learned teacher (the student grown by {grow} layers, {train['steps']:,} "
+              f"SFT steps on {data['examples']:,} examples), once: cached in {out}/", flush=True)
+        start = time.monotonic()
+        student, tok = load_model(os.path.join(root, "student"))
+        model = grown(student, grow, train["seed"] + 7)
+        sft(model, training_examples(tok, toy_problems("train"), data), train["steps"], batch=train["batch"],
+            lr=train["lr"], seed=train["seed"], desc="learned teacher")
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        write_record(tmp, key, time.monotonic() - start)
+    if rebuild and os.path.isdir(out):
+        shutil.rmtree(out)
     try:
         os.replace(tmp, out)
     except OSError:  # another process finished the same build first
@@ -273,9 +315,16 @@ def main(argv=None):
     ap.add_argument("--episodes", type=int, default=60, help="simulated base-student episodes to check on")
     ap.add_argument("--seed", type=int, default=901, help="the episodes' seed")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: the cores other work leaves)")
+    ap.add_argument("--rebuild", action="store_true", help="train the teacher here (minutes) instead of copying "
+                    "the shipped toy/teacher/, and say if it is the same")
     args = ap.parse_args(argv)
     root = start_toy(args.cache, args.threads)
-    learned, tok = load_model(build_learned(root))
+    path = build_learned(root, rebuild=args.rebuild)
+    if args.rebuild:
+        same = sha256_of(os.path.join(path, "model.safetensors")) == shipped_sha256(SHIPPED)
+        print(f"toy world: the learned teacher was trained in {path}/; "
+              f"{'the same bytes as' if same else 'other bytes than'} the shipped toy/teacher/", flush=True)
+    learned, tok = load_model(path)
     teachers = {"learned": learned, "hand-written": HandTeacher(tok)}
     student = load_model(os.path.join(root, "student"))[0]
     print(f"\nThe teachers' check on {args.episodes} base-student episodes of the {args.split} split "

@@ -2,7 +2,7 @@
 teacher was trained rather than written (toy/learned.py, docs/toy.md)?
 
     python -m toy.learned_study                     # 5 rows x 3 training seeds x 3 evaluation seeds, both teachers,
-                                                    # 50 steps a run
+                                                    # 50 steps a run, trained in two processes (--jobs)
     python -m toy.learned_study --quick             # a look: MAS-OPD and OPD, one training seed, 10 steps, one
                                                     # evaluation seed
     python -m toy.learned_study --reuse             # evaluate the runs already in OUT again
@@ -16,6 +16,7 @@ OUT/learned_study.json. Any other train.py flag is passed on, e.g. `--eval-seeds
 import argparse
 import json
 import os
+import subprocess
 import sys
 
 from config import SEED, get_args
@@ -48,7 +49,12 @@ def main(argv=None):
     ap.add_argument("--split", default="test", choices=("valid", "test"), help="the held-out problems: 'valid' "
                     "while choosing settings, 'test' for the figures reported")
     ap.add_argument("--reuse", action="store_true", help="evaluate the runs already trained in OUT")
-    args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
+    ap.add_argument("--jobs", type=int, default=2, help="train in N processes of one thread each, the rows dealt "
+                    "out in turn (each process trains both teachers' runs of its rows: equal work); 1: in this one")
+    ap.add_argument("--train-only", action="store_true", help="train the runs and stop (what each --jobs process "
+                    "runs)")
+    argv = sys.argv[1:] if argv is None else argv
+    args, rest = ap.parse_known_args(argv)
     seeds = args.train_seeds[:1] if args.quick else args.train_seeds
     common = train_args(toy_root(args.cache), args.out) + STUDY + (QUICK if args.quick else []) + rest
     print("config:", json.dumps({**vars(args), "train_args": common}))
@@ -60,19 +66,47 @@ def main(argv=None):
     base, tok = load_model(targs.student, device=targs.device)
     teachers = {"learned": load_model(build_learned(root), device=targs.device)[0], "hand": HandTeacher(tok)}
     teachers = {t: teachers[t] for t in args.teachers}
-    print(f"\nThe teachers' check on held-out base-student responses (60 episodes of the {args.split} split, "
-          f"seed 901):\n")
-    print(check_table(teachers, tok, toy_problems(args.split), student=base))
+    if not args.train_only:
+        print(f"\nThe teachers' check on held-out base-student responses (60 episodes of the {args.split} split, "
+              f"seed 901):\n")
+        print(check_table(teachers, tok, toy_problems(args.split), student=base))
+    todo = any(p != "reuse" for ps in plans.values() for r in ps.values() for _, _, p in r)
+    if args.jobs > 1 and len(rows) > 1 and not args.train_only and todo:
+        train_in_processes(argv, list(rows), args.jobs)
+        plans = {t: plan_runs(rows, seeds, os.path.join(args.out, t), True, False) for t in args.teachers}
     runs = {}
     for t, teacher in teachers.items():
         trained = train_runs(rows, plans[t], common, lambda name: teacher)
         runs.update({f"{t}: {name}": outs for name, outs in trained.items()})
+    if args.train_only:
+        return
     problems = load_problems(os.path.join(root, f"{args.split}.jsonl"))
     results = evaluate_runs(problems, base, tok, runs, targs)
     print_tables(results, f"trained rows: mean ± std over training seeds {seeds}, each the mean over evaluation "
                  f"seeds {targs.eval_seeds}, {targs.steps} steps; MAS-OPD and w/o PAC at lambda {targs.lam}")
     write_atomic(os.path.join(args.out, "learned_study.json"), json.dumps(results, indent=1))
     print(f"\nwrote {os.path.join(args.out, 'learned_study.json')}")
+
+
+def train_in_processes(argv, rows, jobs):
+    """Train the study's runs in `jobs` processes of this command (--train-only, one torch thread each), process
+    k taking rows k, k + jobs, ... (with both teachers and every training seed); wait for all. A process that
+    stops (Ctrl-C, an error) stops the study with its exit code and the command that finishes it."""
+    names = {v: k for k, v in SHORT.items()}
+    parts = [[names[r] for r in rows[k::jobs]] for k in range(min(jobs, len(rows)))]  # (k = 0: mas-opd, no-pac)
+    print(f"== training in {len(parts)} processes of one thread: rows {' | '.join(' '.join(p) for p in parts)}",
+          flush=True)
+    procs = [subprocess.Popen([sys.executable, "-m", "toy.learned_study", *argv, "--train-only", "--rows", *part,
+                               "--threads", "1"]) for part in parts]
+    try:
+        codes = [p.wait() for p in procs]
+    except KeyboardInterrupt:  # the processes got the same SIGINT: each stops at its step and saves its run
+        codes = [p.wait() for p in procs] + [130]
+    failed = [c for c in codes if c]
+    if failed:
+        print(f"error: a training process stopped (exit {failed[0]}); the runs it finished are kept: run the same "
+              f"command with --reuse to finish the others and evaluate", file=sys.stderr)
+        sys.exit(failed[0])
 
 
 if __name__ == "__main__":
