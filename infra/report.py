@@ -227,6 +227,19 @@ def results_html(results):
     return f"<table><tr><th>metric (mean ± std over the evaluation seeds)</th>{head}</tr>{body}</table>"
 
 
+CHECK = "teacher_check.json"  # {row: {teacher: value}}: what a caller measured of the teacher before training
+
+
+def check_html(rows):
+    """RUN/teacher_check.json (e.g. toy/learned.py's check_rows) as an HTML table, one column per teacher."""
+    names = list(next(iter(rows.values()), {}))
+    head = "".join(f"<th>{html.escape(n)}</th>" for n in names)
+    cell = lambda v: html.escape(v) if isinstance(v, str) else f"{v:.1f}"
+    body = "".join(f"<tr><td>{html.escape(k)}</td>" + "".join(f"<td>{cell(c.get(n, '-'))}</td>" for n in names)
+                   + "</tr>" for k, c in rows.items())
+    return f"<table><tr><th>% of held-out cases</th>{head}</tr>{body}</table>"
+
+
 # --- heat maps of the role advantage (App. G.2) ---
 
 def token_pieces(tok, tokens):
@@ -330,6 +343,9 @@ def write_report(run_dir):
             "<h2>Role advantage of sampled responses (Eq. 9, App. G.2)</h2>",
             section(run_dir, "samples.jsonl", read_steps, samples_html,
                     "train.py records a few responses at its first and last step")]
+    if os.path.isfile(os.path.join(run_dir, CHECK)):  # only a run whose teacher was checked has one
+        body += ["<h2>The teacher's check on held-out responses</h2>",
+                 section(run_dir, CHECK, read_json, check_html, "")]
     path = os.path.join(run_dir, "report.html")
     write_atomic(path, page(f"MAS-OPD run {name}", "".join(body)))
     return path

@@ -59,6 +59,14 @@ def test_the_demo_loads_it_and_scores_it_through_teacher_score(tiny, tmp_path, m
     assert seen and {type(m).__name__ for m in seen} == {"Qwen3ForCausalLM"}
     assert {m.config.num_hidden_layers for m in seen} == {2 + learned.GROW}  # the grown teacher, not a student
     assert os.path.exists(os.path.join(out, "results.json"))
+    assert "The teacher's check on held-out base-student responses" in printed
+    with open(os.path.join(out, "teacher_check.json")) as f:
+        check = json.load(f)
+    assert list(check["the right decision preferred (verdicts in context)"]) == ["learned", "hand-written"]
+    with open(os.path.join(out, "report.html")) as f:
+        page = f.read()
+    assert "The teacher&#x27;s check on held-out responses" in page or "The teacher's check on held-out" in page
+    assert "PAC: a needed revision gains with the verdicts" in page
 
 
 def test_its_cache_is_keyed_by_what_shapes_its_data_and_training(tiny, monkeypatch):
@@ -138,7 +146,7 @@ def test_the_check_runs_on_a_small_build_and_the_hand_teacher_passes_it(tiny):
     assert hand["the right decision preferred (verdicts in context)"] >= 90
     assert hand["PAC: a needed revision gains with the verdicts"] >= 90
     assert hand["A^role < 0 on the teammate's part"] >= 80
-    table = learned.check_table({"learned": model}, tok, toy_problems("valid"), 2, 901)
+    table = learned.check_table(learned.check_rows({"learned": model}, tok, toy_problems("valid"), 2, 901))
     assert table.startswith("| % of held-out cases | learned |") and "PAC" in table
     json.dumps(mine)  # plain numbers and text, for the study's record
 

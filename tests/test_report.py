@@ -149,6 +149,20 @@ def test_the_evaluation_table_has_the_rows_of_eval_markdown(tmp_path):
     assert "| acc_code | 47.0 ± 2.0 | 90.0 ± 1.5 |" in ev.markdown(results)
 
 
+def test_a_teachers_check_beside_the_run_is_a_table_in_its_report_and_none_is_no_section(tmp_path):
+    run = _run_dir(tmp_path / "run")
+    assert "teacher's check" not in open(report.write_report(run)).read()
+    check = {"PAC: a needed revision gains <b>": {"learned": 99.2, "hand-written": 100.0},
+             "responses / whole jobs": {"learned": "334 / 172", "hand-written": "334 / 172"}}
+    with open(os.path.join(run, "teacher_check.json"), "w") as f:
+        json.dump(check, f)
+    page = open(report.write_report(run)).read()
+    assert "<h2>The teacher's check on held-out responses</h2>" in page
+    assert "<th>learned</th><th>hand-written</th>" in page
+    assert "<tr><td>PAC: a needed revision gains &lt;b&gt;</td><td>99.2</td><td>100.0</td></tr>" in page
+    assert "<td>334 / 172</td>" in page
+
+
 def test_the_rows_that_matter_come_first_accuracy_exchange_penalty_revise_iff_wrong():
     cell = {"mean": 1.0, "std": 0.0}
     names = ["turns_code", "parse_fenced_coder", "revise_iff_wrong_tester", "exchange_penalty_math", "acc_math",

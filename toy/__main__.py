@@ -23,11 +23,11 @@ import time
 import train
 from config import get_args
 from eval import markdown
-from infra.data import load_problems
+from infra.data import load_problems, write_atomic
 from infra.models import load_model
-from infra.report import KEY_ROWS
+from infra.report import KEY_ROWS, write_report
 from toy.expert import HandTeacher
-from toy.learned import build_learned
+from toy.learned import build_learned, check_rows, check_table
 from toy.build import PASSED_ON, minutes, start_toy, toy_root, train_args
 
 LEGEND = """acc_D: team accuracy on domain D (%).
@@ -69,13 +69,20 @@ def main(argv=None):
     start_toy(args.cache, targs.threads, args.rebuild)
     if args.build_only:
         return
+    student, tok = load_model(os.path.join(root, "student"))
+    teacher, check = HandTeacher(tok), None
     if args.learned_teacher:  # a model directory, loaded as a real teacher is (as object: train.py's memory plan
         path = build_learned(root)  # is written for real models, and refuses the toy preset's limits)
         print(f"teacher: the learned toy teacher, {path}", flush=True)
         teacher = load_model(path)[0]
-    else:
-        teacher = HandTeacher(load_model(os.path.join(root, "student"))[1])
+        check = check_rows({"learned": teacher, "hand-written": HandTeacher(tok)}, tok,
+                           load_problems(targs.eval_problems), student=student)
+        print("\nThe teacher's check on held-out base-student responses (60 episodes, seed 901):\n\n"
+              + check_table(check) + "\n", flush=True)
     train.main(targv, teacher=teacher)
+    if check:  # beside the run, and in its report
+        write_atomic(os.path.join(args.out, "teacher_check.json"), json.dumps(check, indent=1))
+        write_report(args.out)
     with open(os.path.join(args.out, "results.json")) as f:
         results = json.load(f)
     print(summary(results, load_problems(targs.eval_problems), targs.eval_seeds,

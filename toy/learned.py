@@ -295,15 +295,20 @@ def check(teacher, tok, cases, student=None, batch_tokens=16384):
             **opd, "responses / whole jobs / decisions": f"{len(own_pos)} / {len(mate_neg)} / {len(later)}"}
 
 
-def check_table(teachers, tok, problems, n=60, seed=901, student=None):
-    """check() of each teacher ({name: model}) on the same held-out cases (n episodes from `seed`): Markdown."""
+def check_rows(teachers, tok, problems, n=60, seed=901, student=None):
+    """check() of each teacher ({name: model}) on the same held-out cases (n episodes from `seed`):
+    {row: {name: value}}, the shape RUN/teacher_check.json has for the run report (infra/report.py)."""
     cases = check_cases(tok, problems, n, seed)
-    rows = {name: check(m, tok, cases, student) for name, m in teachers.items()}
-    names = list(rows)
+    per = {name: check(m, tok, cases, student) for name, m in teachers.items()}
+    return {row: {name: per[name][row] for name in per} for row in next(iter(per.values()))}
+
+
+def check_table(rows):
+    """check_rows' result as Markdown, one column per teacher."""
+    names = list(next(iter(rows.values())))
     lines = ["| % of held-out cases | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-    for k in rows[names[0]]:
-        cells = (rows[n][k] for n in names)
-        lines.append(f"| {k} | " + " | ".join(v if isinstance(v, str) else f"{v:.1f}" for v in cells) + " |")
+    for k, cells in rows.items():
+        lines.append(f"| {k} | " + " | ".join(v if isinstance(v, str) else f"{v:.1f}" for v in cells.values()) + " |")
     return "\n".join(lines)
 
 
@@ -329,7 +334,7 @@ def main(argv=None):
     student = load_model(os.path.join(root, "student"))[0]
     print(f"\nThe teachers' check on {args.episodes} base-student episodes of the {args.split} split "
           f"(seed {args.seed}):\n")
-    print(check_table(teachers, tok, toy_problems(args.split), args.episodes, args.seed, student))
+    print(check_table(check_rows(teachers, tok, toy_problems(args.split), args.episodes, args.seed, student)))
 
 
 if __name__ == "__main__":

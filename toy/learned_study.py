@@ -11,7 +11,7 @@ First the teachers' check on held-out base-student responses (learned.check_tabl
 w/o RAS (lambda = 0), w/o PAC and plain OPD (neither) trained from the same base students with the same seeds,
 and the untrained team; evaluated as toy/ablation.py evaluates (its plan_runs, train_runs, evaluate_runs and
 print_tables: accuracy, exchange penalty, revise-iff-wrong, mean +- std over training runs). Everything goes to
-OUT/learned_study.json. Any other train.py flag is passed on, e.g. `--eval-seeds 8000 8001 8002`.
+OUT/learned_study.json, the check to OUT/teacher_check.json. Any other train.py flag is passed on, e.g. `--eval-seeds 8000 8001 8002`.
 """
 import argparse
 import json
@@ -24,7 +24,7 @@ from infra.data import load_problems, write_atomic
 from infra.models import load_model
 from toy.ablation import evaluate_runs, plan_runs, print_tables, train_runs
 from toy.expert import HandTeacher
-from toy.learned import build_learned, check_table
+from toy.learned import build_learned, check_rows, check_table
 from toy.build import PASSED_ON, start_toy, toy_root, train_args
 from toy.world import toy_problems
 
@@ -69,7 +69,10 @@ def main(argv=None):
     if not args.train_only:
         print(f"\nThe teachers' check on held-out base-student responses (60 episodes of the {args.split} split, "
               f"seed 901):\n")
-        print(check_table(teachers, tok, toy_problems(args.split), student=base))
+        check = check_rows(teachers, tok, toy_problems(args.split), student=base)
+        print(check_table(check))
+        os.makedirs(args.out, exist_ok=True)
+        write_atomic(os.path.join(args.out, "teacher_check.json"), json.dumps(check, indent=1))
     todo = any(p != "reuse" for ps in plans.values() for r in ps.values() for _, _, p in r)
     if args.jobs > 1 and len(rows) > 1 and not args.train_only and todo:
         train_in_processes(argv, list(rows), args.jobs)
