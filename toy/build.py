@@ -4,12 +4,13 @@ episodes (toy/world.py), cached as plain files, or copied from the one shipped i
     python -m toy --build-only     # the toy world in the cache: the shipped student (or a build) and the problems
     python -m toy --rebuild        # train the student here from scratch (minutes), and say if it is the shipped one
 
-Why a student is shipped. The build is the toy's stand-in for pretraining, and it took two thirds of the demo's
-time on a 2-core CPU (docs/toy.md); a real run downloads its pretrained checkpoint rather than training it. So the
-repository holds the student as the build below wrote it (1 MB, safetensors: tensors, no code), with build.json:
-the fingerprint of what it was trained from (FINGERPRINT), the weights' sha256, and where and how fast it was built.
-build_toy copies it only when this code would train the student from the same data and settings (the fingerprint
-matches) and the weights are the ones recorded; else it trains. `--rebuild` trains it again and compares the bytes.
+Why a student is shipped (DECISIONS.md D17). The build is the toy's stand-in for pretraining, and it took two thirds
+of the demo's time on a 2-core CPU (docs/toy.md); a real run downloads its pretrained checkpoint rather than
+training it. So the repository holds the student as the build below wrote it (1 MB, safetensors: tensors, no code),
+with build.json: the fingerprint of what it was trained from (FINGERPRINT), the weights' sha256, and where and how
+fast it was built. build_toy copies it only when this code would train the student from the same data and settings
+(the fingerprint matches) and the weights are the ones recorded; else it trains. `--rebuild` trains it again and
+compares the bytes.
 """
 import functools
 import hashlib

@@ -7,11 +7,12 @@ teacher was trained rather than written (toy/learned.py, docs/toy.md)?
                                                     # evaluation seed
     python -m toy.learned_study --reuse             # evaluate the runs already in OUT again
 
-First the teachers' check on held-out base-student responses (learned.check_table), then, per teacher, MAS-OPD,
-w/o RAS (lambda = 0), w/o PAC and plain OPD (neither) trained from the same base students with the same seeds,
-and the untrained team; evaluated as toy/ablation.py evaluates (its plan_runs, train_runs, evaluate_runs and
-print_tables: accuracy, exchange penalty, revise-iff-wrong, mean +- std over training runs). Everything goes to
-OUT/learned_study.json, the check to OUT/teacher_check.json. Any other train.py flag is passed on, e.g. `--eval-seeds 8000 8001 8002`.
+First the teachers' check on held-out base-student responses (learned.check_table), then, per teacher, MAS-OPD, w/o
+RAS (lambda = 0), w/o PAC and plain OPD (neither) trained from the same base students with the same seeds, and the
+untrained team; evaluated as toy/ablation.py evaluates (its plan_runs, train_runs, evaluate_runs and print_tables:
+accuracy, exchange penalty, revise-iff-wrong, mean +- std over training runs). Everything goes to
+OUT/learned_study.json, the check to OUT/teacher_check.json. Any other train.py flag is passed on, e.g.
+`--eval-seeds 8000 8001 8002`.
 """
 import argparse
 import json
