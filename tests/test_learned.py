@@ -74,10 +74,10 @@ def test_its_cache_is_keyed_by_what_shapes_its_data_and_training(tiny, monkeypat
     assert learned.build_learned(root, **TINY) == path  # cached: not built again
     changes = [dict(data=dict(TINY["data"], STUDENT=0.3)), dict(data=dict(TINY["data"], VERDICT=0.5)),
                dict(data=dict(TINY["data"], seed=1)), dict(train=dict(TINY["train"], lr=1e-3)), dict(grow=1)]
-    dirs = {learned.teacher_dir(root, **{**TINY, **c}) for c in changes}
+    dirs = {learned.teacher_dir(root, learned.cache_key(root, **{**TINY, **c})) for c in changes}
     assert len(dirs) == len(changes) and path not in dirs
     monkeypatch.setattr(learned, "LEARNED_VERSION", learned.LEARNED_VERSION + 1)  # the code that makes the data
-    assert learned.teacher_dir(root, **TINY) != path
+    assert learned.teacher_dir(root, learned.cache_key(root, **TINY)) != path
     monkeypatch.undo()
     other = learned.build_learned(root, data=dict(TINY["data"], STUDENT=0.0), train=TINY["train"])  # rebuilt
     assert other != path and os.path.isdir(other) and os.path.isdir(path)
@@ -88,7 +88,7 @@ def test_its_cache_is_keyed_by_what_shapes_its_data_and_training(tiny, monkeypat
     with open(weights, "wb") as f:
         f.write(bytes(data))
     try:
-        assert learned.teacher_dir(root, **TINY) != path
+        assert learned.teacher_dir(root, learned.cache_key(root, **TINY)) != path
     finally:
         data[-1] ^= 1
         with open(weights, "wb") as f:

@@ -26,9 +26,9 @@ from eval import markdown
 from infra.data import load_problems, write_atomic
 from infra.models import load_model
 from infra.report import KEY_ROWS, write_report
+from toy.build import PASSED_ON, minutes, start_toy, toy_root, train_args
 from toy.expert import HandTeacher
 from toy.learned import build_learned, check_rows, check_table
-from toy.build import PASSED_ON, minutes, start_toy, toy_root, train_args
 
 LEGEND = """acc_D: team accuracy on domain D (%).
 exchange_penalty_D: the accuracy lost when the two policies swap seats (points; role-specific policies
@@ -70,13 +70,14 @@ def main(argv=None):
     if args.build_only:
         return
     student, tok = load_model(os.path.join(root, "student"))
-    teacher, check = HandTeacher(tok), None
+    teacher = hand = HandTeacher(tok)
+    check = None
     if args.learned_teacher:  # a model directory, loaded as a real teacher is (as object: train.py's memory plan
         path = build_learned(root)  # is written for real models, and refuses the toy preset's limits)
         print(f"teacher: the learned toy teacher, {path}", flush=True)
         teacher = load_model(path)[0]
-        check = check_rows({"learned": teacher, "hand-written": HandTeacher(tok)}, tok,
-                           load_problems(targs.eval_problems), student=student)
+        check = check_rows({"learned": teacher, "hand-written": hand}, tok, load_problems(targs.eval_problems),
+                           student=student)
         print("\nThe teacher's check on held-out base-student responses (60 episodes, seed 901):\n\n"
               + check_table(check) + "\n", flush=True)
     train.main(targv, teacher=teacher)

@@ -217,22 +217,23 @@ def start_toy(cache, threads=0, rebuild=False):
     start = time.monotonic()
     root = build_toy(cache, rebuild=rebuild)
     if trains:
-        same = ""
-        if rebuild:
-            mine = sha256_of(os.path.join(root, "student", "model.safetensors"))
-            same = "; the same bytes as the shipped toy/student/" if mine == shipped_sha256() else \
-                "; other bytes than the shipped toy/student/ (another CPU's float kernels, or other code: docs/toy.md)"
+        same = f"; {against_shipped(os.path.join(root, 'student'), SHIPPED)}" if rebuild else ""
         print(f"toy world: built in {minutes(time.monotonic() - start)} here (load average "
               f"{os.getloadavg()[0]:.1f}), cached in {root}/{same}", flush=True)
     return root
 
 
-def shipped_sha256(path=SHIPPED):
-    """The sha256 of a shipped model's weights (path/model.safetensors), or None when there is none."""
+def against_shipped(path, shipped_dir):
+    """What a --rebuild says of the weights it wrote (path/model.safetensors) against those shipped in
+    `shipped_dir` (toy/student/ or toy/teacher/): the same bytes, or other bytes and why they may differ."""
+    name = f"the shipped toy/{os.path.basename(shipped_dir)}/"
     try:
-        return sha256_of(os.path.join(path, "model.safetensors"))
-    except OSError:
-        return None
+        same = sha256_of(os.path.join(path, "model.safetensors")) == \
+            sha256_of(os.path.join(shipped_dir, "model.safetensors"))
+    except OSError:  # none shipped
+        same = False
+    return f"the same bytes as {name}" if same else \
+        f"other bytes than {name} (another CPU's float kernels, or other code: docs/toy.md)"
 
 
 def build_toy(cache=".cache", student_steps=STUDENT_STEPS, examples=16000, seed=0, rebuild=False):

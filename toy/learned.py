@@ -39,11 +39,11 @@ import time
 import torch
 from tqdm import tqdm
 
-from infra.models import load_model
+from infra.models import load_model, load_tokenizer
 from prompts import ROLES, build_context, stop_ids_of
 from teacher import KAPPA, score, teacher_contexts
 from toy.expert import HandTeacher
-from toy.build import TOY_VERSION, sft, sha256_of, shipped, shipped_sha256, start_toy, write_record
+from toy.build import TOY_VERSION, against_shipped, sft, sha256_of, shipped, start_toy, write_record
 from toy.world import (COMPUTING, NOUN, ROLE_BLIND, calc, deferring, derivation, expr, program, question_spec,
                        simulate, test_case, toy_problems, value_of, whole_job)
 
@@ -138,8 +138,8 @@ def grown(student, extra, seed):
     torch.manual_seed(seed)
     model = type(student)(config)
     missing, unexpected = model.load_state_dict(student.state_dict(), strict=False)
-    if unexpected or any(f".layers.{student.config.num_hidden_layers + i}." not in "".join(missing)
-                         for i in range(extra)):
+    new = tuple(f"model.layers.{student.config.num_hidden_layers + i}." for i in range(extra))
+    if unexpected or not missing or any(not k.startswith(new) for k in missing):  # only the new layers are new
         raise ValueError(f"grown: the student's weights do not fit a {config.num_hidden_layers}-layer copy")
     with torch.no_grad():
         for layer in model.model.layers[-extra:]:
@@ -153,16 +153,17 @@ def cache_key(root, data=None, train=None, grow=None):
     student it grows from (its weights' sha256) and the first training examples the world writes (a change of
     the world, the prompts or the teacher contexts shows there). A change of any rebuilds it."""
     data, train, grow = data or DATA, train or TRAIN, grow or GROW
-    tok = load_model(os.path.join(root, "student"))[1]
+    tok = load_tokenizer(os.path.join(root, "student"))
     first = training_examples(tok, toy_problems("train"), dict(data, examples=64), progress=False)
     spec = dict(version=LEARNED_VERSION, toy=TOY_VERSION, data=data, train=train, grow=grow, examples=first,
                 student=sha256_of(os.path.join(root, "student", "model.safetensors")))
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
-def teacher_dir(root, data=None, train=None, grow=None):
-    """Where build_learned caches the teacher built from the toy world at `root` (build.build_toy)."""
-    return os.path.join(root, f"teacher-{cache_key(root, data, train, grow)[:12]}")
+def teacher_dir(root, key):
+    """Where build_learned caches the teacher of cache_key `key` built from the toy world at `root`
+    (build.build_toy)."""
+    return os.path.join(root, f"teacher-{key[:12]}")
 
 
 def build_learned(root, data=None, train=None, grow=None, rebuild=False):
@@ -172,7 +173,7 @@ def build_learned(root, data=None, train=None, grow=None, rebuild=False):
     checkpoint with the tokenizer and build.json). Written to a temporary directory and renamed, so an
     interrupted build leaves nothing half-made."""
     key = cache_key(root, data, train, grow)
-    out = os.path.join(root, f"teacher-{key[:12]}")
+    out = teacher_dir(root, key)
     data, train, grow = data or DATA, train or TRAIN, grow or GROW
     if os.path.isdir(out) and not rebuild:
         return out
@@ -326,9 +327,7 @@ def main(argv=None):
     root = start_toy(args.cache, args.threads)
     path = build_learned(root, rebuild=args.rebuild)
     if args.rebuild:
-        same = sha256_of(os.path.join(path, "model.safetensors")) == shipped_sha256(SHIPPED)
-        print(f"toy world: the learned teacher was trained in {path}/; "
-              f"{'the same bytes as' if same else 'other bytes than'} the shipped toy/teacher/", flush=True)
+        print(f"toy world: the learned teacher was trained in {path}/; {against_shipped(path, SHIPPED)}", flush=True)
     learned, tok = load_model(path)
     teachers = {"learned": learned, "hand-written": HandTeacher(tok)}
     student = load_model(os.path.join(root, "student"))[0]
