@@ -7,7 +7,7 @@ teacher reads, starting at the next turn. c^t restates values the agents produce
 side agrees with the reference; it never contains a reference value (answer, reference-solution
 output, golden test).
 
-It needs the program runner (infra/cases.py, which runs programs in the sandbox), the answer
+It needs the program runner (sandbox/cases.py, which runs programs in the sandbox), the answer
 checker (infra/answers.py), the artefact records of prompts.py and the timeouts of config.py;
 nothing of the rollout or the teacher. A team of 2n agents renders one line per agent on top of
 these checks (teams/verdicts.py).
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from config import CODE_TIMEOUT, WORKERS
 from infra.answers import answers_equivalent
-from infra.cases import outputs_match, run_case, run_cases
+from sandbox.cases import outputs_match, run_case, run_cases
 from prompts import CodeArtefacts, MathArtefacts
 
 HEADER = "Verification result for the previous turn:"

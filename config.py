@@ -271,7 +271,7 @@ def precision(choice, device):
 
 
 def add_unisolated_flag(add):
-    """--unisolated-programs, for train.py and eval.py (infra/sandbox.py, check_isolation). add:
+    """--unisolated-programs, for train.py and eval.py (sandbox/jail.py, check_isolation). add:
     an argparse add."""
     add("--unisolated-programs", action="store_true", default=None,
         help=preset_help("unisolated_programs", "run the students' programs even where the sandbox "

@@ -35,14 +35,14 @@ from infra.answers import answers_equivalent
 from infra.checkpoint import load_policies, policy_dirs
 from infra.data import (ProblemError, append_episodes, check_writable, json_text, load_problems,
                         write_atomic)
-from infra.footprint import config_of
-from infra.eval_memory import check_eval_fits
+from infra.models import config_of
+from scaling.eval_memory import check_eval_fits
 from infra.metrics import format_counts, format_shares
 from infra.models import cpu_threads, forget_gguf, load_model, same_tokenizer_specs
 from infra.report import heatmap, page, table_rows, token_pieces
-from infra.sandbox import check_isolation, describe
+from sandbox.jail import check_isolation, describe
 from infra.stopping import eval_stop_line, stop_on_signals
-from infra.team import own_artefact, partner, team_seats
+from infra.seats import own_artefact, partner, team_seats
 from loss import role_advantage
 from prompts import check_prompt_limit, role_of
 from rollout import rollout_config, run_episodes

@@ -26,7 +26,7 @@ ROLE_NAMES = {"coder": "Coder", "tester": "Tester", "reasoner": "Reasoner",
 
 
 def role_of(name):
-    """The role an agent's seat plays (infra/team.py names the seats of a team of 2n agents): its
+    """The role an agent's seat plays (infra/seats.py names the seats of a team of 2n agents): its
     name without the agent's number ("tester3" -> "tester")."""
     return re.sub(r"\d+$", "", name)
 
@@ -151,7 +151,7 @@ class Segment:
 
 
 # What the environment reports when a program could not give an answer, and what the agents then
-# read verbatim (App. D.6.1): the sandbox's prefix of a failed run (infra/outcomes.py, ERROR),
+# read verbatim (App. D.6.1): the sandbox's prefix of a failed run (sandbox/outcomes.py, ERROR),
 # repeated here so that the prompts need no sandbox (tests/test_layout.py checks that the two
 # agree).
 ERROR = "error: "

@@ -7,8 +7,8 @@ Top to bottom: the rollout's configuration and records; the environment of each 
 `run_episodes` (Eq. 1-3), then its helpers (batching, scripted agents). The prompts themselves
 (App. F.1-F.2) and how a student context is built are prompts.py's.
 
-It needs, besides the program runner and the answer checker its environments call (infra/cases.py,
-infra/answers.py): config.py (defaults), prompts.py, sampler.py, the seats of infra/team.py and
+It needs, besides the program runner and the answer checker its environments call (sandbox/cases.py,
+infra/answers.py): config.py (defaults), prompts.py, sampler.py, the seats of infra/seats.py and
 the progress line of infra/progress.py. `python -m tools.transcripts` prints its episodes turn by
 turn, with the verifier's verdicts.
 """
@@ -20,9 +20,9 @@ import torch
 from config import (AGENTS_PER_ROLE, CODE_TIMEOUT, MATH_FINAL, MATH_TIMEOUT, MAX_TURNS, PAPER,
                     ROLLOUT_CHUNK, TEMPERATURE, TOP_K, TOP_P, WORKERS, response_limit)
 from infra.answers import answers_equivalent
-from infra.cases import outputs_match, run_case, run_once
+from sandbox.cases import outputs_match, run_case, run_once
 from infra.progress import TurnProgress
-from infra.team import number_of, pairings, pairs_of, seats
+from infra.seats import number_of, pairings, pairs_of, seats
 from prompts import (NO_CODE_BLOCK, ROLES, CodeArtefacts, MathArtefacts, Segment, build_context,
                      extract_answer, extract_program, extract_test_case, fit_context,
                      printed_answer, role_of, stop_ids_of)
@@ -94,7 +94,7 @@ class Response:
 @dataclass
 class Turn:
     t: int
-    responses: dict  # seat -> Response (infra/team.py: a role's own name when one agent plays it)
+    responses: dict  # seat -> Response (infra/seats.py: a role's own name when one agent plays it)
     # what the environment read and observed (code_env / math_env) of agent 1 of each role: a
     # pair's only pairing
     artefacts: CodeArtefacts | MathArtefacts
@@ -176,7 +176,7 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
     turn.
 
     policies: seat -> model, e.g. {"coder": m1, "tester": m2} (cfg.agents_per_role n > 1: also
-    "coder2", ..., infra/team.py); one model may sit in several seats. All prompts of a turn that
+    "coder2", ..., infra/seats.py); one model may sit in several seats. All prompts of a turn that
     go to the same model with the same response limit (config.response_limit) are sampled in one
     `generate` call (cfg.rollout_chunk at most). A policy may also be any function
     list[list[int]] -> Generation (scripted agents in tests). on_done: called with each episode as

@@ -148,7 +148,7 @@ def teacher_inputs(episodes, attributions, tokenizer, limit, pac=True):
     attributions: one list per episode (attribution.attribute_episodes). Returns (inputs,
     overlong): inputs a list of (k, seat, response, target, contrast), k the episode's index in
     `episodes`, seat its author (a role's name, or with several agents per role its numbered seat,
-    infra/team.py; one c^{<t} serves them all, Eq. 24), target and contrast token-id lists;
+    infra/seats.py; one c^{<t} serves them all, Eq. 24), target and contrast token-id lists;
     overlong the number of responses left out because even their shortest contexts exceed `limit`
     (DECISIONS.md D3)."""
     inputs, overlong = [], 0

@@ -9,8 +9,8 @@ Verdicts and teacher scores are then dropped.
 Beside it, each in its own place: the command line (config.py); what a run starts from (models,
 optimizers, a resumed state, the bf16 rollout copies: infra/launch.py); a step's figures and
 console line (infra/metrics.py); checkpoints and resume (infra/checkpoint.py); several ranks
-(infra/distributed.py, and --fsdp's schedule in infra/sharding.py); what waits in host memory
-(infra/offload.py); the run's report (infra/report.py). The variants run this loop with a step of
+(scaling/distributed.py, and --fsdp's schedule in scaling/sharding.py); what waits in host memory
+(scaling/offload.py); the run's report (infra/report.py). The variants run this loop with a step of
 their own: the GRPO baselines of Table 1 (baselines/grpo.py, `python -m baselines.grpo`), and a
 team of 2n agents or the attribution model brings its own Phase 2a (teams/verdicts.py).
 
@@ -42,18 +42,18 @@ from transformers.utils import logging as hf_logging
 from attribution import attribute_episodes
 from config import get_args, preset_line
 from eval import evaluate_policies, markdown
-from infra import distributed
+from scaling import distributed
 from infra.checkpoint import distinct, save_checkpoint, start_log
 from infra.data import (ProblemError, batch_for_step, check_writable, json_text, load_problems,
                         write_atomic)
 from infra.launch import attribution_judge, build, refresh
 from infra.metrics import StepLog, gap_metrics, logprob_gap, rollout_counts, step_line
 from infra.models import cpu_threads
-from infra.offload import optimizer_steps, teacher_on_device
+from scaling.offload import optimizer_steps, teacher_on_device
 from infra.report import write_report
 from infra.runs import begin_run, check_run, evaluation_before
-from infra.sandbox import check_isolation, describe
-from infra.sharding import full_states, lockstep, logprobs
+from sandbox.jail import check_isolation, describe
+from scaling.sharding import full_states, lockstep, logprobs
 from infra.stopping import done_line, stop_line, stop_on_signals
 from loss import eq13_weights, mas_opd_loss, ras_advantage
 from prompts import check_prompt_limit
@@ -68,7 +68,7 @@ class Scored:
     """One student response on its way through Phases 2 and 3. Per-token tensors have shape (L,),
     L = its tokens."""
     episode: int  # its episode's index in the step's batch (Eq. 13 averages per episode)
-    role: str     # its author's seat (infra/team.py): its gradient goes to policies[role] only
+    role: str     # its author's seat (infra/seats.py): its gradient goes to policies[role] only
     response: Response  # the student's context x_i^t and its sampled tokens y_i^t
     ctx_target: list    # u~ (Eq. 12) under the target role's condition r_i, token ids
     ctx_contrast: list  # u~ (Eq. 12) under the contrast condition kappa(r_i) (Eq. 23), token ids

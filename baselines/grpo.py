@@ -30,7 +30,7 @@ from attribution import attribute_episodes
 from baselines.rewards import role_reward
 from baselines.single import SINGLE, run_single
 from config import get_args
-from infra import distributed
+from scaling import distributed
 from infra.data import batch_for_step
 from infra.metrics import StepLog, rollout_counts, rollout_metrics
 from rollout import Response, final_answer, rollout_config, run_episodes

@@ -10,7 +10,7 @@ import ast
 
 from config import ALPHA
 from infra.answers import answers_equivalent
-from infra.cases import run_case
+from sandbox.cases import run_case
 
 # App. D.4: the parts of each role's local reward and their weights (each role's sum to 1)
 LOCAL_WEIGHTS = {"reasoner": {"format": 0.2, "answer": 0.8},
@@ -78,7 +78,7 @@ def coder_build(artefacts):
 
 def coder_run(problem, artefacts, timeout):
     """The Coder's run part: the program runs without an error on the problem's first golden input. That is the
-    verifier's first run of it (attribution.attribute_code), remembered per process (infra.cases.run_once), so it
+    verifier's first run of it (attribution.attribute_code), remembered per process (sandbox.cases.run_once), so it
     costs no second process."""
     if artefacts.program is None or not problem["tests"]:
         return 0.0

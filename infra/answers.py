@@ -9,7 +9,7 @@ import re
 
 import math_verify
 
-from infra.cases import NUMBER
+from sandbox.cases import NUMBER
 
 # We disable math-verify's signal-based timeouts on purpose (see answers_equivalent); silence its warning
 # about that, which it would print on every call.

@@ -15,10 +15,11 @@ import torch
 
 from config import longest_response
 from infra.data import json_text, nearest_folder, write_atomic
-from infra.footprint import checkpoint_bytes, config_of
-from infra.memory import GiB
+from infra.models import config_of
+from scaling.footprint import checkpoint_bytes
+from scaling.memory import GiB
 from infra.models import first_line, load_model
-from infra.sharding import unwrap
+from scaling.sharding import unwrap
 
 
 def distinct(policies):
@@ -136,7 +137,7 @@ def read_state(path):
 
 def policy_dirs(ckpt, roles):
     """{seat: directory} of the policies saved in a checkpoint directory: <seat>/ each (one policy per agent as in
-    §2.1, infra/team.py's seats) or one shared/ for every seat. Raises ValueError (one line) when one is missing."""
+    §2.1, infra/seats.py's seats) or one shared/ for every seat. Raises ValueError (one line) when one is missing."""
     if not os.path.isdir(ckpt):
         raise ValueError(f"no checkpoint directory {ckpt}")
     shared = os.path.isdir(os.path.join(ckpt, "shared"))

@@ -29,9 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 
 from config import CODE_TIMEOUT
-from infra.cases import LITERAL_CHARS, outputs_match, run_case
-from infra.outcomes import NOT_RUN, TIMED_OUT
-from infra.sandbox import MAX_STDOUT
+from sandbox.cases import LITERAL_CHARS, outputs_match, run_case
+from sandbox.outcomes import NOT_RUN, TIMED_OUT
+from sandbox.jail import MAX_STDOUT
 
 REQUIRED = {"math": {"id": str, "domain": str, "question": str, "answer": str},
             "code": {"id": str, "domain": str, "question": str, "format": str, "tests": list}}

@@ -10,15 +10,15 @@ from dataclasses import dataclass
 
 import torch
 
-from infra import distributed
+from scaling import distributed
 from infra.checkpoint import check_disk, distinct, last_checkpoint, load_policies, read_state
 from infra.data import load_problems
-from infra.memory import check_fits
-from infra.models import forget_gguf, load_model, same_tokenizer_specs, to_dtype
+from scaling.memory import check_fits
+from infra.models import config_of, forget_gguf, load_model, same_tokenizer_specs, to_dtype
 from config import DTYPES
-from infra.offload import park
-from infra.sharding import load_optimizer, shard, whole
-from infra.team import team_seats
+from scaling.offload import park
+from scaling.sharding import load_optimizer, shard, whole
+from infra.seats import team_seats
 from prompts import check_prompt_limit, stop_ids_of
 from sampler import generate
 
@@ -63,7 +63,7 @@ def build(args, teacher=None):
             raise ValueError("--teacher is required (a model spec, as for --student)")
         same_tokenizer_specs(args.teacher, args.student, (f"--teacher {args.teacher}", f"--student {args.student}"))
         # and the memory plan against what the device has free (configs only); a given teacher is not planned
-        check_fits(args, n_policies, distributed.world_size())
+        check_fits(args, (config_of(args.student), config_of(args.teacher)), n_policies, distributed.world_size())
 
     if state:  # the policies of the checkpoint, in fresh aligned storage like a live run's: loaded
         policies, tok = load_policies(ckpt, roles, "cpu")  # tensors can sit at odd offsets, which changes
@@ -88,7 +88,7 @@ def build(args, teacher=None):
         if args.grad_checkpointing:
             model.activation_checkpointing_enable()
     rollout_models = rollout_copies(policies, args)  # whole copies, before any policy is sharded
-    if args.fsdp:  # FSDP2 units, then the optimizers on the shards (infra/sharding.py)
+    if args.fsdp:  # FSDP2 units, then the optimizers on the shards (scaling/sharding.py)
         roots = {model: shard(model, args.fsdp_offload) for model in unique}
         policies, unique = {r: roots[m] for r, m in policies.items()}, [roots[m] for m in unique]
     # AdamW, i.e. Adam with decoupled weight decay 0.01 (the paper says Adam with wd, not which form: DECISIONS.md D9)

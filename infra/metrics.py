@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 import torch
 from tqdm import tqdm
 
-from infra import distributed
+from scaling import distributed
 from infra.data import append_episodes, json_text
 from infra.report import token_pieces
-from infra.team import pairs_of
+from infra.seats import pairs_of
 from prompts import role_of
 from loss import opd_advantage, role_advantage
 

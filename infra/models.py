@@ -22,10 +22,24 @@ import urllib.parse
 import torch
 from huggingface_hub import constants as hub_constants
 from tokenizers import Tokenizer, decoders, models as bpe, pre_tokenizers
-from transformers import (AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM,
+from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM,
                           PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM)
 
 TINY = ("tiny-qwen3", "tiny-llama")
+# Real shapes, from the Qwen3 model cards. All five: head_dim 128, vocab 151,936, per-head q/k RMSNorm, no bias.
+_QWEN3_COMMON = dict(model_type="qwen3", head_dim=128, vocab_size=151936, attention_bias=False)
+QWEN3 = {
+    "Qwen3-0.6B": dict(_QWEN3_COMMON, hidden_size=1024, num_hidden_layers=28, num_attention_heads=16,
+                       num_key_value_heads=8, intermediate_size=3072, tie_word_embeddings=True),
+    "Qwen3-1.7B": dict(_QWEN3_COMMON, hidden_size=2048, num_hidden_layers=28, num_attention_heads=16,
+                       num_key_value_heads=8, intermediate_size=6144, tie_word_embeddings=True),
+    "Qwen3-4B": dict(_QWEN3_COMMON, hidden_size=2560, num_hidden_layers=36, num_attention_heads=32,
+                     num_key_value_heads=8, intermediate_size=9728, tie_word_embeddings=True),
+    "Qwen3-8B": dict(_QWEN3_COMMON, hidden_size=4096, num_hidden_layers=36, num_attention_heads=32,
+                     num_key_value_heads=8, intermediate_size=12288, tie_word_embeddings=False),
+    "Qwen3-14B": dict(_QWEN3_COMMON, hidden_size=5120, num_hidden_layers=40, num_attention_heads=40,
+                      num_key_value_heads=8, intermediate_size=17408, tie_word_embeddings=False),
+}
 THINK_OFF = "<think>\n\n</think>\n\n"  # what Qwen3's template appends with enable_thinking=False
 _HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")  # owner/name; anything else that is not on disk is a typo
 
@@ -366,3 +380,21 @@ def check_same_vocab(va, vb, names):
                     key=lambda k: (min(va.get(k, 1 << 62), vb.get(k, 1 << 62)), k))
         raise ValueError(f"{names[0]} and {names[1]} must share a tokenizer, but their vocabularies differ "
                          f"({len(va)} vs {len(vb)} entries; e.g. {first!r} is id {va.get(first)} vs {vb.get(first)})")
+
+
+def config_of(name):
+    """A model's config for the memory plan (scaling/memory.py), without loading weights: a QWEN3 name or hub id ('Qwen/Qwen3-1.7B'),
+    'tiny-qwen3' / 'tiny-llama', a .gguf file (its metadata), or a local directory or hub id AutoConfig can read."""
+    short = name.split("/")[-1]
+    if short in QWEN3:
+        return QWEN3[short]
+    if name in TINY:
+        return tiny_model(name.split("-")[1]).config
+    model_kind(name)  # a text file, an empty folder, a typo: refused as the model spec it is not
+    try:
+        if name.endswith(".gguf") and os.path.isfile(name):
+            return gguf_config(name)
+        return AutoConfig.from_pretrained(name, local_files_only=local_files_only(name))
+    except Exception as e:  # a missing model arrives as OSError, a damaged or foreign file as whatever its parser hits
+        raise ValueError(f"model {name!r}: no config to read (give one of {sorted(QWEN3)}, {', '.join(TINY)}, a "
+                         f".gguf file or a local model directory): {str(e).strip().splitlines()[0]}") from None

@@ -15,7 +15,7 @@ import sys
 from infra.checkpoint import read_json, step_of
 from infra.runs import RUN
 from infra.data import write_atomic
-from infra.team import number_of
+from infra.seats import number_of
 from prompts import role_of
 
 # Okabe-Ito colours: told apart by colour-blind readers, and none of them a shade of the heat map's blue or red
@@ -178,7 +178,7 @@ def chart(title, steps, lines, width=340, height=200):
 
 
 def seat_order(name):
-    """Roles in COLOURS' order, the agents of a role (infra/team.py) in number order."""
+    """Roles in COLOURS' order, the agents of a role (infra/seats.py) in number order."""
     return list(COLOURS).index(role_of(name)), number_of(name)
 
 

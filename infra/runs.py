@@ -10,7 +10,7 @@ import shlex
 import shutil
 import sys
 
-from infra import distributed
+from scaling import distributed
 from infra.checkpoint import last_checkpoint, read_json, settings, step_of
 from infra.data import json_text, write_atomic
 

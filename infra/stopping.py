@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from infra.checkpoint import last_checkpoint
 from infra.runs import command_line, steps_logged
-from infra.sandbox import end_runs
+from sandbox.jail import end_runs
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

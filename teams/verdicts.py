@@ -11,7 +11,7 @@ from functools import partial
 
 from attribution import (CODE_OUTCOMES, HEADER, MATH_OUTCOMES, ROLE_CHECK, Attribution,
                          attribute_episodes, attribute_turn, describe_code, describe_math, show)
-from infra.team import diagonal, number_of, pairs_of, seat_order
+from infra.seats import diagonal, number_of, pairs_of, seat_order
 from prompts import ROLE_NAMES, encode_text, role_of
 
 # One line per agent (Eq. 24): what that agent produced and its own check, facts only.
@@ -90,7 +90,7 @@ def team_attribution(problem: dict, pairs: dict, agents: dict) -> Attribution:
 def attribute_team(problem: dict, turn, *, timeout: float) -> Attribution:
     """a^t of one completed turn of a team (rollout.Turn, Eq. 11 and 24): each agent's own check,
     run once per agent on the pairings (agent m, agent m) that hold every agent's artefact once
-    (infra.team.diagonal), and c^t (team_attribution)."""
+    (infra.seats.diagonal), and c^t (team_attribution)."""
     agents = {}
     for key, artefacts in diagonal(turn.pairs).items():
         checks = attribute_turn(problem, artefacts, timeout=timeout).checks

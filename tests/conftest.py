@@ -6,7 +6,8 @@ import signal
 
 import pytest
 
-from infra import data, sandbox
+from infra import data
+from sandbox import jail
 from infra.models import make_tokenizer, tiny_model
 from sampler import Generation
 from tests.test_workflows import APPLES, SUM
@@ -27,14 +28,14 @@ def signal_handlers():
     yield
     for s, handler in saved.items():
         signal.signal(s, handler)
-    sandbox._terminating.clear()
+    jail._terminating.clear()
 
 
 @pytest.fixture
 def sandbox_continues():
     """-> continues(): after a run stopped in this process, the sandbox runs programs again, as in the new process
     that would resume it."""
-    return sandbox._terminating.clear
+    return jail._terminating.clear
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import types
 import pytest
 import torch
 
-from infra import sandbox
+from sandbox import jail
 from infra.data import ProblemError, load_problems, write_atomic
 from config import longest_response, response_limit
 from infra.models import make_tokenizer, tiny_model
@@ -87,7 +87,7 @@ def test_cli_runs_episodes_and_writes_records(tmp_path, capsys):
     try:
         main(["--problems", f, "--model", "tiny-qwen3", "--max-new-tokens", "6", "--max-turns", "2",
               "--out", str(out)])
-        assert signal.getsignal(signal.SIGTERM) is sandbox._on_sigterm  # a SIGTERM cleans up the sandboxed runs
+        assert signal.getsignal(signal.SIGTERM) is jail._on_sigterm  # a SIGTERM cleans up the sandboxed runs
     finally:
         signal.signal(signal.SIGTERM, default)
     printed = capsys.readouterr().out

@@ -25,8 +25,8 @@ WRAPPER = """
 import os, sys, torch
 sys.path.insert(0, {root!r})
 import train
-from infra.offload import MOMENTS, parked
-from infra.sharding import whole
+from scaling.offload import MOMENTS, parked
+from scaling.sharding import whole
 sum_grads, train_step, steps, refresh = train.distributed.sum_grads, train.train_step, train.optimizer_steps, train.refresh
 taps, fills = [], []
 

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import torch
 
 from infra.models import make_tokenizer, tiny_model
-from infra.team import pairings
+from infra.seats import pairings
 from prompts import CodeArtefacts, MathArtefacts, build_context, encode_text
 from rollout import Episode, RolloutConfig, Turn
 from sampler import Generation

@@ -8,10 +8,10 @@ import torch
 import eval as ev
 import rollout
 import sampler
-from infra import eval_memory
-from infra.footprint import config_of
-from infra.eval_memory import eval_plan
-from infra.memory import GiB, fits
+from scaling import eval_memory
+from infra.models import config_of
+from scaling.eval_memory import eval_plan
+from scaling.memory import GiB, fits
 from infra.models import make_tokenizer, tiny_model
 from rollout import RolloutConfig, run_episodes
 from tests.test_workflows import APPLES, BAD, GOOD, SUM, TEST_OK, TEST_WRONG

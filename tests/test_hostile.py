@@ -1,4 +1,4 @@
-"""Hostile programs and files through the project's own entry points (sandbox.run_program, cases.run_case,
+"""Hostile programs and files through the project's own entry points (jail.run_program, cases.run_case,
 attribution.attribute_code, the GRPO rewards, load_problems, train.py --resume), each in bubblewrap's jail and
 again with bubblewrap hidden (the namespaces jail, as root): the kernel surface inside the jail, the jail's life
 tied to the trainer's, verdicts a program cannot forge, the trainer's own failures never remembered as the
@@ -17,9 +17,10 @@ import torch
 import train
 from baselines import rewards
 from attribution import attribute_code
-from infra import cases, cgroups, data, sandbox
+from infra import data
+from sandbox import cases, cgroups, jail
 from infra.data import ProblemError, load_problems
-from infra.outcomes import NOT_RUN, RunResult
+from sandbox.outcomes import NOT_RUN, RunResult
 from rollout import RolloutConfig, math_env
 from tests.test_sandbox import _alive_named, _assert_all_dead, _marked, jailed, needs_filter, needs_root
 from tests.test_train import FAST
@@ -63,10 +64,10 @@ def test_no_new_namespace_inside_the_jail(jailed):
     now returns ENOSYS in both jails, while a plain fork and threads still work."""
     nrs = {"x86_64": (56, 435), "aarch64": (220, 435)}[os.uname().machine]
     src = NAMESPACES.replace("CLONE3", str(nrs[1])).replace("CLONE", str(nrs[0]))
-    r = sandbox.run_program(src, timeout=10)
+    r = jail.run_program(src, timeout=10)
     names = ["unshare user+net", "unshare mount", "clone user", "clone pid", "clone3 user", "setns"]
     assert r.stdout.splitlines() == [f"{n} ENOSYS" for n in names], r
-    r = sandbox.run_program("import os, threading\nt = threading.Thread(target=print, args=('thread',))\nt.start()\n"
+    r = jail.run_program("import os, threading\nt = threading.Thread(target=print, args=('thread',))\nt.start()\n"
                             "t.join()\nif os.fork() == 0:\n    os._exit(0)\nprint(os.wait()[1])", timeout=10)
     assert r == RunResult("thread\n0\n", None)
 
@@ -91,7 +92,7 @@ for name in ("AF_UNIX", "AF_INET", "AF_INET6", "AF_VSOCK", "AF_NETLINK", "AF_PAC
 def test_sockets_only_of_the_unix_and_ip_families(jailed):
     """AF_VSOCK's ports are the host's and its hypervisor's, AF_NETLINK talks to the kernel: a program made both
     in either jail. Only Unix and IP sockets can be made now; the rest fail as on a kernel built without them."""
-    lines = sandbox.run_program(SOCKETS, timeout=10).stdout.splitlines()
+    lines = jail.run_program(SOCKETS, timeout=10).stdout.splitlines()
     made = {ln.rsplit(" ", 1)[0] for ln in lines if ln.endswith(" made")}
     assert {"AF_UNIX socket", "AF_UNIX socketpair", "AF_INET socket", "AF_INET6 socket"} <= made, lines
     others = [ln for ln in lines if not ln.startswith(("AF_UNIX ", "AF_INET ", "AF_INET6 "))]
@@ -141,7 +142,7 @@ def test_no_process_of_a_run_outlives_a_sigkill_of_the_trainer(jailed):
         print("running", flush=True)
         time.sleep(120)
     """)
-    script = jailed + f"from infra import sandbox\nprint(sandbox.run_program({src!r}, timeout=120))"
+    script = jailed + f"from sandbox import jail\nprint(jail.run_program({src!r}, timeout=120))"
     trainer = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT_DIR, stdout=subprocess.DEVNULL)
     try:
         deadline = time.time() + 30
@@ -196,7 +197,7 @@ def small_disk(tmp_path, monkeypatch):
     """-> (the trainer's temp directory on a 1 MiB tmpfs, free(room): leave `room` bytes free there, None: all)."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    if not sandbox.uids.IS_ROOT or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)],
+    if not jail.uids.IS_ROOT or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)],
                                                   capture_output=True).returncode:
         pytest.skip("no tmpfs can be mounted here (root only)")
     monkeypatch.setattr(tempfile, "tempdir", str(disk))
@@ -248,7 +249,7 @@ def test_the_hosts_limits_failing_the_jail_are_not_run_and_not_remembered(jailed
             pytest.skip("no writable cgroup v1 hierarchy")
         monkeypatch.setattr(sandbox, "make_cgroups", _cgroups_of_one_process(cgroups.make_cgroups))
     else:
-        real = sandbox._jailed
+        real = jail._jailed
         monkeypatch.setattr(sandbox, "_jailed", lambda *a: ["prlimit", "--nofile=3", "--"] + real(*a))
     prog = _fresh("print(int(input()) * 2)")
     r = cases.run_case(STDIO, prog, "21", timeout=10)
@@ -292,7 +293,7 @@ def test_tests_the_verifier_cannot_judge_are_refused_at_load(jailed, tmp_path, m
     """An expected output over the stdout cap, a function result over the literal cap (compared as text, so the
     reference's own result failed) and a test the reference itself fails were loaded, and judged every program
     wrong on them, the reference included."""
-    big = {**STDIO, "id": "big", "tests": [{"input": "", "output": "7" * (sandbox.MAX_STDOUT + 1)}]}
+    big = {**STDIO, "id": "big", "tests": [{"input": "", "output": "7" * (jail.MAX_STDOUT + 1)}]}
     listed = {"id": "ones", "domain": "code", "question": "", "format": "function", "entry_point": "ones",
               "solution": "def ones(n):\n    return [1] * n",
               "tests": [{"input": "[3]", "output": "[1, 1, 1]"},

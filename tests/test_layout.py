@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 import prompts
-from infra import outcomes
+from sandbox import outcomes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The top level, in the README's reading order: Phase 1 (and the prompts it shows the students), PAC, RAS, the
@@ -28,10 +28,10 @@ PAPER = ["rollout", "prompts", "attribution", "teacher", "loss", "train", "confi
 # attribution model's greedy decoding (launch), the roles a team's seats play (team), the response limits of a
 # checkpoint's disk check (checkpoint), the verifier's timeout for judging golden tests at load (data) and the
 # force-decoding the FSDP2 root runs (sharding).
-INFRA_READS = {"infra.metrics": {"loss", "prompts"}, "infra.report": {"prompts"}, "infra.footprint": {"sampler"},
-               "infra.memory": {"prompts", "config"}, "infra.eval_memory": {"config"},
-               "infra.launch": {"prompts", "sampler", "config"}, "infra.team": {"prompts"},
-               "infra.checkpoint": {"config"}, "infra.data": {"config"}, "infra.sharding": {"sampler"}}
+INFRA_READS = {"infra.metrics": {"loss", "prompts"}, "infra.report": {"prompts"}, "scaling.footprint": {"sampler"},
+               "scaling.memory": {"prompts", "config"}, "scaling.eval_memory": {"config"},
+               "infra.launch": {"prompts", "sampler", "config"}, "infra.seats": {"prompts"},
+               "infra.checkpoint": {"config"}, "infra.data": {"config"}, "scaling.sharding": {"sampler"}}
 # train.py's plumbing, apart so that train.py reads as Algorithm 1: what a run starts from. (config.py, the table of
 # values, is read by every paper file; it imports none of them.)
 TRAIN_PARTS = ["infra.launch"]
@@ -152,7 +152,7 @@ def closure(name, modules):
 
 def test_each_paper_file_can_be_copied_with_few_others():
     modules = project_modules()
-    runner = closure("infra.cases", modules) | {"infra.cases"}  # the sandbox and its parts
+    runner = closure("sandbox.cases", modules) | {"sandbox.cases"}  # the sandbox and its parts
     answers = closure("infra.answers", modules) | {"infra.answers"}
     for name in PAPER:
         brings = closure(name, modules)
@@ -168,7 +168,7 @@ def test_each_paper_file_can_be_copied_with_few_others():
 def test_a_closure_follows_every_import_and_its_packages():
     modules = project_modules()
     assert closure("loss", modules) == set() and closure("sampler", modules) == set()
-    assert {"infra", "infra.cases", "infra.sandbox"} <= closure("infra.answers", modules)
+    assert {"infra", "sandbox.cases", "sandbox.jail"} <= closure("infra.answers", modules)
 
 
 def test_only_train_py_imports_its_start_up():

@@ -1,4 +1,4 @@
-"""infra/memory.py, infra/footprint.py and tools/memory.py: exact parameter counts, the activation formula against what
+"""scaling/memory.py, scaling/footprint.py and tools/memory.py: exact parameter counts, the activation formula against what
 autograd saves, monotonicity of the plan, its table and the fit report."""
 import os
 import re
@@ -8,14 +8,26 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 import config
-from infra import footprint
-from infra import memory
-from infra.footprint import QWEN3, layer_act_bytes, outside_layers_bytes, param_count
-from infra.memory import GiB, fit_report, fits, format_plan, plan
+from scaling import footprint
+from scaling import memory
+from infra.models import QWEN3, config_of
+from scaling.footprint import layer_act_bytes, outside_layers_bytes, param_count
+from scaling.memory import GiB, fit_report, fits, format_plan, plan
 from tools.memory import main as memory_main
+from tools.memory import dry_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples", "problems.jsonl")
+
+def configs(args):
+    """(the student's, the teacher's) config of train.py's parsed args."""
+    return config_of(args.student), config_of(args.teacher)
+
+
+def plan_inputs(args, n_policies, world=1):
+    return (*configs(args), memory.plan_keywords(args, n_policies, world))
+
+
 S, T = QWEN3["Qwen3-1.7B"], QWEN3["Qwen3-14B"]
 
 
@@ -181,17 +193,17 @@ def test_dry_run_uses_train_args():
     args = config.get_args(["--problems", EXAMPLES, "--student", "Qwen3-1.7B", "--teacher", "Qwen3-14B",
                            "--shared-policy", "--max-new-tokens", "1024", "--batch", "16", "--micro-batch", "2",
                            "--grad-checkpointing", "--precision", "bf16"])
-    text = memory.dry_run(args)
+    text = dry_run(args)
     assert "1 student policy" in text and "response 1024" in text and "rollout batch 16" in text
     assert "grad checkpointing on" in text and "GPU 80 GiB" in text
-    four = memory.dry_run(args, world=4)  # under torchrun each of 4 GPUs rolls out 4 of the 16 episodes
+    four = dry_run(args, world=4)  # under torchrun each of 4 GPUs rolls out 4 of the 16 episodes
     peak = lambda t: float(re.search(r"TOTAL peak.* ([0-9.]+) GiB", t).group(1))
     assert "rollout batch 4" in four and "TOTAL peak = persistent + rollout" in text and peak(four) < peak(text)
-    small = memory.dry_run(config.get_args(["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--problems",
+    small = dry_run(config.get_args(["--student", "tiny-qwen3", "--teacher", "tiny-qwen3", "--problems",
                                            EXAMPLES]))
     assert "4 student policies" in small and small.splitlines()[-1].endswith(" fits")  # code + math: 4 roles
     with pytest.raises(ValueError, match="no-such-model-dir'. no such file or directory"):
-        footprint.config_of(os.path.join(ROOT, "no-such-model-dir"))
+        config_of(os.path.join(ROOT, "no-such-model-dir"))
 
 
 def test_command_line_reads_train_flags_and_loads_nothing(tmp_path, capsys):
@@ -211,7 +223,7 @@ def test_the_gpu_preset_fits_one_h200_without_memory_flags_and_the_paper_preset_
     for preset, fit in (("gpu", True), ("paper", False)):
         args = config.get_args(["--problems", EXAMPLES, "--student", "Qwen3-1.7B", "--teacher", teacher,
                                "--preset", preset, "--precision", "bf16"])
-        s, t, kw = memory.plan_inputs(args, 2)  # a one-domain file: two policies
+        s, t, kw = plan_inputs(args, 2)  # a one-domain file: two policies
         assert fits(plan(s, t, **kw), 141) == fit, preset
 
 
@@ -238,17 +250,17 @@ def test_the_papers_method_fits_its_cards_with_the_offloads(student, gib, flags,
     """Two independent policies (a one-domain file), the gpu preset, the Qwen3-14B teacher."""
     args = config.get_args(["--problems", EXAMPLES, "--student", student, "--teacher", "Qwen3-14B", "--preset",
                             "gpu", "--precision", "bf16"] + flags)
-    s, t, kw = memory.plan_inputs(args, 2)
+    s, t, kw = plan_inputs(args, 2)
     assert fits(plan(s, t, **kw), gib) and plan(s, t, **kw)["total"] < usable * GiB
     without = config.get_args(["--problems", EXAMPLES, "--student", student, "--teacher", "Qwen3-14B", "--preset",
                                "gpu", "--precision", "bf16"] + flags[1:])
-    assert not fits(plan(*memory.plan_inputs(without, 2)[:2], **memory.plan_inputs(without, 2)[2]), gib)
+    assert not fits(plan(*plan_inputs(without, 2)[:2], **plan_inputs(without, 2)[2]), gib)
 
 
 def test_the_fit_report_offers_the_papers_method_first_and_marks_a_shared_policy():
     args = config.get_args(["--problems", EXAMPLES, "--student", "Qwen3-1.7B", "--teacher", "Qwen3-14B", "--preset",
                             "gpu", "--precision", "bf16"])
-    s, t, kw = memory.plan_inputs(args, 2)
+    s, t, kw = plan_inputs(args, 2)
     text = fit_report(s, t, 80, **kw)
     singles = text.split("one change at a time")[1].split("smallest combinations")[0]
     assert "--max-new-tokens 2048" not in singles  # 2,048 would lengthen the preset's 1,024-token responses
@@ -264,7 +276,7 @@ def test_the_fit_report_offers_the_papers_method_first_and_marks_a_shared_policy
 
 def test_qwen3_0_6b_is_planned_offline():
     assert param_count(QWEN3["Qwen3-0.6B"]) == 596_049_920  # "0.6B, 0.44B non-embedding" (tied)
-    assert footprint.config_of("Qwen/Qwen3-0.6B") == QWEN3["Qwen3-0.6B"]
+    assert config_of("Qwen/Qwen3-0.6B") == QWEN3["Qwen3-0.6B"]
 
 
 def test_check_fits_refuses_offloads_the_host_cannot_hold_and_names_only_the_papers_method(monkeypatch):
@@ -275,18 +287,18 @@ def test_check_fits_refuses_offloads_the_host_cannot_hold_and_names_only_the_pap
     monkeypatch.setattr(config, "device", lambda name: name)  # a GPU machine, as far as the flags are concerned
     base += ["--device", "cuda"]
     with pytest.raises(ValueError) as e:  # a one-domain file: two policies, as the paper
-        memory.check_fits(config.get_args(base), 2)
+        memory.check_fits(config.get_args(base), configs(config.get_args(base)), 2)
     assert "it would fit with --optimizer-offload --teacher-offload (python" in str(e.value)
     with pytest.raises(ValueError, match=r"keep 53.1 GiB in host memory .* 40.0 GiB of RAM available"):
-        memory.check_fits(config.get_args(base + ["--optimizer-offload", "--teacher-offload"]), 2)
+        memory.check_fits(config.get_args(base + ["--optimizer-offload", "--teacher-offload"]), configs(config.get_args(base + ["--optimizer-offload", "--teacher-offload"])), 2)
     free["cpu"] = 64 * GiB
-    assert memory.check_fits(config.get_args(base + ["--optimizer-offload", "--teacher-offload"]), 2)
+    assert memory.check_fits(config.get_args(base + ["--optimizer-offload", "--teacher-offload"]), configs(config.get_args(base + ["--optimizer-offload", "--teacher-offload"])), 2)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # two processes on this machine: twice the host memory
     with pytest.raises(ValueError, match=r"keep 106.3 GiB in host memory .* 2 processes here"):
-        memory.check_fits(config.get_args(base + ["--optimizer-offload", "--teacher-offload"]), 2)
+        memory.check_fits(config.get_args(base + ["--optimizer-offload", "--teacher-offload"]), configs(config.get_args(base + ["--optimizer-offload", "--teacher-offload"])), 2)
     free["cuda"] = 50 * GiB  # only one policy fits: the shared policy, said not to be the paper's method
     with pytest.raises(ValueError) as e:
-        memory.check_fits(config.get_args(base), 2)
+        memory.check_fits(config.get_args(base), configs(config.get_args(base)), 2)
     assert "--shared-policy" + memory.NOT_PAPER in str(e.value)
 
 
@@ -317,9 +329,9 @@ def test_the_4b_students_fit_eight_96_gib_gpus_with_fsdp_and_not_without():
     """The paper's lengths and batches, two Qwen3-4B policies (a one-domain file), the Qwen3-14B teacher."""
     flags = ["--problems", EXAMPLES, "--student", "Qwen3-4B", "--teacher", "Qwen3-14B", "--precision", "bf16",
              "--grad-checkpointing", "--micro-batch", "1", "--rollout-chunk", "4"]
-    s, t, kw = memory.plan_inputs(config.get_args(flags + ["--fsdp"]), 2, world=8)
+    s, t, kw = plan_inputs(config.get_args(flags + ["--fsdp"]), 2, world=8)
     assert kw["fsdp_ranks"] == 8 and fits(plan(s, t, **kw), 96)
-    s, t, kw = memory.plan_inputs(config.get_args(flags), 2, world=8)
+    s, t, kw = plan_inputs(config.get_args(flags), 2, world=8)
     assert not fits(plan(s, t, **kw), 96)
 
 
@@ -330,6 +342,6 @@ def test_check_fits_holds_rank_0_s_gathered_checkpoint_against_the_ram(monkeypat
                             "bf16", "--grad-checkpointing", "--micro-batch", "1", "--rollout-chunk", "4", "--fsdp",
                             "--device", "cuda"])
     with pytest.raises(ValueError, match=r"89.9 GiB of full states while rank 0 saves"):
-        memory.check_fits(args, 2, world=8)
+        memory.check_fits(args, configs(args), 2, world=8)
     monkeypatch.setattr(memory, "available_bytes", lambda device: (96 if device.startswith("cuda") else 512) * GiB)
-    assert memory.check_fits(args, 2, world=8)["total"] < 86.4 * GiB
+    assert memory.check_fits(args, configs(args), 2, world=8)["total"] < 86.4 * GiB

@@ -1,4 +1,4 @@
-"""--optimizer-offload (infra/offload.py): exact, the moments in host buffers between steps, a checkpoint the same
+"""--optimizer-offload (scaling/offload.py): exact, the moments in host buffers between steps, a checkpoint the same
 with and without it, and a resume that continues bitwise."""
 import os
 
@@ -10,7 +10,7 @@ from config import get_args
 from infra.checkpoint import load_policies
 from infra.launch import build
 from infra.models import tiny_model
-from infra.offload import MOMENTS, optimizer_steps, parked
+from scaling.offload import MOMENTS, optimizer_steps, parked
 from test_train import FAST  # the tiny run of train.py's own tests
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

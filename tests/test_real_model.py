@@ -23,7 +23,7 @@ import prompts
 import rollout
 import train
 from infra import data
-from infra import footprint
+from scaling import footprint
 from infra import launch
 from infra import models
 from infra.models import make_tokenizer, tiny_model
@@ -91,7 +91,7 @@ def test_hub_id_with_the_hub_unreachable_is_refused_after_one_probe_not_retries(
     for var in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
     spec = "mas-opd-tests/no-such-model"
-    for load in (models.load_tokenizer, models.load_model, footprint.config_of):
+    for load in (models.load_tokenizer, models.load_model, models.config_of):
         with pytest.raises(ValueError) as e:
             load(spec)
         assert spec in str(e.value) and "\n" not in str(e.value)
@@ -197,7 +197,7 @@ def test_gguf_header_gives_the_exact_shape_and_the_vocabulary_without_loading_we
     model, tok = smol
     meta, names = models.gguf_header(GGUF)
     assert {t: i for i, t in enumerate(meta["tokenizer.ggml.tokens"])} == tok.get_vocab()
-    assert footprint.param_count(footprint.config_of(GGUF)) == sum(p.numel() for p in model.parameters())
+    assert footprint.param_count(models.config_of(GGUF)) == sum(p.numel() for p in model.parameters())
     models.same_tokenizer_specs(GGUF, GGUF, ("a", "b"))
     other = _fake_gguf(tmp_path / "other.gguf", ["<unk>", "a", "b"])
     with pytest.raises(ValueError, match="must share a tokenizer"):

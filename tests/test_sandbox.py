@@ -1,4 +1,4 @@
-"""Behavioural tests of infra/sandbox.py, infra/cgroups.py and infra/cases.py: isolation (jail and the uid
+"""Behavioural tests of infra/jail.py, sandbox/cgroups.py and sandbox/cases.py: isolation (jail and the uid
 fallback), cleanup, caps, error strings, the function driver, output comparison. Each isolation test is an attack a
 generated program could make."""
 import ctypes
@@ -20,26 +20,26 @@ import uuid
 import pytest
 
 from attribution import attribute_code
-from infra import cases
-from infra import cgroups
-from infra import sandbox, uids
-from infra import seccomp
-from infra.cases import outputs_match, run_case, run_cases
-from infra.namespaces import shown_paths
-from infra.outcomes import NOT_RUN, TIMED_OUT, RunResult
-from infra.sandbox import run_program
+from sandbox import cases
+from sandbox import cgroups
+from sandbox import jail, uids
+from sandbox import seccomp
+from sandbox.cases import outputs_match, run_case, run_cases
+from sandbox.namespaces import shown_paths
+from sandbox.outcomes import NOT_RUN, TIMED_OUT, RunResult
+from sandbox.jail import run_program
 
 ROOT = os.geteuid() == 0
-INTERPRETER, NATIVE = sandbox._setup()
+INTERPRETER, NATIVE = jail._setup()
 JAIL = NATIVE is not None and NATIVE.kind == "bubblewrap"
 # the jail without bubblewrap, as root: the same interpreter, shown read-only as namespaces.py shows it
-NAMESPACES = sandbox.Jail("namespaces", tuple(shown_paths(os.path.dirname(os.path.dirname(os.path.realpath(
+NAMESPACES = jail.Jail("namespaces", tuple(shown_paths(os.path.dirname(os.path.dirname(os.path.realpath(
     INTERPRETER))))))
 needs_root = pytest.mark.skipif(not ROOT, reason="uid drop (process cap, uid-wide kill, file cleanup) is root-only")
 needs_jail = pytest.mark.skipif(not JAIL, reason="bubblewrap is not installed or does not work here")
 needs_namespaces = pytest.mark.skipif(not (ROOT and shutil.which("unshare")), reason="not root, or no unshare")
 needs_cgroups = pytest.mark.skipif(not cgroups.cgroup_homes(), reason="no writable cgroup v1 hierarchy, or not root")
-needs_filter = pytest.mark.skipif(not sandbox.SECCOMP_FILTER, reason="no syscall table for this machine")
+needs_filter = pytest.mark.skipif(not jail.SECCOMP_FILTER, reason="no syscall table for this machine")
 ARCH = seccomp.ARCHES.get(os.uname().machine)
 NR = {name: nrs[ARCH[0]] for name, nrs in seccomp.DENIED.items() if ARCH and nrs[ARCH[0]] is not None}  # this machine's
 
@@ -101,18 +101,18 @@ def test_without_bubblewrap_an_interpreter_the_sandbox_user_cannot_reach_is_not_
     real_which = shutil.which
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "bwrap" else real_which(name, *a, **k))
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
-    sandbox._setup.cache_clear()
+    jail._setup.cache_clear()
     try:
-        assert sandbox._setup()[0] != str(tmp_path / "python")
+        assert jail._setup()[0] != str(tmp_path / "python")
         assert run_program("print(int(input()) * 3)", "4\n", timeout=10) == RunResult("12\n", None)
     finally:
-        sandbox._setup.cache_clear()
+        jail._setup.cache_clear()
 
 
 @pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")
 def test_the_jail_is_chosen_wherever_bubblewrap_works():
     """A working jail must win over the bare levels (CI installs bubblewrap so that the jail is what it tests)."""
-    assert JAIL and sandbox.describe().startswith("jail (bubblewrap")
+    assert JAIL and jail.describe().startswith("jail (bubblewrap")
 
 
 def test_stdout_and_stdin(mode):
@@ -190,12 +190,12 @@ def test_child_that_escapes_the_process_group_is_killed(mode):
 
 @needs_root
 def test_uid_kill_helper_runs_only_when_a_process_of_the_uid_is_left(monkeypatch):
-    interpreter = sandbox._setup()[0]
+    interpreter = jail._setup()[0]
     monkeypatch.setattr(sandbox, "_setup", lambda: (interpreter, None))  # the uid level, where the helper matters
     assert uids.processes_of(os.getuid()) and not uids.processes_of(uids.UID_RANGE[1] + 1)
     helpers = []
-    real_run = sandbox.subprocess.run
-    monkeypatch.setattr(sandbox.subprocess, "run", lambda argv, **kw: helpers.append(argv) or real_run(argv, **kw))
+    real_run = jail.subprocess.run
+    monkeypatch.setattr(jail.subprocess, "run", lambda argv, **kw: helpers.append(argv) or real_run(argv, **kw))
     assert run_program("print(2)", timeout=3).stdout == "2\n" and helpers == []  # nothing left: no helper process
     tag, src = _marked("import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid(); os.write(w, b'x'); "
                        "time.sleep(60)\nos.read(r, 1)\nprint('ok')")
@@ -316,13 +316,13 @@ which = shutil.which
 def jailed(request, monkeypatch):
     """The jail's promises tested where a jail is had: bubblewrap's where it works, then with bubblewrap hidden (a
     new user's machine) whatever this machine gives without it: the namespaces jail as root. Where that is no jail
-    the test is skipped: train.py and eval.py refuse code problems there (sandbox.isolation_refusal). Returns the
+    the test is skipped: train.py and eval.py refuse code problems there (jail.isolation_refusal). Returns the
     lines that hide bubblewrap from a Python subprocess ("" for native)."""
     if request.param == "no bubblewrap":
         monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "bwrap" else which(name, *a, **k))
-        sandbox._setup.cache_clear()
-        request.addfinalizer(sandbox._setup.cache_clear)  # before monkeypatch gives bubblewrap back
-    if sandbox._setup()[1] is None:
+        jail._setup.cache_clear()
+        request.addfinalizer(jail._setup.cache_clear)  # before monkeypatch gives bubblewrap back
+    if jail._setup()[1] is None:
         pytest.skip("no jail here at this level")
     return HIDE_BUBBLEWRAP if request.param == "no bubblewrap" else ""
 
@@ -412,17 +412,17 @@ def test_memory_cap_covers_the_whole_run():
 
 PID1 = """
 import os, sys, time
-from infra import sandbox, uids
-interpreter, native = sandbox._setup()
+from sandbox import jail, uids
+interpreter, native = jail._setup()
 if sys.argv[1] == "namespaces":
-    sandbox._setup = lambda: (interpreter, sandbox.Jail("namespaces", native.shown))
+    jail._setup = lambda: (interpreter, jail.Jail("namespaces", native.shown))
 elif sys.argv[1] != "native":
-    sandbox._setup = lambda: (interpreter, None)
+    jail._setup = lambda: (interpreter, None)
 if sys.argv[1] == "process":
     uids.IS_ROOT = False  # no uid of its own: the group kill and reaping only
 for src in ["print(1)", "import os, time\\nfor _ in range(3):\\n    if os.fork() == 0:\\n        time.sleep(60)",
             "import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    time.sleep(60)", "while True:\\n    pass"]:
-    sandbox.run_program(src, timeout=1)
+    jail.run_program(src, timeout=1)
 time.sleep(0.3)
 zombies = 0
 for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -484,7 +484,7 @@ def test_a_program_cannot_stop_the_kill_helper(monkeypatch):
     """In the uid fallback a process left behind stops every new process of its uid; the helper that kills what
     is left must run under that uid to reach it, yet be one it can neither stop nor trace, or the cleanup hangs
     (the run raised after the helper's 30 s timeout)."""
-    interpreter = sandbox._setup()[0]
+    interpreter = jail._setup()[0]
     monkeypatch.setattr(sandbox, "_setup", lambda: (interpreter, None))
     tag, src = _marked("""
         import os, signal
@@ -523,7 +523,7 @@ except OSError:
     print(hard, held)
 """, timeout=10)
     hard, held = map(int, r.stdout.split())
-    assert hard <= sandbox.MAX_FILES and held < sandbox.MAX_FILES, r
+    assert hard <= jail.MAX_FILES and held < jail.MAX_FILES, r
 
 
 @needs_filter
@@ -551,7 +551,7 @@ print(libc.syscall({NR['add_key']}, b"user", b"left-by-run", b"x", 1, -3), ctype
 def test_runs_cannot_signal_each_other_through_file_locks(mode):
     """The read-only /usr is the same file for every run and for the trainer: a lock one of them holds on it is
     seen by the others, a channel between runs meant to be apart."""
-    path = os.path.realpath(sandbox._setup()[0])
+    path = os.path.realpath(jail._setup()[0])
     with open(path, "rb") as f:
         fcntl.flock(f, fcntl.LOCK_SH)
         fcntl.lockf(f, fcntl.LOCK_SH)  # a POSIX read lock
@@ -628,10 +628,10 @@ def test_a_run_whose_cgroups_cannot_be_made_is_refused(mode, monkeypatch, tmp_pa
 
 
 def test_a_missing_or_broken_syscall_filter_is_never_silent(monkeypatch):
-    assert seccomp.program("riscv64") == b"" and sandbox.SECCOMP_FILTER == seccomp.program(os.uname().machine)
-    assert ("NO seccomp filter" in sandbox.describe()) is not bool(sandbox.SECCOMP_FILTER)
+    assert seccomp.program("riscv64") == b"" and jail.SECCOMP_FILTER == seccomp.program(os.uname().machine)
+    assert ("NO seccomp filter" in jail.describe()) is not bool(jail.SECCOMP_FILTER)
     monkeypatch.setattr(sandbox, "SECCOMP_FILTER", b"")
-    assert "NO seccomp filter (no syscall table for" in sandbox.describe()
+    assert "NO seccomp filter (no syscall table for" in jail.describe()
     monkeypatch.setattr(sandbox, "SECCOMP_FILTER", bytes(8))  # a filter the kernel refuses: the run fails
     assert run_program("print('ran')", timeout=5) == RunResult(
         "", "error: not run: the sandbox did not start the program: seccomp filter not loaded: Invalid argument",
@@ -649,7 +649,7 @@ def test_sigterm_kills_the_runs_and_leaves_nothing(tmp_path):
         time.sleep(60)
     """)
     before = _workdirs()
-    script = (f"from infra import cases, sandbox\nsandbox.stop_on_sigterm()\n"
+    script = (f"from sandbox import cases, jail\njail.stop_on_sigterm()\n"
               f"cases.run_cases({{'format': 'stdio'}}, {src!r}, ['1'] * 8, timeout=60, workers=2)")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=root, stderr=subprocess.PIPE, text=True)
@@ -804,10 +804,10 @@ M = sys.hash_info.modulus  # ints equal modulo M share one hash
 # lines, a backtracking number pattern, colliding hashes) or against ast's ~1 KiB per element: seconds to hours
 # and hundreds of MiB per comparison without the caps.
 HOSTILE = {
-    "leading blank lines": ("stdio", "\n" * (sandbox.MAX_STDOUT - 1) + "x", "x", True),
-    "leading whitespace lines": ("stdio", " \n" * (sandbox.MAX_STDOUT // 2 - 1) + "x", "x", True),
-    "digits then a letter": ("stdio", "1" * (sandbox.MAX_STDOUT - 1) + "x", "1.5", False),  # a number pattern
-    "over MAX_STDOUT": ("stdio", "1 " * (sandbox.MAX_STDOUT // 2 + 1), "1 " * (sandbox.MAX_STDOUT // 2 + 1), False),
+    "leading blank lines": ("stdio", "\n" * (jail.MAX_STDOUT - 1) + "x", "x", True),
+    "leading whitespace lines": ("stdio", " \n" * (jail.MAX_STDOUT // 2 - 1) + "x", "x", True),
+    "digits then a letter": ("stdio", "1" * (jail.MAX_STDOUT - 1) + "x", "1.5", False),  # a number pattern
+    "over MAX_STDOUT": ("stdio", "1 " * (jail.MAX_STDOUT // 2 + 1), "1 " * (jail.MAX_STDOUT // 2 + 1), False),
     "list vs set, one hash": ("function", "[" + ", ".join(str(k * M) for k in range(40_000)) + "]", "{1}", False),
     "sets of tuples, one hash": ("function", "{" + ", ".join(f"({k * M},)" for k in range(35_000)) + "}",
                                  "{" + ", ".join(f"({k * M},)" for k in range(1, 35_001)) + "}", False),
@@ -820,7 +820,7 @@ HOSTILE = {
 @pytest.mark.parametrize("name", HOSTILE)
 def test_outputs_match_cost_is_bounded(name, finishes):
     fmt, got, expected, same = HOSTILE[name]
-    assert len(got) <= sandbox.MAX_STDOUT or name == "over MAX_STDOUT"
+    assert len(got) <= jail.MAX_STDOUT or name == "over MAX_STDOUT"
     assert finishes(outputs_match, fmt, got, expected) is same
 
 
@@ -933,7 +933,7 @@ def test_the_trainers_io_errors_are_the_runs_error_and_not_remembered(mode, monk
 def test_a_run_refused_while_terminating_is_not_remembered(monkeypatch):
     prob = {"id": "p", "domain": "code", "question": "", "format": "stdio", "tests": []}
     prog = f"print(3)  # {uuid.uuid4().hex}"
-    monkeypatch.setattr(sandbox._terminating, "is_set", lambda: True)
+    monkeypatch.setattr(jail._terminating, "is_set", lambda: True)
     assert run_case(prob, prog, "", timeout=5).error == "error: not run: the process is terminating"
     monkeypatch.undo()
     assert run_case(prob, prog, "", timeout=5) == RunResult("3\n", None)
@@ -941,11 +941,11 @@ def test_a_run_refused_while_terminating_is_not_remembered(monkeypatch):
 
 def test_an_output_over_the_cap_is_an_error_not_a_prefix(mode):
     """A program that printed the right answer followed by more than MAX_STDOUT bytes was judged on the prefix."""
-    over = run_program(f"import sys\nsys.stdout.write('x' * {sandbox.MAX_STDOUT + 1})", timeout=5)
-    assert over.error == f"error: output over the cap of {sandbox.MAX_STDOUT} bytes" and \
-        len(over.stdout) == sandbox.MAX_STDOUT, over.error
-    at = run_program(f"import sys\nsys.stdout.write('x' * {sandbox.MAX_STDOUT})", timeout=5)
-    assert at.ok and len(at.stdout) == sandbox.MAX_STDOUT
+    over = run_program(f"import sys\nsys.stdout.write('x' * {jail.MAX_STDOUT + 1})", timeout=5)
+    assert over.error == f"error: output over the cap of {jail.MAX_STDOUT} bytes" and \
+        len(over.stdout) == jail.MAX_STDOUT, over.error
+    at = run_program(f"import sys\nsys.stdout.write('x' * {jail.MAX_STDOUT})", timeout=5)
+    assert at.ok and len(at.stdout) == jail.MAX_STDOUT
 
 
 @needs_filter
@@ -953,7 +953,7 @@ def test_a_program_cannot_probe_or_evict_the_page_cache_of_shared_files(mode):
     """/usr is the same files for every run: which of their pages are cached, set by one run (evict, prefetch) and
     read by a later one without reading them (mincore, cachestat, a read that must not wait, the pages mapped
     around a fault), carried 32 bits of 32 between runs, hidden inputs included."""
-    path = os.path.realpath(sandbox._setup()[0])
+    path = os.path.realpath(jail._setup()[0])
     r = run_program(f"""
 import ctypes, errno, mmap, os
 libc = ctypes.CDLL(None, use_errno=True)
@@ -1043,9 +1043,9 @@ print(len(held))
 """, timeout=10, memory_mb=256)
     assert r.stdout == f"{errno.ENOSYS} 0\n", r
     if mode == "uid" or (mode == "native" and NATIVE is None):
-        assert "NOT capped: memory held in files" in sandbox.describe()
+        assert "NOT capped: memory held in files" in jail.describe()
         return
-    assert "NOT capped: memory held in SysV shared memory" in sandbox.describe()
+    assert "NOT capped: memory held in SysV shared memory" in jail.describe()
     r = run_program("""
 import os
 n = 0
@@ -1090,14 +1090,14 @@ except OSError as e:
     print(type(e).__name__)
 """, timeout=5)
         assert os.listdir(shared) == [] and r.stdout.startswith("True\n"), r
-        if not sandbox._own_ipc_and_network():  # unshare cannot make them here: the level says so
+        if not jail._own_ipc_and_network():  # unshare cannot make them here: the level says so
             libc = ctypes.CDLL(None)
             libc.shmctl(libc.shmget(key, 0, 0), 0, None)  # IPC_RMID: the segment the run left on the host
-            assert sandbox.describe().startswith("uid (") and "its network and IPC out of reach" in sandbox.describe()
+            assert jail.describe().startswith("uid (") and "its network and IPC out of reach" in jail.describe()
             return
         assert r.stdout.splitlines()[1] != "connected", r
         with open("/proc/sysvipc/shm") as f:
             assert not [ln for ln in f.read().splitlines()[1:] if int(ln.split()[0]) == key]
-        assert "own IPC and network namespaces" in sandbox.describe()
+        assert "own IPC and network namespaces" in jail.describe()
     finally:
         shutil.rmtree(shared)

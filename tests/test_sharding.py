@@ -3,7 +3,7 @@ order, a rank short of a policy's responses runs padding of weight 0, and a poli
 from dataclasses import dataclass
 
 import train
-from infra import sharding
+from scaling import sharding
 
 
 @dataclass

@@ -15,11 +15,14 @@ import config
 import eval as evaluation
 import teacher
 import train
+from tests.test_memory import plan_inputs
+from tools.memory import dry_run
 from attribution import HEADER, attribute_episodes
 from teams.verdicts import attribute_by_model, attribute_team
-from infra import checkpoint, launch, memory
+from infra import checkpoint, launch
+from scaling import memory
 from infra.models import make_tokenizer, tiny_model
-from infra.team import pairings, partner, seats, team_seats
+from infra.seats import pairings, partner, seats, team_seats
 from prompts import role_of
 from loss import eq13_weights, mas_opd_loss
 from rollout import RolloutConfig, run_episodes
@@ -235,10 +238,10 @@ def test_memory_plan_scales_with_the_agents(problems):
     for n in (1, 2):
         args = config.get_args(["--problems", problems, "--student", "tiny-qwen3", "--teacher", "tiny-qwen3",
                                 "--agents-per-role", str(n), "--precision", "bf16"])
-        text = memory.dry_run(args)
+        text = dry_run(args)
         plans[n] = text
         assert f"{4 * n} student policies" in text
-    s, t, kw = memory.plan_inputs(args, 8)
+    s, t, kw = plan_inputs(args, 8)
     one = memory.plan(s, t, **{**kw, "n_policies": 4, "agents_per_role": 1})
     two = memory.plan(s, t, **kw)
     assert two["settings"]["generate_batch"] == one["settings"]["generate_batch"]  # 2n prompts over 2n policies

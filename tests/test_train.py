@@ -13,12 +13,13 @@ import config
 import eval as evaluation
 import rollout
 import train
+from tests.test_memory import configs
 from infra import checkpoint
-from infra import footprint
+from scaling import footprint
 from infra import launch
-from infra import memory
+from scaling import memory
 from infra import models
-from infra import sandbox
+from sandbox import jail
 from config import preset_line
 from infra.models import make_tokenizer, tiny_model
 from sampler import generate, sequence_logprobs
@@ -170,7 +171,7 @@ def test_a_run_that_cannot_fit_is_refused_before_any_weights_load_with_flags_tha
     assert err.startswith("error: memory: one training step needs about") and "2.0 GiB of RAM available" in err
     flags = err.split("it would fit with ")[1].split(" (python -m tools.memory")[0].split()
     assert "--batch" in flags
-    assert memory.check_fits(config.get_args(big + flags), 4)["total"] <= 2 * memory.GiB  # and it does fit
+    assert memory.check_fits(config.get_args(big + flags), configs(config.get_args(big + flags)), 4)["total"] <= 2 * memory.GiB  # and it does fit
 
 
 def test_presets_fill_only_the_flags_not_given():

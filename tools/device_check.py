@@ -42,11 +42,11 @@ from transformers.utils import logging as hf_logging
 import config
 import train
 from infra import launch
-from infra import memory
+from scaling import memory
 from infra.data import load_problems
-from infra.footprint import QWEN3
+from infra.models import QWEN3
 from infra.models import make_tokenizer
-from infra.offload import MOMENTS, park
+from scaling.offload import MOMENTS, park
 from prompts import Segment
 from rollout import Response
 from sampler import generate, release_decoder, sequence_logprobs
@@ -244,7 +244,7 @@ def main(argv=None):
         measure(f"(c) micro-batch {mb} x ({ctx_len} + {resp_len}), checkpointing {'on' if ckpt else 'off'}",
                 lambda: update(ctx_len, resp_len, mb), pred)
     # The last of them again with --optimizer-offload: the moments in pinned host memory, each policy's on the GPU
-    # for its own step only (infra/offload.py); then back on the device for what follows.
+    # for its own step only (scaling/offload.py); then back on the device for what follows.
     for opt in optims:
         park(opt)
     pred = predict("update", prompt_len=ctx_len, response_len=resp_len, micro_batch=mb, grad_checkpointing=ckpt,

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from tqdm import tqdm
 
 from config import CODE_TIMEOUT, COUNT, bounded
-from infra.cases import run_case
+from sandbox.cases import run_case
 from config import COUNT, bounded, negative_values
 from infra.data import ProblemError, check_all, check_writable, over_cap, write_atomic
 from tools.converters import (Skip, from_apps, from_code_contests, from_evalplus, from_gsm8k, from_humaneval,

@@ -1,4 +1,4 @@
-"""How much GPU memory one MAS-OPD training step needs on one GPU, before you rent the GPU: infra/memory.py's plan for
+"""How much GPU memory one MAS-OPD training step needs on one GPU, before you rent the GPU: scaling/memory.py's plan for
 the run train.py's flags would start.
 
     python -m tools.memory --problems examples/problems.jsonl --student Qwen3-1.7B --teacher Qwen3-14B
@@ -12,8 +12,20 @@ import os
 import sys
 
 from config import COUNT, get_args
-from infra.data import ProblemError
-from infra.memory import dry_run
+from infra.data import ProblemError, load_problems
+from infra.models import config_of
+from prompts import ROLES
+from scaling.memory import fit_report, format_plan, plan, plan_keywords
+
+
+def dry_run(args, gib=80.0, rollout_attention="fused", world=1):
+    """The estimate for train.py's parsed args, as text. Reads configs and the problem file, loads no weights.
+    Policies: 1 with --shared-policy, else one per agent of the problem file (2n per domain, --agents-per-role n)."""
+    domains = {p["domain"] for p in load_problems(args.problems, judge=False)}
+    n = 1 if args.shared_policy else sum(len(ROLES[d]) for d in domains) * args.agents_per_role
+    s, t = config_of(args.student), config_of(args.teacher)
+    kw = plan_keywords(args, n, world, rollout_attention)
+    return format_plan(plan(s, t, **kw)) + "\n" + fit_report(s, t, gib, **kw)
 
 
 def main(argv=None):

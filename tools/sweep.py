@@ -26,7 +26,7 @@ from infra.data import ProblemError, check_writable, json_text, load_problems, w
 from infra.runs import study_run
 from infra.png import chart_pixels, write_png
 from infra.report import page, results_html
-from infra.team import team_seats
+from infra.seats import team_seats
 from rollout import rollout_config
 
 LAMBDAS = [0.0, 0.05, 0.1, 0.2, 0.4, 0.5]  # Fig. 6's six values; the sixth not legible, 0.4 (DECISIONS.md D14)

@@ -22,7 +22,7 @@ from attribution import attribute_turn
 from config import COUNT, SEED, bounded
 from infra.data import ProblemError, append_episodes, check_writable, load_problems
 from infra.models import load_model
-from infra.sandbox import stop_on_sigterm
+from sandbox.jail import stop_on_sigterm
 from prompts import ROLE_NAMES, ROLES, check_prompt_limit, role_of
 from rollout import RolloutConfig, rollout_config, run_episodes
 from toy.build import toy_root

@@ -28,7 +28,7 @@ from infra.checkpoint import load_policies
 from infra.data import load_problems, write_atomic
 from infra.runs import study_run
 from infra.models import load_model
-from infra.team import team_seats
+from infra.seats import team_seats
 from toy.expert import HandTeacher
 from toy.build import PASSED_ON, start_toy, toy_root, train_args
 

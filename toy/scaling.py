@@ -28,7 +28,7 @@ from infra.data import load_problems, write_atomic
 from infra.models import load_model
 from infra.png import chart_pixels, write_png
 from infra.report import page, results_html
-from infra.team import team_seats
+from infra.seats import team_seats
 from toy.ablation import over_runs, plan_runs, train_runs
 from toy.expert import HandTeacher
 from toy.build import PASSED_ON, minutes, start_toy, toy_root, train_args

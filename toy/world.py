@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from attribution import attribute_math, describe_code
 from config import MAX_TURNS
 from infra.answers import answers_equivalent
-from infra.cases import outputs_match
-from infra.outcomes import ERROR, RunResult, is_error
+from sandbox.cases import outputs_match
+from sandbox.outcomes import ERROR, RunResult, is_error
 from prompts import (CodeArtefacts, MathArtefacts, NO_CODE_BLOCK, ROLES, extract_answer, extract_program,
                      extract_test_case, printed_answer)
 from teacher import KAPPA

@@ -1,7 +1,7 @@
 """A seccomp filter for the sandbox's program runs, assembled here as classic BPF (no library): the system calls a
 test program never needs return ENOSYS, as on a kernel built without them, and the rest run as usual.
 
-What is denied and why (sandbox.py installs the filter before the program's first instruction, at every level):
+What is denied and why (jail.py installs the filter before the program's first instruction, at every level):
 - keyrings (add_key, request_key, keyctl): a run inherits the session keyring of whoever started the trainer
   (container runtimes and systemd services give it one) and possesses it whatever its uid, so it could read or
   destroy the trainer's keys and leave a key for a later run. A fresh session keyring per run would still leave

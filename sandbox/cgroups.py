@@ -1,7 +1,7 @@
-"""The cgroup v1 caps of one sandboxed run (sandbox.py): everything the run starts shares one memory, process-count
+"""The cgroup v1 caps of one sandboxed run (jail.py): everything the run starts shares one memory, process-count
 and CPU cap. Only as root, and only where the v1 hierarchies of all three controllers are mounted and writable (as
 on this project's machines). Under cgroup v2 a process cannot give its own children limited cgroups (the
-no-internal-process rule), so there the per-process rlimits of sandbox.py are the caps."""
+no-internal-process rule), so there the per-process rlimits of jail.py are the caps."""
 import contextlib
 import functools
 import os
@@ -9,7 +9,7 @@ import re
 import socket
 import time
 
-from infra import uids
+from sandbox import uids
 
 CPUS = 1  # CPU share of one run (cpu.cfs_quota_us / cpu.cfs_period_us)
 NAME = "mas-opd-sandbox-{}"  # a run's cgroup in each hierarchy, after its uid

@@ -1,4 +1,4 @@
-"""A uid of its own for each sandboxed run (sandbox.py), as root: drawn fresh and claimed machine-wide, every
+"""A uid of its own for each sandboxed run (jail.py), as root: drawn fresh and claimed machine-wide, every
 process under it killed and every file it left in the world-writable directories removed when the run ends."""
 import contextlib
 import os

@@ -1,4 +1,4 @@
-"""What a sandboxed run reports (sandbox.py): its stdout, the one line the agents read when it failed (App. D.6.1:
+"""What a sandboxed run reports (jail.py): its stdout, the one line the agents read when it failed (App. D.6.1:
 crashes, syntax errors and timeouts become an "error: ..." string, never an exception), and the sandbox's own
 condition as a field that nothing the program writes can set.
 

@@ -7,7 +7,7 @@ Gradients are summed by hand after the whole mini-batch is accumulated rather th
 hold no response of a policy in a mini-batch, or a different number of micro-batches than the others, which DDP's
 per-backward hooks cannot express without hanging. The policies and their optimizer states are replicated (with
 --optimizer-offload each rank keeps its moments in its own host memory), unless --fsdp shards them
-(infra/sharding.py: FSDP2 reduce-scatters those gradients itself, as the mean, which sum_grads turns into the sum).
+(scaling/sharding.py: FSDP2 reduce-scatters those gradients itself, as the mean, which sum_grads turns into the sum).
 """
 import datetime
 import os

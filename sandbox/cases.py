@@ -7,8 +7,8 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from infra.outcomes import RunResult
-from infra.sandbox import MAX_STDOUT, run_program
+from sandbox.outcomes import RunResult
+from sandbox.jail import MAX_STDOUT, run_program
 
 # Function-format driver. Program output is sent to stderr (fd 1 too, so even os.write(1, ...) and child
 # processes cannot pollute the result); only repr(result) goes to the real stdout. The program is loaded as

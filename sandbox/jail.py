@@ -45,10 +45,10 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
-from infra import seccomp, uids
-from infra.cgroups import ATTACH, cgroup_homes, make_cgroups, remove_cgroups
-from infra.namespaces import TOPS, jail_argv, shown_paths
-from infra.outcomes import ERROR, OVER_CAP, TIMED_OUT, RunResult, ended, failed, last_line, not_run
+from sandbox import seccomp, uids
+from sandbox.cgroups import ATTACH, cgroup_homes, make_cgroups, remove_cgroups
+from sandbox.namespaces import TOPS, jail_argv, shown_paths
+from sandbox.outcomes import ERROR, OVER_CAP, TIMED_OUT, RunResult, ended, failed, last_line, not_run
 
 MAX_STDOUT = 1 << 20       # bytes of stdout returned to the caller
 MAX_FILE_MB = 64           # RLIMIT_FSIZE: bounds every file the program writes, its stdout file included

@@ -1,12 +1,12 @@
 """The sandbox's jail where bubblewrap is not installed, for a trainer running as root: util-linux's `unshare` (part
 of every Debian or Ubuntu base system) gives the run its own mount, pid, IPC, network and UTS namespaces, and SETUP,
 still root inside them, builds the run's file system from mounts before it drops to the run's fresh uid. The program
-then sees what it sees in bubblewrap's jail (sandbox.py): /usr and the interpreter's prefix read-only, a private /tmp
+then sees what it sees in bubblewrap's jail (jail.py): /usr and the interpreter's prefix read-only, a private /tmp
 and /dev/shm of JAIL_TMP_MB each, its own read-only /proc, a few device nodes, no network but its own loopback, and
 none of the host's files. Its IPC objects, files and processes vanish with the namespaces, which end with the
 trainer. The seccomp filter (seccomp.py) keeps it from making namespaces of its own, a user namespace above all.
 
-The one difference from bubblewrap: no user namespace. The program runs under the fresh uid sandbox.py draws for
+The one difference from bubblewrap: no user namespace. The program runs under the fresh uid jail.py draws for
 each run (as at the uid level), with no capabilities, so it can neither undo a mount nor leave the chroot.
 """
 import os

@@ -1,6 +1,6 @@
 """How much memory one MAS-OPD training step needs, before any weights load: train.py refuses a run that cannot
 fit (check_fits) and `python -m tools.memory` prints the whole plan for train.py's flags (reading model configs
-only, never weights). eval.py's plan, on the same items, is infra/eval_memory.py's.
+only, never weights). eval.py's plan, on the same items, is scaling/eval_memory.py's.
 
 This is an ESTIMATE of what torch.cuda.max_memory_allocated would report for train.py as it is written today
 (torch 2.13, transformers 5.24): the tensors each phase keeps alive, counted from the code paths of
@@ -14,7 +14,7 @@ Algorithm 1 runs its phases one after another, so
                  + under bf16 the rollout copies (bf16, one per policy) + teacher weights (bf16 with --precision
                  bf16, frozen, no optimizer)
 Gradients exist only inside the update (train.py zeroes them with set_to_none after each optimizer step). What
-infra/offload.py keeps in host memory leaves the persistent sum for the phase that uses it: the teacher
+scaling/offload.py keeps in host memory leaves the persistent sum for the phase that uses it: the teacher
 (--teacher-offload) for the teacher phase, one policy's moments at a time (--optimizer-offload) for its step; the
 plan counts that host memory too (`host`), which check_fits holds against the machine's RAM.
 The items come from footprint.py (model shapes to bytes), whose size letters (P, C, L, p, a, t, ...) the comments
@@ -28,10 +28,8 @@ import re
 import torch
 
 from config import PAPER, TEACHER_BATCH_TOKENS, longest_response
-from infra.data import load_problems
-from infra.footprint import (autocast_params, config_of, layer_act_bytes, nograd_token_bytes, outside_layers_bytes,
+from scaling.footprint import (autocast_params, layer_act_bytes, nograd_token_bytes, outside_layers_bytes,
                              param_count, rollout_bytes, scoring_bytes, shape)
-from prompts import ROLES
 
 GiB = 2**30
 
@@ -59,7 +57,7 @@ def plan(student_cfg, teacher_cfg, *, n_policies=2, precision="bf16", grad_check
     teacher_offload: the teacher lives on the CPU except while it scores (--teacher-offload).
     optimizer_offload: each policy's AdamW moments live in pinned host memory except inside its own optimizer step,
     one policy at a time (--optimizer-offload).
-    fsdp_ranks: 0, or the ranks FSDP2 shards each policy over (--fsdp under torchrun; infra/sharding.py): fp32
+    fsdp_ranks: 0, or the ranks FSDP2 shards each policy over (--fsdp under torchrun; scaling/sharding.py): fp32
     weights, gradients, moments and the step's temporary are 1/fsdp_ranks each; the update adds what FSDP2 gathers
     (the root unit whole through forward and backward, two decoder layers at a time, and their unsharded gradients),
     a micro-batch holds one policy, and a checkpoint gathers the full states in rank 0's host memory (`gather`).
@@ -325,29 +323,18 @@ def fit_report(student_cfg, teacher_cfg, gib=80.0, reserve=0.1, top=10, **kw):
     return "\n".join(out)
 
 
-def plan_inputs(args, n_policies, world=1, rollout_attention="fused"):
-    """(student config, teacher config, plan keywords) for train.py's parsed args: the plan of exactly the run they
-    would start. world: ranks under torchrun; each rolls out its share of --batch; the teacher and the rollout copies
-    are whole on every rank, and so are the policies and their optimizer states unless --fsdp shards them."""
-    kw = dict(n_policies=n_policies, precision=args.precision, grad_checkpointing=args.grad_checkpointing,
-              prompt_len=args.max_prompt_tokens, response_len=longest_response(args),
-              teacher_prompt_len=args.teacher_max_prompt_tokens, micro_batch=args.micro_batch,
-              rollout_batch=math.ceil(args.batch / world), teacher_batch_tokens=args.teacher_batch_tokens,
-              rollout_attention=rollout_attention, rollout_chunk=args.rollout_chunk,
-              teacher_offload=args.teacher_offload, optimizer_offload=args.optimizer_offload,
-              fsdp_ranks=world if args.fsdp else 0, fsdp_offload=args.fsdp_offload,
-              agents_per_role=args.agents_per_role)
-    return config_of(args.student), config_of(args.teacher), kw
-
-
-def dry_run(args, gib=80.0, rollout_attention="fused", world=1):
-    """The estimate for train.py's parsed args, as text. Reads configs and the problem file, loads no weights.
-    Policies: 1 with --shared-policy, else one per agent of the problem file (2n per domain, --agents-per-role n)."""
-    n = 1 if args.shared_policy else len({r for p in load_problems(args.problems, judge=False)
-                                          for r in ROLES[p["domain"]]}) \
-        * args.agents_per_role
-    s, t, kw = plan_inputs(args, n, world, rollout_attention)
-    return format_plan(plan(s, t, **kw)) + "\n" + fit_report(s, t, gib, **kw)
+def plan_keywords(args, n_policies, world=1, rollout_attention="fused"):
+    """plan's keywords for train.py's parsed args: the plan of exactly the run they would start. world: ranks under
+    torchrun; each rolls out its share of --batch; the teacher and the rollout copies are whole on every rank, and so
+    are the policies and their optimizer states unless --fsdp shards them."""
+    return dict(n_policies=n_policies, precision=args.precision, grad_checkpointing=args.grad_checkpointing,
+                prompt_len=args.max_prompt_tokens, response_len=longest_response(args),
+                teacher_prompt_len=args.teacher_max_prompt_tokens, micro_batch=args.micro_batch,
+                rollout_batch=math.ceil(args.batch / world), teacher_batch_tokens=args.teacher_batch_tokens,
+                rollout_attention=rollout_attention, rollout_chunk=args.rollout_chunk,
+                teacher_offload=args.teacher_offload, optimizer_offload=args.optimizer_offload,
+                fsdp_ranks=world if args.fsdp else 0, fsdp_offload=args.fsdp_offload,
+                agents_per_role=args.agents_per_role)
 
 
 def available_bytes(device):
@@ -365,13 +352,13 @@ def free_line(device, free):
     return f"{free / GiB:.1f} GiB {'free on ' + device if device.startswith('cuda') else 'of RAM available'}"
 
 
-def check_fits(args, n_policies, world=1, reserve=0.1):
+def check_fits(args, configs, n_policies, world=1, reserve=0.1):
     """Refuse (ValueError, one line) a train.py run whose plan (the phases of Algorithm 1, App. C) cannot fit in
     what its device has free, naming the flags of the smallest change that would fit (the paper's method first),
     or whose offloaded tensors (plan's `host`, once per process of this node) cannot fit in the machine's RAM. On a
     CPU device the offload flags move nothing: every byte counts against the RAM. Reads configs only: run it before
-    any weights load."""
-    s, t, kw = plan_inputs(args, n_policies, world)
+    any weights load. configs: (the student's, the teacher's) model config (infra.models.config_of)."""
+    (s, t), kw = configs, plan_keywords(args, n_policies, world)
     on_gpu = args.device.startswith("cuda")
     if not on_gpu:
         kw.update(optimizer_offload=False, teacher_offload=False, fsdp_offload=False)

@@ -1,10 +1,10 @@
 """How much memory eval.py needs (§4, App. D.5; the heat map of App. G.2), before any weights load: its plan from
-model configs (eval_plan, on infra/footprint.py's items, as infra/memory.py plans a training step), and the check
+model configs (eval_plan, on scaling/footprint.py's items, as scaling/memory.py plans a training step), and the check
 that picks how many prompts go into one generate call or refuses in one line (check_eval_fits).
 """
 from config import PAPER, TEACHER_BATCH_TOKENS
-from infra.footprint import param_count, rollout_bytes, scoring_bytes
-from infra.memory import GiB, available_bytes, fits, free_line, largest_fitting
+from scaling.footprint import param_count, rollout_bytes, scoring_bytes
+from scaling.memory import GiB, available_bytes, fits, free_line, largest_fitting
 
 
 def eval_plan(student_cfg, teacher_cfg=None, *, n_models=1, precision="bf16", prompt_len=PAPER["max_prompt_tokens"],
