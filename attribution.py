@@ -7,17 +7,17 @@ teacher reads, starting at the next turn. c^t restates values the agents produce
 side agrees with the reference; it never contains a reference value (answer, reference-solution
 output, golden test).
 
-It needs the program runner (sandbox/cases.py, which runs programs in the sandbox), the answer
-checker (infra/answers.py), the artefact records of prompts.py and the timeouts of config.py;
-nothing of the rollout or the teacher. A team of 2n agents renders one line per agent on top of
-these checks (teams/verdicts.py).
+It needs the program runner (sandbox/cases.py, which runs programs in the jail), the two judges
+(infra/answers.py), the artefact records of prompts.py and the timeouts of config.py; nothing of
+the rollout or the teacher. A team of 2n agents renders one line per agent on top of these checks
+(teams/verdicts.py).
 """
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from config import CODE_TIMEOUT, WORKERS
-from infra.answers import answers_equivalent
-from sandbox.cases import outputs_match, run_case, run_cases
+from infra.answers import answers_equivalent, outputs_match
+from sandbox.cases import run_case, run_cases
 from prompts import CodeArtefacts, MathArtefacts
 
 HEADER = "Verification result for the previous turn:"
@@ -46,7 +46,7 @@ def show(value: str) -> str:
     return repr(value[:SHOW_CHARS]) + f"... ({len(value) - SHOW_CHARS} more characters)"
 
 
-def describe(observation: str, conclusion: str) -> str:
+def render(observation: str, conclusion: str) -> str:
     """c^t: exactly three lines [App. F.6]."""
     return f"{HEADER}\n- {observation}\n- {conclusion}"
 
@@ -135,11 +135,11 @@ def attribute_code(problem: dict, program: str | None, test_case: tuple[str, str
         else:
             test_correct = None
 
-    return describe_code(program is not None, test_case, program_output, program_correct,
+    return render_code(program is not None, test_case, program_output, program_correct,
                          test_correct, first_failing)
 
 
-def describe_code(has_program: bool, test_case: tuple[str, str] | None,
+def render_code(has_program: bool, test_case: tuple[str, str] | None,
                   program_output: str | None, program_correct: bool, test_correct: bool | None,
                   first_failing: int | None = None) -> Attribution:
     """Render code checks that are already decided into a^t and c^t (attribute_code runs them;
@@ -158,7 +158,7 @@ def describe_code(has_program: bool, test_case: tuple[str, str] | None,
     observation = (f"On the test input {shown_input} the program printed {shown_output}, while "
                    f"the declared expected output was {shown_declared}.")
     outcome, conclusion = CODE_OUTCOMES[(program_correct, test_correct)]
-    return Attribution(outcome, describe(observation, conclusion),
+    return Attribution(outcome, render(observation, conclusion),
                        {"program_correct": program_correct, "test_correct": test_correct},
                        first_failing, agents={"coder": program_correct, "tester": test_correct})
 
@@ -198,10 +198,10 @@ def attribute_math(problem: dict, derivation_answer: str | None, program_answer:
     reference = problem["answer"]
     derivation_correct = answers_equivalent(derivation_answer, reference)
     program_correct = program_ran and answers_equivalent(program_answer, reference)
-    return describe_math(derivation_answer, program_answer, derivation_correct, program_correct)
+    return render_math(derivation_answer, program_answer, derivation_correct, program_correct)
 
 
-def describe_math(derivation_answer: str | None, program_answer: str | None,
+def render_math(derivation_answer: str | None, program_answer: str | None,
                   derivation_correct: bool, program_correct: bool) -> Attribution:
     """Render math checks that are already decided into a^t and c^t (attribute_math runs them).
     a^t per agent: the Reasoner's derivation_correct, the Tool-User's program_correct."""
@@ -213,7 +213,7 @@ def describe_math(derivation_answer: str | None, program_answer: str | None,
     observation = (f"The derivation reported {shown_derived} and the program printed "
                    f"{shown_printed}.")
     outcome, conclusion = MATH_OUTCOMES[(derivation_correct, program_correct)]
-    return Attribution(outcome, describe(observation, conclusion),
+    return Attribution(outcome, render(observation, conclusion),
                        {"derivation_correct": derivation_correct,
                         "program_correct": program_correct},
                        agents={"reasoner": derivation_correct, "tool_user": program_correct})
@@ -232,24 +232,20 @@ def attribute_turn(problem: dict, artefacts: CodeArtefacts | MathArtefacts, *,
                           program_output=artefacts.program_output, timeout=timeout)
 
 
-def attribute_episodes(episodes, *, timeout: float = CODE_TIMEOUT, workers: int = WORKERS,
-                       per_turn=None) -> list[list[Attribution]]:
+def attribute_episodes(episodes, *, timeout: float = CODE_TIMEOUT,
+                       workers: int = WORKERS) -> list[list[Attribution]]:
     """a^t (Eq. 11) of every turn of every episode (rollout.Episode): Alg. 1 Phase 2a, also used by
-    evaluation. `workers` turns at a time, since most of a code turn's cost is waiting on
-    sandboxed runs. per_turn: a^t of one turn of a team of 2n agents, (problem, rollout.Turn,
-    timeout) -> Attribution (teams/verdicts.py); None, a pair's (attribute_turn).
-    Returns one list per episode, in the order of `episodes`, of the Attributions of its turns 0,
-    1, ... (an episode stopped before its first turn has an empty list): zip it with `episodes`."""
-    def judged(job):
-        e, turn = job
-        if per_turn:
-            return per_turn(e.problem, turn, timeout=timeout)
-        if len(turn.pairs) > 1:
-            raise ValueError("attribute_episodes: a team's turn has several pairings; give its "
-                             "per_turn (teams/verdicts.py)")
-        return attribute_turn(e.problem, turn.artefacts, timeout=timeout)
+    evaluation. Returns one list per episode, in the order of `episodes`, of the Attributions of its
+    turns 0, 1, ... (an episode stopped before its first turn has an empty list): zip it with
+    `episodes`."""
+    judge = lambda e, turn: attribute_turn(e.problem, turn.artefacts, timeout=timeout)
+    return over_turns(judge, episodes, workers)
 
+
+def over_turns(judge, episodes, workers):
+    """judge(episode, turn) of every turn of every episode, `workers` turns at a time, since most
+    of a code turn's cost is waiting on sandboxed runs. -> one list per episode."""
     jobs = [(e, turn) for e in episodes for turn in e.turns]
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        atts = iter(pool.map(judged, jobs))
+        atts = iter(pool.map(lambda job: judge(*job), jobs))
     return [[next(atts) for _ in e.turns] for e in episodes]

@@ -149,8 +149,6 @@ TEACHER_BATCH_TOKENS = 16384
 WORKERS = 4                    # ours: episodes whose sandboxed programs run at once
 ROLLOUT_CHUNK = 0              # ours: prompts per generate call, 0 = all of a turn at once
 GROUP_SIZE = 4                 # G, rollouts per problem of the GRPO baselines (App. D.3, D.6.2)
-# MAS+GRPO, MAGRPO, SA+ST+GRPO, SA+MT+GRPO (App. D.3)
-GRPO_VARIANTS = ("mas", "magrpo", "sa-st", "sa-mt")
 ALPHA = 1.0             # alpha, the local reward's weight beside the team reward (App. D.4, Eq. 14)
 # n: a team of 2n agents (App. E.1; the paper's main results use the pair, n = 1)
 AGENTS_PER_ROLE = 1
@@ -279,18 +277,27 @@ def add_unisolated_flag(add):
                          "files, the golden tests among them, its loopback, its IPC"))
 
 
-def get_args(argv=None, grpo=False):
-    """The run's configuration, one argparse namespace: the values above as defaults, the
-    scale-dependent flags from --preset where not given; --help prints them in brackets. grpo: the
-    command line of a GRPO baseline of Table 1 (python -m baselines.grpo): train.py's flags and the
-    baselines' own; args.objective says which ("mas-opd" or "grpo")."""
-    what = "a GRPO baseline of Table 1 (App. D.3)" if grpo else "MAS-OPD training (Algorithm 1)"
+def train_parser(what="MAS-OPD training (Algorithm 1)"):
+    """train.py's command line, an argparse parser of six groups; a variant adds a group of its own
+    before parsing (baselines/grpo.py). Defaults in brackets; a (preset) flag lists each preset's
+    value."""
     ap = argparse.ArgumentParser(
         description=f"{what}. Defaults in brackets; a (preset) flag lists each preset's value.",
         epilog="The laptop demo runs the toy world through this file: python -m toy. The GRPO "
         "baselines of Table 1: python -m baselines.grpo.")
     negative_values(ap)  # --lr -1e-3 refused as a number below 0, not as a flag without its value
-    add = ap.add_argument_group("data and models").add_argument
+    ap.set_defaults(objective="mas-opd")  # what a step optimises: a variant sets its own
+    groups = {"data and models": data_flags, "the paper's schedule (App. D.6.3)": schedule_flags,
+              "MAS-OPD (Eq. 10, PAC, policies)": method_flags,
+              "sampling (App. D.6.1, D.6.3)": sampling_flags, "memory and speed": memory_flags,
+              "output": output_flags}
+    for title, flags in groups.items():
+        flags(ap.add_argument_group(title).add_argument)
+    return ap
+
+
+def data_flags(add):
+    """The problems, the models, the preset and the seed (add: an argparse add)."""
     add("--problems", required=True, help="JSONL problem file (schema: infra/data.py)")
     add("--student", required=True,
         help="tiny-qwen3 | tiny-llama | local dir | .gguf | hub id (paper: Qwen3-1.7B)")
@@ -305,7 +312,10 @@ def get_args(argv=None, grpo=False):
         "explicit flags win [%(default)s]")
     add_unisolated_flag(add)
     add("--seed", type=SEED, default=0, help="[%(default)s]")
-    add = ap.add_argument_group("the paper's schedule (App. D.6.3)").add_argument
+
+
+def schedule_flags(add):
+    """Steps, batches and the optimizer's values."""
     add("--steps", type=COUNT, help=preset_help("steps"))
     add("--batch", type=COUNT, help=preset_help("batch", "problems (episodes) per step"))
     add("--mini-batch", type=COUNT,
@@ -316,29 +326,26 @@ def get_args(argv=None, grpo=False):
     add("--weight-decay", type=bounded(float, 0), default=WEIGHT_DECAY, help="[%(default)s]")
     add("--grad-clip", type=bounded(float, 0, low_open=True), default=GRAD_CLIP,
         help="[%(default)s]")
-    add = ap.add_argument_group("MAS-OPD (Eq. 10, PAC, policies)").add_argument
+
+
+def method_flags(add):
+    """lambda, PAC, and which policies and verdicts (a team's: teams/)."""
     add("--lam", type=bounded(float, 0), help=preset_help("lam", "lambda of Eq. 10; 0 = w/o RAS"))
     add("--no-pac", action="store_true",
         help="teacher sees only the student-visible context (w/o PAC)")
     add("--shared-policy", action="store_true", help="one student in every seat")
     add("--agents-per-role", type=COUNT, default=AGENTS_PER_ROLE,
-        help="n: a team of 2n agents, n per role, each its own policy (App. E.1) [%(default)s]")
+        help="n: a team of 2n agents, n per role, each its own policy (App. E.1; teams/) "
+        "[%(default)s]")
     add("--attribution", choices=("verifier", "model"), default=ATTRIBUTION,
         help="who writes PAC's verdicts: the verifier's checks, or --attribution-model called "
-        "once per turn (App. E.1.3) [%(default)s]")
+        "once per turn (App. E.1.3; teams/) [%(default)s]")
     add("--attribution-model",
         help="with --attribution model: a model spec as for --student (default: --teacher)")
-    if grpo:
-        add = ap.add_argument_group("the GRPO baselines of Table 1 (App. D.3, D.4, D.6.2; "
-                                    "baselines/grpo.py): rewards in place of the teacher, which "
-                                    "is not loaded").add_argument
-        add("--grpo-variant", choices=GRPO_VARIANTS, default="mas",
-            help="MAS+GRPO, MAGRPO, SA+ST+GRPO or SA+MT+GRPO [%(default)s]")
-        add("--group-size", type=COUNT, default=GROUP_SIZE,
-            help="G, rollouts per problem [%(default)s]")
-        add("--alpha", type=bounded(float, 0), default=ALPHA,
-            help="weight of the local rewards (Eq. 14) [%(default)s]")
-    add = ap.add_argument_group("sampling (App. D.6.1, D.6.3)").add_argument
+
+
+def sampling_flags(add):
+    """Turns, lengths and the training decoding."""
     add("--max-turns", type=COUNT, default=MAX_TURNS, help="T [%(default)s]")
     add("--max-new-tokens", type=COUNT,
         help=preset_help("max_new_tokens", "student response limit"))
@@ -352,7 +359,10 @@ def get_args(argv=None, grpo=False):
     add("--temperature", type=bounded(float, 0), default=TEMPERATURE, help="[%(default)s]")
     add("--top-p", type=bounded(float, 0, 1, low_open=True), default=TOP_P, help="[%(default)s]")
     add("--top-k", type=bounded(int, 0), default=TOP_K, help="0 = off [%(default)s]")
-    add = ap.add_argument_group("memory and speed").add_argument
+
+
+def memory_flags(add):
+    """Precision, offloads, sharding and speed."""
     add("--precision", choices=tuple(DTYPES), default=None,
         help="default: bf16 on GPU, fp32 on CPU")
     add("--grad-checkpointing", action="store_true")
@@ -379,7 +389,10 @@ def get_args(argv=None, grpo=False):
     add("--workers", type=COUNT, default=WORKERS, help="sandbox runs at once [%(default)s]")
     add("--threads", type=bounded(int, 0),
         help=preset_help("threads", "torch CPU threads; 0 = the cores other work leaves free"))
-    add = ap.add_argument_group("output").add_argument
+
+
+def output_flags(add):
+    """Where the run writes, when it saves, and its evaluation."""
     add("--out", default="runs/default",
         help="metrics.jsonl and checkpoint/ go here [%(default)s]")
     add("--resume", action="store_true", help="continue from OUT/checkpoint")
@@ -395,12 +408,18 @@ def get_args(argv=None, grpo=False):
                          "exchange penalty (Fig. 3a); doubles the evaluation's time"))
     add("--overwrite", action="store_true", help="start a new run in OUT where a run is: its "
         "checkpoint, logs and results are discarded (without it: --resume, or another --out)")
+
+
+def get_args(argv=None, ap=None):
+    """The run's configuration, one argparse namespace: the values above as defaults, the
+    scale-dependent flags from --preset where not given; --help prints them in brackets. ap: the
+    parser, train_parser() unless a variant's (baselines/grpo.py)."""
+    ap = ap or train_parser()
     argv = sys.argv[1:] if argv is None else argv
     if not argv:  # a newcomer's first try: say where the demo is, not only which flags are missing
         ap.error("--problems and --student are required; the laptop demo (the toy world, nothing "
                  "to download) is python -m toy")
     args = ap.parse_args(argv)
-    args.objective = "grpo" if grpo else "mas-opd"
     given_mini_batch = args.mini_batch is not None
     apply_preset(args)
     if not given_mini_batch:  # a preset's mini-batch over the given batch: one update on the batch
@@ -416,10 +435,6 @@ def conflict(args):
     if args.mini_batch > args.batch:
         return (f"--mini-batch {args.mini_batch} is more than --batch {args.batch}: an update "
                 "takes at most the step's episodes")
-    if args.agents_per_role > 1 and args.objective == "grpo":
-        return "--agents-per-role: the GRPO baselines run one agent per role"
-    if args.objective == "grpo" and args.group_size < 2:
-        return "--group-size 1: GRPO's group advantage (App. D.3) needs 2 or more per problem"
     if args.attribution_model is not None and args.attribution != "model":
         return "--attribution-model is read only with --attribution model"
     if args.resume and args.overwrite:

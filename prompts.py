@@ -11,6 +11,8 @@ rules.
 import re
 from dataclasses import dataclass
 
+from sandbox.outcomes import ERROR
+
 
 # --------------------------------------------------------------------------------------------------
 # The role templates of the two parallel workflows (§2.1, App. D.6.1, App. F.1-F.2)
@@ -25,10 +27,11 @@ ROLE_NAMES = {"coder": "Coder", "tester": "Tester", "reasoner": "Reasoner",
               "tool_user": "Tool-User"}
 
 
-def role_of(name):
-    """The role an agent's seat plays (infra/seats.py names the seats of a team of 2n agents): its
-    name without the agent's number ("tester3" -> "tester")."""
-    return re.sub(r"\d+$", "", name)
+def teammate(role):
+    """The other role of its workflow ("coder" -> "tester"): whose seat a policy takes when the
+    two are exchanged (Fig. 3a)."""
+    first, second = next(roles for roles in ROLES.values() if role in roles)
+    return second if role == first else first
 
 
 # The generic one-line persona each template opens with (App. F.1): turn 0, then later turns.
@@ -151,10 +154,7 @@ class Segment:
 
 
 # What the environment reports when a program could not give an answer, and what the agents then
-# read verbatim (App. D.6.1): the sandbox's prefix of a failed run (sandbox/outcomes.py, ERROR),
-# repeated here so that the prompts need no sandbox (tests/test_layout.py checks that the two
-# agree).
-ERROR = "error: "
+# read verbatim (App. D.6.1): the sandbox's prefix of a failed run (sandbox/outcomes.py, ERROR).
 NO_PROGRAM = "(no program found in the response)"
 NO_TEST = "(no test case found in the response)"
 NO_ANSWER = '(no "####" answer found in the response)'
@@ -209,22 +209,19 @@ def _fence(text, lang=""):
     return f"{ticks}{lang}\n" + text.rstrip("\n") + f"\n{ticks}"
 
 
-def history_entry(role, t, seen):
+def history_entry(role, t, artefacts):
     """The mismatch-history entry of earlier turn t as `role` sees it: its own artefact in full and
-    what the environment observed of its partner (App. F.1: the Coder sees its programs, the test
+    what the environment observed of its teammate's (App. F.1: the Coder sees its programs, the test
     inputs, expected and actual outputs; the Tester its test cases and the differing program
-    output). seen: the CodeArtefacts or MathArtefacts of that turn's pairings this agent took part
-    in, one per partner (one in a pair team; with several agents per role its own artefact once,
-    then each partner's part in number order, DECISIONS.md D15). Every past turn is shown
+    output). artefacts: that turn's CodeArtefacts or MathArtefacts. Every past turn is shown
     (DECISIONS.md D2)."""
-    parts = [_entry_lines(role, a) for a in seen]
-    lines = parts[0][0] + [line for _, mate in parts for line in mate]  # own artefact once
-    return f"Turn {t + 1}:\n" + "\n".join(lines) + "\n\n"
+    own, observed = entry_lines(role, artefacts)
+    return f"Turn {t + 1}:\n" + "\n".join(own + observed) + "\n\n"
 
 
-def _entry_lines(role, artefacts):
-    """(lines of the agent's own artefact, lines of what was observed of its partner) in one
-    pairing."""
+def entry_lines(role, artefacts):
+    """(lines of the agent's own artefact, lines of what was observed of its teammate's) in one
+    turn's artefacts."""
     program = artefacts.program or NO_PROGRAM
     if role in ("coder", "tester"):
         test_in, test_out = artefacts.test_input, artefacts.test_output
@@ -248,11 +245,11 @@ def _entry_lines(role, artefacts):
         [f"The derivation's answer: {artefacts.derivation_answer or NO_ANSWER}"]
 
 
-def build_context(tokenizer, problem, role, seen):
+def build_context(tokenizer, problem, role, seen, entry=history_entry):
     """x_i^t as segments: chat head | opening line | guidance + problem | one entry per earlier turn
     | revise instruction + answer format | chat tail with Qwen3's empty think block (no-thinking
-    mode, App. D.5). seen: per earlier turn, the artefacts of the pairings this agent took part in
-    (history_entry)."""
+    mode, App. D.5). seen: the artefacts of each earlier turn. entry: how one is written
+    (history_entry; a team of 2n agents writes its own, teams/workflow.py)."""
     t = len(seen)
     fill = {"entry_point": problem.get("entry_point", ""), "io": "", "test": ""}
     if problem["domain"] == "code":
@@ -267,7 +264,7 @@ def build_context(tokenizer, problem, role, seen):
     pieces = [("head", head, -1), ("opening", OPENING[role][min(t, 1)], -1), ("task", task, -1)]
     if t:
         pieces.append(("history", "History of the earlier turns:\n\n", -1))
-        pieces += [("history", history_entry(role, i, mine), i) for i, mine in enumerate(seen)]
+        pieces += [("history", entry(role, i, artefacts), i) for i, artefacts in enumerate(seen)]
         pieces.append(("instruction", REVISE[role] + "\n\n" + ANSWER_FMT[role], -1))
     else:
         pieces.append(("instruction", ANSWER_FMT[role], -1))
@@ -313,7 +310,7 @@ def check_prompt_limit(problems, tokenizer, limit):
 # read after the last "Test Input:" and the following "Test Output:": fenced blocks when there are
 # any, else the text after each label (unfenced). Only one test case is read per turn. The
 # Reasoner's answer: the last "####" line with markup stripped, else the last \boxed{...}, else the
-# last number outside code blocks, in ASCII digits ("٣" is no number, as for cases.NUMBER). The
+# last number outside code blocks, in ASCII digits ("٣" is no number, as for answers.NUMBER). The
 # placeholders this project writes into histories (NO_PROGRAM ...) and the prompts' schematic
 # layouts are removed before any rule runs, so a student that copies one from its history or its
 # prompt has written no artefact.

@@ -11,13 +11,13 @@
     sampler's sequence_logprobs and return their log-probs l_k (Eq. 7), batched by padded tokens;
     score_both_passes: Eq. 7 under both contexts, the two terms of A^role (Eq. 9).
 
-It needs prompts.py (the students' context segments, plain-text encoding, the roles of seats) and
-sampler.py (the force-decoding), nothing else of the project. train.py (Algorithm 1) and eval.py
+It needs prompts.py (the students' context segments, plain-text encoding) and sampler.py (the
+force-decoding), nothing else of the project. train.py (Algorithm 1) and eval.py
 (the heat map of App. G.2) both call teacher_inputs and score_both_passes.
 """
 import torch
 
-from prompts import encode_text, role_of
+from prompts import encode_text
 from sampler import sequence_logprobs
 
 # Two paragraphs each, the same structure and similar length (App. F.3): (1) the role, its teammate,
@@ -147,23 +147,21 @@ def teacher_inputs(episodes, attributions, tokenizer, limit, pac=True):
 
     attributions: one list per episode (attribution.attribute_episodes). Returns (inputs,
     overlong): inputs a list of (k, seat, response, target, contrast), k the episode's index in
-    `episodes`, seat its author (a role's name, or with several agents per role its numbered seat,
-    infra/seats.py; one c^{<t} serves them all, Eq. 24), target and contrast token-id lists;
-    overlong the number of responses left out because even their shortest contexts exceed `limit`
-    (DECISIONS.md D3)."""
+    `episodes`, seat its author (the key of its policy: a pair's seats are its roles; one c^{<t}
+    serves every agent of a turn, Eq. 24), target and contrast token-id lists; overlong the number
+    of responses left out because even their shortest contexts exceed `limit` (DECISIONS.md D3)."""
     inputs, overlong = [], 0
     for k, (e, atts) in enumerate(zip(episodes, attributions)):
         for turn in e.turns:
             verdicts = verdicts_before(atts, turn.t) if pac else None
-            # agent m of role rho(m): r_rho(m) and kappa(rho(m)) (Eq. 23)
-            for name, resp in turn.responses.items():
-                role = role_of(name)
-                ctx = teacher_contexts(tokenizer, resp.context, (role, KAPPA[role]), verdicts,
-                                       limit)
+            for seat, resp in turn.responses.items():
+                # the author's role r_i and kappa(r_i), by role type (Eq. 23)
+                roles = (resp.role, KAPPA[resp.role])
+                ctx = teacher_contexts(tokenizer, resp.context, roles, verdicts, limit)
                 if ctx is None:
                     overlong += 1
                     continue
-                inputs.append((k, name, resp, ctx[0], ctx[1]))
+                inputs.append((k, seat, resp, ctx[0], ctx[1]))
     return inputs, overlong
 
 

@@ -6,18 +6,18 @@ target and the contrast role condition (teacher.py), giving A^RAS (Eq. 10); Phas
 Eq. 13 (loss.py) updates each role's policy from its own responses, all policies synchronously.
 Verdicts and teacher scores are then dropped.
 
-Beside it, each in its own place: the command line (config.py); what a run starts from (models,
-optimizers, a resumed state, the bf16 rollout copies: infra/launch.py); a step's figures and
-console line (infra/metrics.py); checkpoints and resume (infra/checkpoint.py); several ranks
-(scaling/distributed.py, and --fsdp's schedule in scaling/sharding.py); what waits in host memory
-(scaling/offload.py); the run's report (infra/report.py). The variants run this loop with a step of
-their own: the GRPO baselines of Table 1 (baselines/grpo.py, `python -m baselines.grpo`), and a
-team of 2n agents or the attribution model brings its own Phase 2a (teams/verdicts.py).
+Beside it: the command line (config.py); what a run starts from (infra/launch.py); a step's figures
+(infra/metrics.py); checkpoints and the run directory (infra/checkpoint.py, infra/runs.py); several
+ranks, FSDP2 and host offload (scaling/); the report (infra/report.py). A variant runs this loop
+with parts of its own: the GRPO baselines of Table 1 (`python -m baselines.grpo`) their step, a
+team of 2n agents or the attribution model (teams/) its Phase 1 and 2a.
 
-    python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 \\
-        --steps 3 --batch 2 --max-new-tokens 32    # tiny random models: every phase, in seconds
-    python train.py --problems FILE --student DIR --teacher DIR    # the paper's schedule (defaults)
-    python -m toy                      # the laptop demo: the toy world through this file
+Tiny random models, every phase in seconds; the paper's schedule (its defaults); the laptop demo,
+the toy world through this file; eight GPUs, the students sharded:
+
+    python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3
+    python train.py --problems FILE --student DIR --teacher DIR
+    python -m toy
     torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR --fsdp
 
 Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows them in
@@ -26,7 +26,6 @@ interval) come from `--preset` (paper | gpu | cpu) unless given. At start it pri
 sample and a checkpoint will write, and refuses a run whose --out has not the disk space for its
 next checkpoint.
 """
-import json
 import math
 import os
 import random
@@ -40,27 +39,25 @@ from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
 from attribution import attribute_episodes
-from config import get_args, preset_line
+from config import get_args
 from eval import evaluate_policies, markdown
-from scaling import distributed
-from infra.checkpoint import distinct, save_checkpoint, start_log
-from infra.data import (ProblemError, batch_for_step, check_writable, json_text, load_problems,
-                        write_atomic)
-from infra.launch import attribution_judge, build, refresh
+from infra.checkpoint import checkpoint
+from infra.data import ProblemError, check_writable, json_text, load_problems, write_atomic
+from infra.launch import attribution_judge, build, start_lines
 from infra.metrics import StepLog, gap_metrics, logprob_gap, rollout_counts, step_line
-from infra.models import cpu_threads
-from scaling.offload import optimizer_steps, teacher_on_device
 from infra.report import write_report
-from infra.runs import begin_run, check_run, evaluation_before
-from sandbox.jail import check_isolation, describe
-from scaling.sharding import full_states, lockstep, logprobs
+from infra.runs import check_run, evaluation_before, open_logs
 from infra.stopping import done_line, stop_line, stop_on_signals
 from loss import eq13_weights, mas_opd_loss, ras_advantage
 from prompts import check_prompt_limit
 from rollout import Response, rollout_config, run_episodes
-from sampler import release_decoder
+from sampler import release_decoder, sequence_logprobs
+from sandbox.jail import check_isolation
+from scaling import distributed
+from scaling.offload import teacher_on_device
+from scaling.sharding import lockstep
 from teacher import score_both_passes, teacher_inputs
-from teams.verdicts import phase_2a
+from teams.phases import phases
 
 
 @dataclass
@@ -68,7 +65,7 @@ class Scored:
     """One student response on its way through Phases 2 and 3. Per-token tensors have shape (L,),
     L = its tokens."""
     episode: int  # its episode's index in the step's batch (Eq. 13 averages per episode)
-    role: str     # its author's seat (infra/seats.py): its gradient goes to policies[role] only
+    seat: str     # its author: its gradient goes to policies[seat] only (a pair's seats are its roles)
     response: Response  # the student's context x_i^t and its sampled tokens y_i^t
     ctx_target: list    # u~ (Eq. 12) under the target role's condition r_i, token ids
     ctx_contrast: list  # u~ (Eq. 12) under the contrast condition kappa(r_i) (Eq. 23), token ids
@@ -86,25 +83,36 @@ def autocast(args):
     return torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16)
 
 
+def batch_for_step(problems, step, batch, seed):
+    """The problems of one step: epoch-wise shuffles derived from the seed alone, so a resumed run
+    draws the same problems as an uninterrupted one without storing a data-loader state."""
+    out = []
+    for k in range(step * batch, (step + 1) * batch):
+        epoch, i = divmod(k, len(problems))
+        order = random.Random(f"{seed}-{epoch}").sample(range(len(problems)), len(problems))
+        out.append(problems[order[i]])
+    return out
+
+
 def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models=None,
-               attribute=None, log=None):
+               play=None, attribute=None, log=None):
     """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes ->
     advantages -> update. rollout_models: what Phase 1 samples with (default: the policies).
-    attribute: Phase 2a of a team of 2n agents or of the attribution model
-    (teams.verdicts.phase_2a), None for PAC's verifier of a pair. log: what the run keeps of the
-    step (infra.metrics.StepLog: phase seconds, episodes, the report's samples). Returns the step's
-    metrics.jsonl record."""
+    play, attribute: Phase 1 and Phase 2a, the pair's (run_episodes, attribute_episodes) unless a
+    team of 2n agents or the attribution model brings its own (teams/). log: what the run keeps of
+    the step (infra.metrics.StepLog: phase seconds, episodes, the report's samples). Returns the
+    step's metrics.jsonl record."""
     log = log or StepLog(step, args.device)
     cfg = rollout_config(args, progress=log.show)
     batch = batch_for_step(problems, step, args.batch, args.seed)  # the step's problems
     ids = distributed.share(args.batch)  # the episodes this rank plays (all of them in one process)
     with log.phase("rollout"):      # Phase 1: the students' joint rollout (Eq. 1-3)
         episodes = joint_rollout([batch[i] for i in ids], policies, rollout_models or policies,
-                                 tok, cfg, gen, args)
+                                 tok, cfg, gen, args, play or run_episodes)
         log.record(episodes)
     with log.phase("attribution"):  # Phase 2a, PAC: a^t of every completed turn (Eq. 11)
-        verify = attribute or attribute_episodes  # a team's own Phase 2a, if given
-        attributions = verify(episodes, timeout=cfg.code_timeout, workers=args.workers)
+        attribute = attribute or attribute_episodes
+        attributions = attribute(episodes, timeout=cfg.code_timeout, workers=args.workers)
     with log.phase("teacher"):      # Phase 2b, RAS: two teacher passes, A^RAS (Eq. 7-10)
         items, overlong = teacher_scores(episodes, attributions, ids, teacher, tok, args)
     log.sample(items, batch)  # a few scored responses for the report's heat maps (App. G.2)
@@ -120,8 +128,8 @@ def teacher_scores(episodes, attributions, ids, teacher, tok, args):
     # u~ under r_i and kappa(r_i), with the verdicts c^{<t} unless w/o PAC (Eq. 12)
     inputs, overlong = teacher_inputs(episodes, attributions, tok, args.teacher_max_prompt_tokens,
                                       pac=not args.no_pac)
-    items = [Scored(ids[k], role, resp, target, contrast, torch.tensor(resp.logprobs))
-             for k, role, resp, target, contrast in inputs]
+    items = [Scored(ids[k], seat, resp, target, contrast, torch.tensor(resp.logprobs))
+             for k, seat, resp, target, contrast in inputs]
     targets = [it.ctx_target for it in items]
     contrasts = [it.ctx_contrast for it in items]
     responses = [it.response.tokens for it in items]
@@ -135,13 +143,12 @@ def teacher_scores(episodes, attributions, ids, teacher, tok, args):
 
 
 def joint_rollout(problems, policies, rollout_models, tok, cfg, gen, args, play=run_episodes):
-    """Phase 1 of Algorithm 1 (App. C): the rollout models refreshed from the policies
-    (on-policy), then the students' episodes (play: rollout.run_episodes; a baseline's own
-    protocol, baselines/single.py). Under bf16 the rollout copies sample without autocast; their
-    log-probs are then those of bf16 weights while Eq. 13 differentiates the fp32 masters under
-    autocast: the gap between the two is reported as logprob_gap / logprob_gap_mean (0 would be
-    exactly on-policy, Eq. 8)."""
-    refresh(rollout_models, policies)
+    """Phase 1 of Algorithm 1 (App. C): the students' episodes (play: run_episodes; a variant's own
+    protocol, e.g. baselines/single.py). The rollout models are the policies, or their bf16 copies,
+    which follow every optimizer step (infra/launch.py): on-policy either way. The copies sample
+    without autocast; their log-probs are then those of bf16 weights while Eq. 13 differentiates
+    the fp32 masters under autocast: the gap between the two is reported as logprob_gap /
+    logprob_gap_mean (0 would be exactly on-policy, Eq. 8)."""
     with autocast(args) if rollout_models is policies else nullcontext():
         episodes = play(problems, rollout_models, tok, cfg, gen)
     release_decoder()  # the sampler's KV cache, before the teacher and the update need the memory
@@ -150,14 +157,15 @@ def joint_rollout(problems, policies, rollout_models, tok, cfg, gen, args, play=
 
 def author_logprobs(items, policies):
     """Eq. 13's log pi_theta_i(y_k | x, y_<k), with grad: each response re-scored by its author's
-    policy only."""
+    policy only, with the sampler's force-decoding (a sharded policy answers it alike,
+    scaling/sharding.py). -> one (L,) tensor per item."""
     logps = [None] * len(items)
-    for model in distinct(policies):
-        idx = [k for k, it in enumerate(items) if policies[it.role] is model]
+    for model in dict.fromkeys(policies.values()):
+        idx = [k for k, it in enumerate(items) if policies[it.seat] is model]
         if idx:
             contexts = [items[k].response.context_ids for k in idx]
-            lps = logprobs(model, contexts, [items[k].response.tokens for k in idx])
-            for k, lp in zip(idx, lps):
+            responses = [items[k].response.tokens for k in idx]
+            for k, lp in zip(idx, sequence_logprobs(model, contexts, responses)):
                 logps[k] = lp
     return logps
 
@@ -180,8 +188,8 @@ def update(items, n_episodes, policies, optims, args):
     out = {"loss": [], "updates": 0, "skipped": int(distributed.total(len(items)) == 0)}
     if nonfinite_advantage(items):
         return {**out, "skipped": 1}
-    unique, gap = distinct(policies), None
-    # FSDP2 is SPMD: with --fsdp every rank runs the same micro-batches (infra/sharding)
+    unique, gap = list(dict.fromkeys(policies.values())), None
+    # FSDP2 is SPMD: with --fsdp every rank runs the same micro-batches (scaling/sharding.py)
     split = partial(lockstep, policies=policies) if args.fsdp else micro_batches
     for model in unique:
         model.train()
@@ -190,7 +198,7 @@ def update(items, n_episodes, policies, optims, args):
         n_mb = distributed.total(len({it.episode for it in mb}))  # E of Eq. 13, all ranks
         if not n_mb:
             continue
-        weights = eq13_weights([it.role for it in mb], [it.episode for it in mb], n_mb)  # w_i
+        weights = eq13_weights([it.seat for it in mb], [it.episode for it in mb], n_mb)  # w_i
         loss_sum = 0.0
         for chunk, w in split(mb, weights, args.micro_batch):  # gradients accumulated
             with autocast(args):
@@ -224,8 +232,8 @@ def optimizer_step(unique, optims, loss_sum, args, out):
     out["grad_norm"] = [torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip).item()
                         for model in unique]
     if all(math.isfinite(x) for x in out["grad_norm"] + [loss_sum]):
-        # one policy at a time; with --optimizer-offload the moments wait in host memory otherwise
-        optimizer_steps(optims, args.optimizer_offload)
+        for opt in optims:  # one policy at a time (--optimizer-offload: scaling/offload.py)
+            opt.step()
         out["updates"] += 1
     else:
         print(f"!!! non-finite loss/gradient (loss {loss_sum}, grad norms {out['grad_norm']}); "
@@ -243,27 +251,19 @@ def main(argv=None, teacher=None, again="--resume"):
     run(get_args(argv), teacher, again=again)
 
 
-def run(args, teacher=None, step_fn=None, again="--resume"):
+def run(args, teacher=None, step_fn=None, evaluate=None, again="--resume"):
     """Algorithm 1's loop on parsed args (config.get_args). step_fn: one iteration, train_step
-    unless a variant's (baselines/grpo.py). Under torchrun every rank runs this; rank 0 alone
-    prints, evaluates and writes (metrics.jsonl, checkpoints, results.json)."""
-    step_fn = step_fn or train_step
+    unless a variant's (baselines/grpo.py); evaluate: the held-out evaluation before and after
+    training, eval.evaluate_policies unless a variant's. Under torchrun every rank runs this; rank 0
+    alone prints, evaluates and writes (metrics.jsonl, checkpoints, results.json)."""
+    step_fn, evaluate = step_fn or train_step, evaluate or evaluate_policies
     rank, world, args.device = distributed.init(args.device)
     say = print if rank == 0 else lambda *a, **k: None
     hf_logging.disable_progress_bar()  # one bar (ours) per run, not one per saved shard
-    say(preset_line(args))
-    say("config:", json.dumps(vars(args)))
-    say(cpu_threads(args.threads))
     # SIGINT, SIGTERM: exit 130, 143 and one line (rank 0's)
     stop_on_signals(partial(stop_line, args, again=again) if rank == 0 else None)
-    say("sandbox:", describe())
-    if world > 1:
-        say(f"ranks: {world} (torchrun), each rolls out and scores "
-            f"{math.ceil(args.batch / world)} of the {args.batch} episodes of a step")
-    else:
-        say("ranks: 1")
-    if teacher is not None:
-        say(f"teacher: {type(teacher).__name__}, given by the caller (--teacher is not loaded)")
+    for line in start_lines(args, world, teacher):
+        say(line)
     torch.manual_seed(args.seed)
     random.seed(args.seed)
     try:
@@ -275,51 +275,36 @@ def run(args, teacher=None, step_fn=None, again="--resume"):
         held_out = load_problems(args.eval_problems) if args.eval_problems else None
         s = build(args, teacher)  # infra.launch.Start: Algorithm 1's inputs and the first step
         policies, optims, tok, rollout_models = s.policies, s.optims, s.tok, s.rollout_models
-        attribute = phase_2a(args.agents_per_role, attribution_judge(args, s.teacher, tok), tok)
+        # a team of 2n agents, or PAC by the attribution model: Phase 1 and 2a of its own
+        play, attribute = phases(args, attribution_judge(args, s.teacher, tok), tok)
         check_prompt_limit(held_out or [], tok, args.max_prompt_tokens)
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    metrics_path = os.path.join(args.out, "metrics.jsonl")
-    samples_path = os.path.join(args.out, "samples.jsonl")
-    episodes_name = "episodes.jsonl" if rank == 0 else f"episodes.rank{rank}.jsonl"
-    episodes_path = os.path.join(args.out, episodes_name) if args.save_episodes else None
-    if rank == 0:
-        begin_run(args, s.step)  # OUT made, run.json begun; --overwrite discards the run there
-        start_log(metrics_path, s.step)
-        start_log(samples_path, s.step)
-    distributed.barrier()  # OUT exists before any rank writes its episodes there
-    if episodes_path:
-        start_log(episodes_path, s.step)
+    logs = open_logs(args, rank, s.step)  # metrics.jsonl, samples.jsonl, episodes
     skipped, results = s.skipped, {}
     if held_out and rank == 0:  # evaluated as Phase 1 samples: on the bf16 copies
-        before = lambda: evaluate_policies(held_out, rollout_models, tok, args)
+        before = lambda: evaluate(held_out, rollout_models, tok, args)
         results = evaluation_before(args, s.step, before)  # written at once, read back on resume
     for step in tqdm(range(s.step, args.steps), desc="steps", initial=s.step, total=args.steps,
                      disable=rank != 0):
         # the report's heat maps (App. G.2) show the first and the last step
         sampled = rank == 0 and step in (0, args.steps - 1)
-        log = StepLog(step, args.device, show=rank == 0, episodes=episodes_path,
-                      samples=samples_path if sampled else None, tok=tok)
+        log = StepLog(step, args.device, show=rank == 0, episodes=logs.episodes,
+                      samples=logs.samples if sampled else None, tok=tok)
         metrics = step_fn(step, s.problems, policies, optims, s.teacher, tok, args, s.gen,
-                          rollout_models, attribute, log)
+                          rollout_models, play, attribute, log)
         skipped += metrics["skipped"]
         metrics["skipped_total"] = skipped
         if rank == 0:
-            with open(metrics_path, "a") as f:
+            with open(logs.metrics, "a") as f:
                 f.write(json_text(metrics) + "\n")
             tqdm.write(step_line(metrics))  # stays on screen above the bar
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
-            # every rank's sampler stream, so that a resume continues each
-            samplers = distributed.gather(s.gen.get_state())
-            states = full_states(distinct(policies), optims)  # gathered to rank 0 under --fsdp
-            if rank == 0:
-                save_checkpoint(args.out, step, policies, states, tok, samplers, skipped, args)
+            checkpoint(args.out, step, policies, optims, tok, s.gen, skipped, args)
     say(done_line(args, s.step, skipped))
-    if held_out:
-        refresh(rollout_models, policies)  # the copies still hold the weights of before the update
     if held_out and rank == 0:
-        results["after"] = evaluate_policies(held_out, rollout_models, tok, args)
+        results["after"] = evaluate(held_out, rollout_models, tok, args)
         print(markdown({f"{k} ({len(held_out)} held-out problems, seeds {args.eval_seeds})": v
                         for k, v in results.items()}))
         write_atomic(os.path.join(args.out, "results.json"), json_text(results, indent=1))

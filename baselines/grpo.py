@@ -25,23 +25,27 @@ from dataclasses import dataclass
 from functools import partial
 
 import torch
+from tqdm import tqdm
 
 from attribution import attribute_episodes
 from baselines.rewards import role_reward
-from baselines.single import SINGLE, run_single
-from config import get_args
-from scaling import distributed
-from infra.data import batch_for_step
-from infra.metrics import StepLog, rollout_counts, rollout_metrics
+from baselines.single import SINGLE, run_single, single_agent_metrics
+from config import ALPHA, COUNT, EVAL_DECODING, GROUP_SIZE, bounded, get_args, train_parser
+from eval import evaluate_policies, run_line
+from infra.metrics import StepLog, mean_std, rollout_counts, rollout_metrics
 from rollout import Response, final_answer, rollout_config, run_episodes
-from train import joint_rollout, run, update
+from sampler import release_decoder
+from scaling import distributed
+from train import batch_for_step, joint_rollout, run, update
+
+VARIANTS = ("mas", "magrpo", "sa-st", "sa-mt")  # MAS+GRPO, MAGRPO, SA+ST+GRPO, SA+MT+GRPO (App. D.3)
 
 
 @dataclass
 class Rewarded:
     """One response on its way to train.update, in train.Scored's place: the fields the update reads."""
     episode: int              # its problem's index in the step's batch: a group's G rollouts share Eq. 13's episode
-    role: str                 # its author's role: its gradient goes to policies[role] only (the per-role update)
+    seat: str                 # its author: its gradient goes to policies[seat] only (the per-role update)
     response: Response        # the student's context x_i^t and its sampled tokens y_i^t
     lp_student: torch.Tensor  # log pi_theta_i(y_k | x, y_<k) from the sampler, (L,)
     reward: float             # R_i of its episode (Eq. 14), or its return-to-go from its turn (MAGRPO)
@@ -110,7 +114,7 @@ def reward_counts(episodes, attributions, items):
     counts = rollout_counts(episodes, attributions, [], 0)
     counts["tokens"] = {"rollout": sum(len(it.response.tokens) for it in items), "teacher": 0}
     for it in items:
-        s = counts["roles"].setdefault(it.role, {"a_opd": 0.0, "a_role": 0.0, "reverse_kl": 0.0, "responses": 0,
+        s = counts["roles"].setdefault(it.seat, {"a_opd": 0.0, "a_role": 0.0, "reverse_kl": 0.0, "responses": 0,
                                                  "tokens": 0, "reward": 0.0, "zero_advantage": 0})
         s["responses"] += 1
         s["tokens"] += len(it.response.tokens)
@@ -134,11 +138,12 @@ def reward_figures(counts):
 
 
 def grpo_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models=None,
-              attribute=None, log=None):
+              play=None, attribute=None, log=None):
     """One step of a GRPO baseline in train.train_step's place, its arguments alike (teacher:
-    None, never used): Phase 1 rolls out each of this rank's problems G times in a row (its group),
-    in the workflow or by the main role alone; Phase 2 is the verifier's a^t, then the rewards and
-    group advantages (grpo_items) in the teacher's place; Phase 3 is train.update."""
+    None, never used; play: a Phase 1 of teams/, which no GRPO baseline takes): Phase 1 rolls out
+    each of this rank's problems G times in a row (its group), in the workflow or by the main role
+    alone; Phase 2 is the verifier's a^t (or the attribution model's, attribute), then the rewards
+    and group advantages (grpo_items) in the teacher's place; Phase 3 is train.update."""
     log = log or StepLog(step, args.device)
     cfg = rollout_config(args, progress=log.show)
     batch = batch_for_step(problems, step, args.batch, args.seed)
@@ -160,13 +165,45 @@ def grpo_step(step, problems, policies, optims, teacher, tok, args, gen, rollout
     return log.close(reward_counts(episodes, attributions, items), updated, reward_figures)
 
 
+def grpo_args(argv=None):
+    """train.py's command line with the baselines' flags (App. D.3, D.4, D.6.2), args.objective "grpo"."""
+    ap = train_parser("a GRPO baseline of Table 1 (App. D.3)")
+    ap.set_defaults(objective="grpo")
+    add = ap.add_argument_group("the GRPO baselines of Table 1 (App. D.3, D.4, D.6.2): rewards in "
+                                "place of the teacher, which is not loaded").add_argument
+    add("--grpo-variant", choices=VARIANTS, default="mas",
+        help="MAS+GRPO, MAGRPO, SA+ST+GRPO or SA+MT+GRPO [%(default)s]")
+    add("--group-size", type=COUNT, default=GROUP_SIZE, help="G, rollouts per problem [%(default)s]")
+    add("--alpha", type=bounded(float, 0), default=ALPHA,
+        help="weight of the local rewards (Eq. 14) [%(default)s]")
+    args = get_args(argv, ap)
+    if args.agents_per_role > 1:
+        ap.error("--agents-per-role: the GRPO baselines run one agent per role")
+    if args.group_size < 2:
+        ap.error("--group-size 1: GRPO's group advantage (App. D.3) needs 2 or more per problem")
+    return args
+
+
+def evaluate(problems, policies, tok, args):
+    """train.run's held-out evaluation of a GRPO baseline: a single agent's alone (SA+ST, or SA+MT revising its
+    own answer, App. D.3) for the single-agent variants, eval.evaluate_policies for the workflow's."""
+    if args.grpo_variant not in SINGLE:
+        return evaluate_policies(problems, policies, tok, args)
+    cfg = rollout_config(args, progress=True, **EVAL_DECODING)
+    on_run = lambda *one: tqdm.write(run_line(*one))
+    multi = SINGLE[args.grpo_variant] > 1
+    out = mean_std([single_agent_metrics(problems, policies, tok, s, cfg, on_run, multi) for s in args.eval_seeds])
+    release_decoder()
+    return out
+
+
 def main(argv=None, teacher=None, again="--resume"):
     """python -m baselines.grpo: train.py's loop and command line, with the baselines' flags, a
     GRPO step each iteration and no teacher (`teacher` must be None: rewards take its place);
     `again` as train.main's."""
     if teacher is not None:
         raise ValueError("the GRPO baselines load no teacher: their rewards take its place")
-    run(get_args(argv, grpo=True), step_fn=grpo_step, again=again)
+    run(grpo_args(argv), step_fn=grpo_step, evaluate=evaluate, again=again)
 
 
 if __name__ == "__main__":

@@ -2,25 +2,32 @@
 math, with no teammate and no environment feedback. SA+ST answers once; SA+MT revises its own answer until it is
 unchanged or T = 4 turns (App. D.3, the cap of App. D.6.1). Episodes of rollout.py's shape, so the verifier
 (attribution.attribute_episodes), the evaluation and the GRPO baselines (baselines/grpo.py) read them as any.
+The Coder alone is also the shared-ability check of Fig. 3c (tools/sweep.py).
+
+    python -m baselines.single --problems FILE --model DIR                  # SA+ST, e.g. the teacher alone
+    python -m baselines.single --problems FILE --model DIR --multi-turn     # SA+MT
 
 The turn-0 prompt is the main role's own (prompts.build_context); later turns show the agent its earlier answers
 and ask it, in our words, to check the latest and revise it or repeat it unchanged.
 """
+import sys
 import time
 
 import torch
 
-from config import MAX_TURNS
 from attribution import ROLE_CHECK, attribute_episodes
-from infra.metrics import format_counts, format_shares
-from prompts import (ANSWER_FMT, CodeArtefacts, MathArtefacts, NO_ANSWER, NO_CODE_BLOCK, NO_PROGRAM,
-                     OPENING, ROLES, Segment, _fence, build_context, encode_text, extract_answer,
-                     extract_program, fit_context)
-from infra.progress import TurnProgress
+from config import DTYPES, MAX_TURNS, apply_preset, precision
+from eval import eval_parser, markdown, plan, report_run, start
+from infra.data import ProblemError, json_text, write_atomic
+from infra.metrics import TurnProgress, format_metrics, mean_std
+from infra.models import forget_gguf, load_model
+from prompts import (ANSWER_FMT, NO_ANSWER, NO_CODE_BLOCK, NO_PROGRAM, OPENING, ROLES, CodeArtefacts,
+                     MathArtefacts, Segment, _fence, build_context, check_prompt_limit, encode_text,
+                     extract_answer, extract_program, fit_context)
 from rollout import Episode, Turn, final_answer, sample_turn
 
 MAIN_ROLES = tuple(roles[0] for roles in ROLES.values())  # ("coder", "reasoner"): who answers alone
-# The single-agent variants of the GRPO baselines (config.GRPO_VARIANTS) and their turn caps (App. D.3).
+# The single-agent variants of the GRPO baselines (baselines/grpo.py) and their turn caps (App. D.3).
 SINGLE = {"sa-st": 1, "sa-mt": MAX_TURNS}
 REVISE_OWN = {  # SA+MT's later turns (App. D.3): no feedback, the agent's own earlier answers only
     "coder": "Your earlier programs are shown above. Check the latest one against the problem. If it is wrong, "
@@ -126,8 +133,50 @@ def single_metrics(problems, policies, tok, seed, cfg, max_turns, on_run=None):
             m[f"acc_{domain}"] = 100 * sum(bool(a and a[-1].checks[ROLE_CHECK[roles[0]]]) for _, a in mine) / len(mine)
             if max_turns > 1:  # SA+ST's is always 1
                 m[f"turns_{domain}"] = sum(len(e.turns) for e, _ in mine) / len(mine)
-    m.update({f"parse_{rule}_{role}": v for role, shares in format_shares(format_counts(episodes)).items()
-              for rule, v in shares.items()})
+    m.update(format_metrics(episodes))
     if on_run:
         on_run(seed, "single", episodes, m, time.perf_counter() - start)
     return m
+
+
+def single_agent_metrics(problems, model, tok, seed, cfg, on_run=None, multi_turn=False):
+    """SA+ST (App. D.3): the main role alone for one turn (Coder for code, Reasoner for math),
+    judged by its own check; multi_turn, SA+MT: it revises its own answer until unchanged or
+    cfg.max_turns turns. model: one model in both main seats, or role -> model. on_run as for
+    eval.evaluate (seats "single")."""
+    seats = model if isinstance(model, dict) else dict.fromkeys(MAIN_ROLES, model)
+    turns = cfg.max_turns if multi_turn else 1
+    return single_metrics(problems, seats, tok, seed, cfg, turns, on_run)
+
+
+def main(argv=None):
+    """python -m baselines.single: one model alone on a problem file, SA+ST or --multi-turn SA+MT, over the
+    evaluation seeds (eval.py's flags)."""
+    ap, data, _ = eval_parser("A model alone (SA+ST; SA+MT with --multi-turn), a baseline of Table 1 (App. D.3).")
+    data.add_argument("--model", required=True, help="a model spec (tiny-qwen3 | local dir | .gguf | hub id), e.g. "
+                      "a student or the teacher")
+    data.add_argument("--multi-turn", action="store_true", help="SA+MT: the agent revises its own answer until it is "
+                      "unchanged or T turns (App. D.3)")
+    args = ap.parse_args(argv)
+    apply_preset(args)
+    args.precision = precision(args.precision, args.device)
+    try:
+        problems = start(args, {"--json": args.json, "--episodes": args.episodes})
+        cfg = plan(args, problems, args.model, 1, len(problems))  # one model, every problem's main role at once
+        model, tok = load_model(args.model, seed=1, dtype=DTYPES[args.precision])
+        check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
+        forget_gguf()
+        model = model.to(args.device)
+        on_run = report_run(args.episodes)
+        per_seed = [single_agent_metrics(problems, model, tok, s, cfg, on_run, args.multi_turn) for s in args.seeds]
+        result = {f"single agent {args.model}" + (", multi-turn" if args.multi_turn else ""): mean_std(per_seed)}
+        print(markdown(result))
+        if args.json:
+            write_atomic(args.json, json_text(result, indent=1))
+    except (ProblemError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -19,7 +19,8 @@ from infra.models import config_of
 from scaling.footprint import checkpoint_bytes
 from scaling.memory import GiB
 from infra.models import first_line, load_model
-from scaling.sharding import unwrap
+from scaling import distributed
+from scaling.sharding import full_states, unwrap
 
 
 def distinct(policies):
@@ -33,6 +34,15 @@ def policy_names(policies):
     for role, model in policies.items():
         names.setdefault(model, "shared" if len(distinct(policies)) == 1 else role)
     return names
+
+
+def checkpoint(out, step, policies, optims, tok, gen, skipped, args):
+    """The checkpoint of `step`: every rank's sampler stream (so that a resume continues each) and the full states
+    (gathered to rank 0 under --fsdp) collected, then written by rank 0 (save_checkpoint). Every rank calls this."""
+    samplers = distributed.gather(gen.get_state())
+    states = full_states(distinct(policies), optims)
+    if distributed.rank() == 0:
+        save_checkpoint(out, step, policies, states, tok, samplers, skipped, args)
 
 
 def save_checkpoint(out, step, policies, states, tok, samplers, skipped, args):

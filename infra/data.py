@@ -26,12 +26,12 @@ import os
 import random
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, fields, is_dataclass
 
 from config import CODE_TIMEOUT
-from sandbox.cases import LITERAL_CHARS, outputs_match, run_case
-from sandbox.outcomes import NOT_RUN, TIMED_OUT
-from sandbox.jail import MAX_STDOUT
+from infra.answers import LITERAL_CHARS, outputs_match
+from sandbox.cases import run_case
+from sandbox.outcomes import MAX_STDOUT, NOT_RUN, TIMED_OUT
 
 REQUIRED = {"math": {"id": str, "domain": str, "question": str, "answer": str},
             "code": {"id": str, "domain": str, "question": str, "format": str, "tests": list}}
@@ -70,14 +70,24 @@ def _finite(value):
 
 def episode_record(e):
     """A JSON-ready record of one episode of Phase 1 (rollout.Episode): everything the teacher needs later,
-    nothing recomputed. episodes.jsonl (train.py --save-episodes, eval.py --episodes) holds one per line."""
-    turns = [{"t": t.t, "agree": t.agree, "artefacts": asdict(t.artefacts),
-              "pairs": {"|".join(key): {**asdict(a), "agree": t.agreed[key]} for key, a in t.pairs.items()},
-              "responses": {r: {"context": [[s.kind, s.turn, s.ids] for s in x.context], "tokens": x.tokens,
-                                "logprobs": x.logprobs, "text": x.text, "truncated": x.truncated}
-                            for r, x in t.responses.items()}}
+    nothing recomputed. Each turn: its fields (rollout.Turn's t, artefacts, agree; a team's pairings,
+    teams.workflow.TeamTurn, keyed "first seat|second seat") and every response. episodes.jsonl (train.py
+    --save-episodes, eval.py --episodes) holds one per line."""
+    response = lambda x: {"context": [[s.kind, s.turn, s.ids] for s in x.context], "tokens": x.tokens,
+                          "logprobs": x.logprobs, "text": x.text, "truncated": x.truncated}
+    turns = [{**{f.name: _plain(getattr(t, f.name)) for f in fields(t) if f.name != "responses"},
+              "responses": {seat: response(x) for seat, x in t.responses.items()}}
              for t in e.turns]
     return {"id": e.problem["id"], "stopped": e.stopped, "final": e.final, "turns": turns}
+
+
+def _plain(value):
+    """A turn's field as JSON: a record as its fields, a pairing's key as "first|second"."""
+    if is_dataclass(value):
+        return asdict(value)
+    if isinstance(value, dict):
+        return {"|".join(k) if isinstance(k, tuple) else k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def append_episodes(path, episodes, **fields):
@@ -122,7 +132,7 @@ class ProblemError(ValueError):
 
 def over_cap(fmt, output):
     """Why the verifier cannot judge a program on this expected output of a code problem of format `fmt`, or
-    None. It compares (cases.outputs_match) a function result as a literal up to LITERAL_CHARS, beyond as text,
+    None. It compares (answers.outputs_match) a function result as a literal up to LITERAL_CHARS, beyond as text,
     where the reference's own result does not match; a printed output up to what a run returns (MAX_STDOUT
     bytes), beyond which no program's output matches, the reference's neither."""
     size, cap, unit = (len(output.strip()), LITERAL_CHARS, "characters") if fmt == "function" else \
@@ -238,13 +248,3 @@ def judge_tests(located):
             raise ProblemError(f"{where}: problem {p['id']!r}, tests[{i}]: its reference solution fails it "
                                f"({r.error or 'its output is not the expected one'})")
     return all(r.condition not in (TIMED_OUT, NOT_RUN) for r in results)
-
-
-def batch_for_step(problems, step, batch, seed):
-    """The problems of one step: epoch-wise shuffles derived from the seed alone, so a resumed run draws the
-    same problems as an uninterrupted one without storing a data-loader state."""
-    out = []
-    for k in range(step * batch, (step + 1) * batch):
-        epoch, i = divmod(k, len(problems))
-        out.append(problems[random.Random(f"{seed}-{epoch}").sample(range(len(problems)), len(problems))[i]])
-    return out

@@ -1,12 +1,16 @@
 """What train.py's run starts from, built before its first step: Algorithm 1's inputs (App. C) from the command
 line (problems, policies from one base checkpoint or the checkpoint to resume, the frozen teacher, the tokenizer,
 optimizers, the sampler's RNG), every refusal that needs no weights made before any loads; and the bf16 rollout
-copies the students sample with, refreshed from their fp32 masters before every rollout.
+copies the students sample with, refreshed from their fp32 masters at every optimizer step, so that the training
+loop never has to.
 """
 import copy
+import json
+import math
 import os
 import random
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -14,13 +18,14 @@ from scaling import distributed
 from infra.checkpoint import check_disk, distinct, last_checkpoint, load_policies, read_state
 from infra.data import load_problems
 from scaling.memory import check_fits
-from infra.models import config_of, forget_gguf, load_model, same_tokenizer_specs, to_dtype
-from config import DTYPES
-from scaling.offload import park
+from infra.models import config_of, cpu_threads, forget_gguf, load_model, same_tokenizer_specs, to_dtype
+from config import DTYPES, preset_line
+from scaling.offload import offload_moments, park
 from scaling.sharding import load_optimizer, shard, whole
 from infra.seats import team_seats
 from prompts import check_prompt_limit, stop_ids_of
 from sampler import generate
+from sandbox.jail import jail_line
 
 
 @dataclass
@@ -93,6 +98,12 @@ def build(args, teacher=None):
         policies, unique = {r: roots[m] for r, m in policies.items()}, [roots[m] for m in unique]
     # AdamW, i.e. Adam with decoupled weight decay 0.01 (the paper says Adam with wd, not which form: DECISIONS.md D9)
     optims = [torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay) for model in unique]
+    for model, opt in zip(unique, optims):
+        seat = next(s for s, p in policies.items() if p is model)
+        if rollout_models[seat] is not model:  # Phase 1 samples the policy each step has just updated (on-policy)
+            opt.register_step_post_hook(partial(follow, rollout_models[seat], model))
+        if args.optimizer_offload:  # the moments on the device inside their own step only
+            offload_moments(opt)
     rank, world = distributed.rank(), distributed.world_size()
     gen = torch.Generator(device=device).manual_seed(args.seed + rank)  # each rank samples its own episodes
     start, skipped = 0, 0
@@ -114,8 +125,8 @@ def build(args, teacher=None):
 
 def rollout_copies(policies, args):
     """role -> the model Phase 1 (App. C) samples with, whose log-probs are Eq. 8's log pi_theta. Under --precision
-    bf16 a bf16 copy of each policy (one per distinct policy), refreshed from the fp32 masters before every rollout
-    (refresh): decoding reads half the bytes, casts nothing per step, and its step can be recorded as a CUDA graph
+    bf16 a bf16 copy of each policy (one per distinct policy), refreshed from the fp32 masters at every optimizer
+    step (follow): decoding reads half the bytes, casts nothing per step, and its step can be recorded as a CUDA graph
     (sampler.decoder). Under --fsdp a whole copy in any precision (ranks decode apart, FSDP2 runs in step). Otherwise
     the policies."""
     if args.precision != "bf16" and not args.fsdp:
@@ -126,15 +137,35 @@ def rollout_copies(policies, args):
 
 
 @torch.no_grad()
+def follow(rollout_model, policy, *hook_args):
+    """Copy a policy's fp32 master weights into its rollout copy, in place (a recorded decode step keeps reading
+    the same storage), so that Phase 1 samples from the policy Eq. 13 just updated (App. C: on-policy): the step
+    hook build registers on the policy's optimizer. A sharded policy is gathered parameter by parameter: every rank
+    calls this (every rank steps every optimizer)."""
+    for c, p in zip(rollout_model.parameters(), policy.parameters()):
+        c.copy_(whole(p))
+
+
 def refresh(rollout_models, policies):
-    """Copy each policy's fp32 master weights into its rollout copy, in place (a recorded decode step keeps reading
-    the same storage), so that Phase 1 samples from the policy Eq. 13 just updated (App. C: on-policy). Sharded
-    policies are gathered parameter by parameter: every rank calls this."""
+    """follow for every distinct policy that has a rollout copy (seat -> model dicts)."""
     for m in distinct(policies):
-        r = next(r for r, p in policies.items() if p is m)
-        if rollout_models[r] is not m:
-            for c, p in zip(rollout_models[r].parameters(), m.parameters()):
-                c.copy_(whole(p))
+        seat = next(s for s, p in policies.items() if p is m)
+        if rollout_models[seat] is not m:
+            follow(rollout_models[seat], m)
+
+
+def start_lines(args, world, teacher):
+    """What a run prints before it builds anything: the preset and the whole configuration, torch's CPU threads
+    (set here), the sandbox's jail, the ranks, and a teacher the caller handed over."""
+    yield preset_line(args)
+    yield "config: " + json.dumps(vars(args))
+    yield cpu_threads(args.threads)
+    yield "sandbox: " + jail_line()
+    share = math.ceil(args.batch / world)
+    yield f"ranks: {world} (torchrun), each rolls out and scores {share} of the {args.batch} episodes of a " \
+          "step" if world > 1 else "ranks: 1"
+    if teacher is not None:
+        yield f"teacher: {type(teacher).__name__}, given by the caller (--teacher is not loaded)"
 
 
 def attribution_judge(args, teacher, tok, max_new_tokens=64):

@@ -1,10 +1,12 @@
-"""The per-step figures of Algorithm 1 that metrics.jsonl and the console report: how each role's responses were
-parsed (format failures apart from wrong work), what a step's rollout and teacher did as sums that ranks add up,
-the means a step reports from those sums (A^OPD, A^role, the reverse-KL estimate per role, Eq. 5, 8, 9), and the
-cost of a step (per-phase seconds, peak memory); the step's one console line; the few responses per step the
-run report's heat maps show (report.py).
+"""What a run shows and keeps of its steps: the live line of a rollout turn (TurnProgress), the per-step figures
+of Algorithm 1 that metrics.jsonl and the console report: how each role's responses were parsed (format failures
+apart from wrong work), what a step's rollout and teacher did as sums that ranks add up, the means a step reports
+from those sums (A^OPD, A^role, the reverse-KL estimate per role, Eq. 5, 8, 9), and the cost of a step (per-phase
+seconds, peak memory); the step's one console line; the few responses per step the run report's heat maps show
+(report.py); and the figures of an evaluation run (run_figures, Fig. 3-4) and over its seeds (mean_std).
 """
 import resource
+import statistics
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,10 +17,55 @@ from tqdm import tqdm
 from scaling import distributed
 from infra.data import append_episodes, json_text
 from infra.report import token_pieces
-from infra.seats import pairs_of
-from prompts import role_of
 from loss import opd_advantage, role_advantage
 
+
+
+@dataclass
+class TurnProgress:
+    """The figures of run_episodes' progress line for one turn: what runs (a generate call's prefill reads its
+    prompts in one forward, on a CPU for minutes), responses done and tokens per second, updated at each of the
+    sampler's host reads (generate's on_check) and exactly as each generate call returns."""
+    bar: tqdm
+    turn: str              # "turn t/T"
+    start: float = field(default_factory=time.perf_counter)
+    tokens: int = 0        # of the generate calls that returned
+    rows: int = 0
+    call_tokens: int = 0   # of the call under way, as far as its host reads tell
+    call_rows: int = 0
+
+    @classmethod
+    def open(cls, t, cfg, n_responses):
+        """Turn t's line (shown with cfg.progress), counting n_responses."""
+        head = f"turn {t + 1}/{cfg.max_turns}"
+        return cls(tqdm(total=n_responses, desc=head, leave=False, disable=not cfg.progress,
+                        bar_format="{desc}: {n}/{total} responses{postfix} [{elapsed}]"), head)
+
+    def reading(self, n_prompts):
+        self.bar.set_description_str(f"{self.turn}: reading {n_prompts} prompts")
+
+    def check(self, new_tokens, rows_done):
+        self.bar.set_description_str(f"{self.turn}: sampling", refresh=False)
+        self.call_tokens += new_tokens
+        self.call_rows = rows_done
+        self.show()
+
+    def call_done(self, gen):
+        self.tokens += sum(map(len, gen.tokens))
+        self.rows += len(gen.tokens)
+        self.call_tokens = self.call_rows = 0
+        self.show()
+
+    def show(self):
+        tokens = self.tokens + self.call_tokens
+        self.bar.n = self.rows + self.call_rows
+        self.bar.set_postfix_str(f"{tokens:,} tokens, {tokens / (time.perf_counter() - self.start):.1f} tok/s")
+
+    def running_programs(self):
+        self.bar.set_description_str(f"{self.turn}: running programs")
+
+    def close(self):
+        self.bar.close()
 
 
 def format_counts(episodes):
@@ -26,15 +73,14 @@ def format_counts(episodes):
     n, rule: count, ..., "truncated": count, "unparsed": count}}, rule as named by extract_program /
     extract_test_case / extract_answer. A response with no readable artefact is "truncated" when the response limit
     cut it (e.g. inside its opened code block: a length problem) and "unparsed" when it ended by itself (a format
-    problem)."""
+    problem). Every agent counts once, under its role."""
     out = {}
     for e in episodes:
         for turn in e.turns:
-            for name, resp in turn.responses.items():  # every agent once; its role's figures sum its replicas
-                role = role_of(name)
-                c = out.setdefault(role, {"responses": 0, "truncated": 0, "unparsed": 0})
+            for seat, resp in turn.responses.items():
+                c = out.setdefault(resp.role, {"responses": 0, "truncated": 0, "unparsed": 0})
                 c["responses"] += 1
-                rule = pairs_of(name, turn.pairs)[0].parsed_by[role] or ("truncated" if resp.truncated else "unparsed")
+                rule = turn.parsed_by[seat] or ("truncated" if resp.truncated else "unparsed")
                 c[rule] = c.get(rule, 0) + 1
     return out
 
@@ -43,6 +89,74 @@ def format_shares(counts):
     """format_counts' counts (or their sums over ranks) as % of each role's responses: {role: {rule: %}}."""
     return {role: {k: 100 * v / c["responses"] for k, v in sorted(c.items()) if k != "responses"}
             for role, c in sorted(counts.items()) if c["responses"]}
+
+
+def format_metrics(episodes, roles=None):
+    """Per role (of `roles`, default all), the % of its responses read by each parsing rule
+    (DECISIONS.md D5) and the % whose artefact could not be read at all: parse_truncated_ROLE when
+    the response limit cut it (a length problem), parse_unparsed_ROLE when it ended without one (a
+    format problem); neither is wrong work (App. D.5 scoring)."""
+    shares = format_shares(format_counts(episodes))
+    return {f"parse_{rule}_{role}": v for role, of_role in shares.items()
+            if roles is None or role in roles for rule, v in of_role.items()}
+
+
+def squash_spaces(value):
+    """Artefacts compared for 'revised': whitespace-insensitive text, not meaning (DECISIONS.md D10)."""
+    return None if value is None else " ".join(value.split())
+
+
+def revision_counts(decisions):
+    """Fig. 4a-b: each decision (role, ok, before, after) is an agent's at a disagreeing turn t with a turn t+1,
+    ok its own check at t (None: undecided, skipped), before and after its own artefact at t and t+1 (tuples of
+    texts); it succeeds iff it revised exactly when its check failed. Returns per role the counts of n, success,
+    revised_when_right and kept_when_wrong."""
+    stats = {}
+    for role, ok, before, after in decisions:
+        if ok is None:
+            continue
+        revised = any(squash_spaces(b) != squash_spaces(a) for b, a in zip(before, after))
+        s = stats.setdefault(role, {"n": 0, "success": 0, "revised_when_right": 0, "kept_when_wrong": 0})
+        s["n"] += 1
+        s["success"] += revised == (not ok)
+        s["revised_when_right"] += revised and ok
+        s["kept_when_wrong"] += (not revised) and (not ok)
+    return stats
+
+
+def run_figures(episodes, attributions, solved, decisions):
+    """The figures of one evaluation run (App. D.5, Fig. 4): accuracy (solved(episode, its attributions)) and turns
+    per domain, revise-iff-wrong and its two failure modes per role (revision_counts of decisions(episodes,
+    attributions)), and the parsing shares (format_metrics)."""
+    m = {}
+    for domain in ("code", "math"):
+        mine = [(e, atts) for e, atts in zip(episodes, attributions) if e.problem["domain"] == domain]
+        if mine:
+            m[f"acc_{domain}"] = 100 * sum(solved(e, atts) for e, atts in mine) / len(mine)
+            m[f"turns_{domain}"] = sum(len(e.turns) for e, _ in mine) / len(mine)  # no agreement: T turns
+    for role, s in revision_counts(decisions(episodes, attributions)).items():
+        if s["n"]:
+            m[f"revise_iff_wrong_{role}"] = 100 * s["success"] / s["n"]
+            m[f"revised_when_right_{role}"] = 100 * s["revised_when_right"] / s["n"]
+            m[f"kept_when_wrong_{role}"] = 100 * s["kept_when_wrong"] / s["n"]
+    return {**m, **format_metrics(episodes)}
+
+
+def exchange_penalty(own, exchanged):
+    """Fig. 3a: the accuracy the exchanged seats lose, per domain (points)."""
+    return {f"exchange_penalty_{d}": own[f"acc_{d}"] - exchanged[f"acc_{d}"]
+            for d in ("code", "math") if f"acc_{d}" in exchanged}
+
+
+def mean_std(per_seed):
+    """An evaluation's figures over its seeds: {metric: {"mean", "std"}} from one dict per seed (std 0 for one)."""
+    keys = sorted({k for m in per_seed for k in m})
+    out = {}
+    for k in keys:
+        vals = [m[k] for m in per_seed if k in m]
+        std = statistics.stdev(vals) if len(vals) > 1 else 0.0
+        out[k] = {"mean": statistics.fmean(vals), "std": std}
+    return out
 
 
 @dataclass
@@ -95,16 +209,16 @@ class StepLog:
 
 def rollout_counts(episodes, attributions, items, overlong):
     """What this rank's rollout and teacher did, as sums, so that ranks add up (add_counts): episodes, turns,
-    conflicts, stops, verdict outcomes (App. F.6), tokens, and per role the token sums of A^OPD (Eq. 8), A^role
-    (Eq. 9) and the sampled reverse-KL estimate log pi_theta - log pi_T that Eq. 5 minimises. attributions: one list
-    per episode (attribution.attribute_episodes)."""
+    conflicts, stops, verdict outcomes (App. F.6), tokens, and per seat (under "roles": a pair's seats are its roles)
+    the token sums of A^OPD (Eq. 8), A^role (Eq. 9) and the sampled reverse-KL estimate log pi_theta - log pi_T that
+    Eq. 5 minimises. attributions: one list per episode (attribution.attribute_episodes)."""
     atts = [a for per_episode in attributions for a in per_episode]
     roles = {}
-    for role in sorted({it.role for it in items}):
-        mine = [it for it in items if it.role == role]
+    for seat in sorted({it.seat for it in items}):
+        mine = [it for it in items if it.seat == seat]
         lp_s, lp_t, lp_c = (torch.cat([getattr(it, k) for it in mine])
                             for k in ("lp_student", "lp_target", "lp_contrast"))
-        roles[role] = {"a_opd": opd_advantage(lp_t, lp_s).sum().item(),
+        roles[seat] = {"a_opd": opd_advantage(lp_t, lp_s).sum().item(),
                        "a_role": role_advantage(lp_t, lp_c).sum().item(),
                        "reverse_kl": (lp_s - lp_t).sum().item(), "responses": len(mine), "tokens": len(lp_s)}
     return {"tokens": {"rollout": sum(len(it.response.tokens) for it in items),
@@ -176,13 +290,13 @@ def step_line(m):
 
 def step_samples(step, items, batch, tok, per_role=2):
     """A few of a step's scored responses for the run report's heat maps (report.py): per role, its first scored
-    response in each of the first `per_role` episodes that have one, as {"step", "problem": its id, "role",
+    response in each of the first `per_role` episodes that have one, as {"step", "problem": its id, "role" (the seat),
     "pieces": the text of each token (report.token_pieces), "a_role": A^role per token (Eq. 9), "a_opd": A^OPD per
     token (Eq. 8)}. items: train.Scored after Phase 2 (lp_target, lp_contrast, lp_student, each (L,)); batch: the
     step's problems, indexed by Scored.episode."""
     chosen = {}
     for it in items:
-        mine = chosen.setdefault(it.role, {})
+        mine = chosen.setdefault(it.seat, {})
         if len(mine) < per_role and it.episode not in mine:
             mine[it.episode] = it
     return [{"step": step, "problem": batch[it.episode]["id"], "role": role,

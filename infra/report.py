@@ -15,8 +15,7 @@ import sys
 from infra.checkpoint import read_json, step_of
 from infra.runs import RUN
 from infra.data import write_atomic
-from infra.seats import number_of
-from prompts import role_of
+from infra.seats import number_of, role_of
 
 # Okabe-Ito colours: told apart by colour-blind readers, and none of them a shade of the heat map's blue or red
 ROLE_COLOURS = {"coder": "#e69f00", "tester": "#009e73", "reasoner": "#cc79a7", "tool_user": "#56b4e9"}

@@ -1,7 +1,7 @@
 """What keeps a run directory whole: a new run of train.py never writes over one (unless --overwrite discards
 it), a resume continues the same run or refuses (the settings recorded with its checkpoint, infra/checkpoint.py),
-the evaluation before training is kept from the moment it is made, and OUT/run.json records every command that
-ran there. The commands that train several runs (the toy studies, tools.sweep) decide here what becomes of each.
+the evaluation before training is kept from the moment it is made, OUT/run.json records every command that ran
+there, and the run's logs start where the run does (open_logs). The commands that train several runs (the toy studies, tools.sweep) decide here what becomes of each.
 """
 import datetime
 import math
@@ -9,9 +9,10 @@ import os
 import shlex
 import shutil
 import sys
+from dataclasses import dataclass
 
+from infra.checkpoint import last_checkpoint, read_json, settings, start_log, step_of
 from scaling import distributed
-from infra.checkpoint import last_checkpoint, read_json, settings, step_of
 from infra.data import json_text, write_atomic
 
 RUN = "run.json"  # OUT/run.json: the run's settings and every command that ran it, with its date
@@ -123,6 +124,31 @@ def begin_run(args, start):
         kept = f"{start} of {args.steps} steps done, in {last_checkpoint(args.out)[0]}" if start else \
             "no checkpoint was written before it stopped"
         print(f"resuming from step {start}: {kept}")
+
+
+@dataclass
+class Logs:
+    """The run's JSONL logs (infra/metrics.py writes them): every step's figures, the report's samples, and with
+    --save-episodes every episode (a file per rank)."""
+    metrics: str
+    samples: str
+    episodes: str | None
+
+
+def open_logs(args, rank, start):
+    """The run's Logs, each cut back to `start` (a resumed step): rank 0 first begins the run (begin_run). Every
+    rank calls this."""
+    name = "episodes.jsonl" if rank == 0 else f"episodes.rank{rank}.jsonl"
+    logs = Logs(os.path.join(args.out, "metrics.jsonl"), os.path.join(args.out, "samples.jsonl"),
+                os.path.join(args.out, name) if args.save_episodes else None)
+    if rank == 0:
+        begin_run(args, start)  # OUT made, run.json begun; --overwrite discards the run there
+        start_log(logs.metrics, start)
+        start_log(logs.samples, start)
+    distributed.barrier()  # OUT exists before any rank writes its episodes there
+    if logs.episodes:
+        start_log(logs.episodes, start)
+    return logs
 
 
 def evaluation_before(args, start, evaluate):

@@ -5,7 +5,7 @@ Each run is stateless (paper App. D.6.1): the program starts fresh, test input o
 wall-clock timeout, then everything it started is killed and everything it wrote is gone. Crashes, syntax
 errors and timeouts never raise; they become a RunResult (outcomes.py) with a one-line "error: ..." string, and
 the sandbox's own conditions (not run, timed out, output over the cap) in a field the program cannot set.
-`describe()` says which of these isolation levels is active (train.py and eval.py print it at start):
+`jail_line()` says which of these isolation levels is active (train.py and eval.py print it at start):
 
 - jail (bubblewrap installed, e.g. Debian's `bubblewrap` package): the program runs in its own user, mount, pid,
   IPC, network and UTS namespaces. It sees a read-only /usr (and the interpreter's prefix), a private /tmp and
@@ -48,13 +48,12 @@ from dataclasses import dataclass
 from sandbox import seccomp, uids
 from sandbox.cgroups import ATTACH, cgroup_homes, make_cgroups, remove_cgroups
 from sandbox.namespaces import TOPS, jail_argv, shown_paths
-from sandbox.outcomes import ERROR, OVER_CAP, TIMED_OUT, RunResult, ended, failed, last_line, not_run
+from sandbox.outcomes import ERROR, MAX_STDOUT, OVER_CAP, TIMED_OUT, RunResult, ended, failed, last_line, not_run
 
-MAX_STDOUT = 1 << 20       # bytes of stdout returned to the caller
 MAX_FILE_MB = 64           # RLIMIT_FSIZE: bounds every file the program writes, its stdout file included
 JAIL_TMP_MB = 64           # size of the jail's private /tmp and of its /dev/shm
 MAX_FILES = 256            # RLIMIT_NOFILE per process: without it a run could hold the host's limit (> 1M)
-SECCOMP_FILTER = seccomp.program(os.uname().machine)  # b"": no syscall table here, and describe() says so
+SECCOMP_FILTER = seccomp.program(os.uname().machine)  # b"": no syscall table here, and jail_line() says so
 STARTED = b"STARTED"       # _BOOT's word on the status fd: the program's first instruction is next
 
 # Runs in the child before the program: an unprivileged process may lower its own limits, and doing it here
@@ -177,7 +176,7 @@ def _setup() -> tuple[str, Jail | None]:
                        f"(tried {', '.join(candidates)})")
 
 
-def describe() -> str:
+def jail_line() -> str:
     """One line: the isolation level and caps in force for the isolated, stateless runs of App. D.6.1 on this
     machine."""
     interpreter, jail = _setup()

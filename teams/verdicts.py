@@ -1,18 +1,19 @@
 """PAC for a team of 2n agents (App. E.1.3): each agent's own check against the reference (the
 pair's checks of attribution.py, run once per agent) rendered as one verdict line per agent, and
-the attribution model's route, a model that writes the same a^t. train.py takes Phase 2a from
-here (phase_2a) for a team or under --attribution model; a pair with the verifier never comes here.
+the attribution model's route, a model that writes the same a^t. train.py and eval.py take Phase 2a
+from here (teams/phases.py) for a team or under --attribution model; a pair with the verifier never
+comes here.
 
     a^t = (a_1^t, ..., a_2n^t)   each agent's own check (ROLE_CHECK) of its own output   (Eq. 24)
     c^t = header + one line per agent, in seat order, naming that agent's output only (D15)
 """
 import re
-from functools import partial
 
-from attribution import (CODE_OUTCOMES, HEADER, MATH_OUTCOMES, ROLE_CHECK, Attribution,
-                         attribute_episodes, attribute_turn, describe_code, describe_math, show)
-from infra.seats import diagonal, number_of, pairs_of, seat_order
-from prompts import ROLE_NAMES, encode_text, role_of
+from attribution import (CODE_OUTCOMES, HEADER, MATH_OUTCOMES, ROLE_CHECK, Attribution, attribute_turn,
+                         over_turns, render_code, render_math, show)
+from infra.seats import number_of, role_of
+from prompts import ROLE_NAMES, encode_text
+from teams.workflow import diagonal, pairs_of, seat_order
 
 # One line per agent (Eq. 24): what that agent produced and its own check, facts only.
 AGENT_LINES = {
@@ -67,10 +68,10 @@ def team_attribution(problem: dict, pairs: dict, agents: dict) -> Attribution:
         (first, second), art = next(iter(pairs.items()))
         if code:
             case = None if art.test_input is None else (art.test_input, art.test_output)
-            pair = describe_code(art.program is not None, case, art.program_output, agents[first],
+            pair = render_code(art.program is not None, case, art.program_output, agents[first],
                                  agents[second])
         else:
-            pair = describe_math(art.derivation_answer, art.program_answer, agents[first],
+            pair = render_math(art.derivation_answer, art.program_answer, agents[first],
                                  agents[second])
         pair.agents = agents
         return pair
@@ -88,9 +89,9 @@ def team_attribution(problem: dict, pairs: dict, agents: dict) -> Attribution:
 
 
 def attribute_team(problem: dict, turn, *, timeout: float) -> Attribution:
-    """a^t of one completed turn of a team (rollout.Turn, Eq. 11 and 24): each agent's own check,
+    """a^t of one completed turn of a team (teams.workflow.TeamTurn, Eq. 11 and 24): each agent's own check,
     run once per agent on the pairings (agent m, agent m) that hold every agent's artefact once
-    (infra.seats.diagonal), and c^t (team_attribution)."""
+    (teams.workflow.diagonal), and c^t (team_attribution)."""
     agents = {}
     for key, artefacts in diagonal(turn.pairs).items():
         checks = attribute_turn(problem, artefacts, timeout=timeout).checks
@@ -164,13 +165,7 @@ def attribute_by_model(episodes, judge, tokenizer) -> list[list[Attribution]]:
     return [[next(atts) for _ in e.turns] for e in episodes]
 
 
-def phase_2a(agents_per_role, judge=None, tokenizer=None):
-    """Phase 2a of Algorithm 1 for train.train_step's `attribute`, a function of (episodes, *,
-    timeout, workers) -> a^t per turn: the attribution model's (judge, under --attribution model),
-    a team's verifier (a verdict line per agent) for agents_per_role > 1; None for the pair with
-    the verifier, whose Phase 2a is attribution.attribute_episodes itself."""
-    if judge is not None:
-        return lambda episodes, **_: attribute_by_model(episodes, judge, tokenizer)
-    if agents_per_role > 1:
-        return partial(attribute_episodes, per_turn=attribute_team)
-    return None
+def attribute_team_episodes(episodes, *, timeout, workers):
+    """a^t of every turn of every episode of a team (attribute_team), `workers` turns at a time: Phase 2a by the
+    verifier, one list per episode as attribution.attribute_episodes."""
+    return over_turns(lambda e, turn: attribute_team(e.problem, turn, timeout=timeout), episodes, workers)

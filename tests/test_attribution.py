@@ -11,7 +11,7 @@ from teacher import verdicts_before
 from eval import revision_stats
 from infra import answers
 from infra.answers import answers_equivalent
-from sandbox.cases import outputs_match
+from infra.answers import outputs_match
 from prompts import ROLES, CodeArtefacts, MathArtefacts
 from rollout import Episode, Turn
 

@@ -203,7 +203,7 @@ def close(a, b):
 
 
 def eq1(build_context):  # x^t from s^t = (q, e^{t-1}, h^t): the task, the last report and the history
-    seen = [[t.artefacts] for t in (math_turn("41", "42"), math_turn("40", "error: timed out after 20 s", 1))]
+    seen = [t.artefacts for t in (math_turn("41", "42"), math_turn("40", "error: timed out after 20 s", 1))]
     text = TOK.decode([i for seg in build_context(TOK, MATH, "reasoner", seen) for i in seg.ids])
     assert MATH["question"] in text and "Turn 1:" in text and "Turn 2:" in text  # q and h^t
     assert "error: timed out after 20 s" in text.split("Turn 2:")[1]  # e^{t-1}, the last turn's report

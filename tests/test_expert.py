@@ -70,7 +70,7 @@ def states(n, seed=0, later=False):
 
 
 def contexts(tok, p, role, earlier, pac=True, roles=None):
-    segs = build_context(tok, p, role, [[x.artefacts] for x in earlier])
+    segs = build_context(tok, p, role, [x.artefacts for x in earlier])
     return teacher_contexts(tok, segs, roles or (role,), [x.verdict for x in earlier] if pac else None, limit=LIMIT)
 
 

@@ -10,7 +10,7 @@ from config import get_args
 from infra.checkpoint import load_policies
 from infra.launch import build
 from infra.models import tiny_model
-from scaling.offload import MOMENTS, optimizer_steps, parked
+from scaling.offload import MOMENTS, offload_moments, parked
 from test_train import FAST  # the tiny run of train.py's own tests
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -23,11 +23,13 @@ def _steps(offload, k=3, device=DEVICE):
     inside, between = [], []
     opt.register_step_post_hook(lambda o, *_: inside.append([st[k] for st in o.state.values() for k in MOMENTS
                                                              if k in st]))
+    if offload:  # its hooks after the one above: `inside` sees the moments the step used
+        offload_moments(opt)
     ids = torch.arange(24, device=device).view(2, 12) % 200
     for step in range(k):
         loss = model(ids + step, labels=ids + step).loss
         loss.backward()
-        optimizer_steps([opt], offload)
+        opt.step()
         opt.zero_grad(set_to_none=True)
         between.append([st[k] for st in opt.state.values() for k in MOMENTS if k in st])
     return model, opt, inside, between

@@ -24,7 +24,8 @@ from sandbox import cases
 from sandbox import cgroups
 from sandbox import jail, uids
 from sandbox import seccomp
-from sandbox.cases import outputs_match, run_case, run_cases
+from infra.answers import outputs_match
+from sandbox.cases import run_case, run_cases
 from sandbox.namespaces import shown_paths
 from sandbox.outcomes import NOT_RUN, TIMED_OUT, RunResult
 from sandbox.jail import run_program
@@ -112,7 +113,7 @@ def test_without_bubblewrap_an_interpreter_the_sandbox_user_cannot_reach_is_not_
 @pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")
 def test_the_jail_is_chosen_wherever_bubblewrap_works():
     """A working jail must win over the bare levels (CI installs bubblewrap so that the jail is what it tests)."""
-    assert JAIL and jail.describe().startswith("jail (bubblewrap")
+    assert JAIL and jail.jail_line().startswith("jail (bubblewrap")
 
 
 def test_stdout_and_stdin(mode):
@@ -629,9 +630,9 @@ def test_a_run_whose_cgroups_cannot_be_made_is_refused(mode, monkeypatch, tmp_pa
 
 def test_a_missing_or_broken_syscall_filter_is_never_silent(monkeypatch):
     assert seccomp.program("riscv64") == b"" and jail.SECCOMP_FILTER == seccomp.program(os.uname().machine)
-    assert ("NO seccomp filter" in jail.describe()) is not bool(jail.SECCOMP_FILTER)
+    assert ("NO seccomp filter" in jail.jail_line()) is not bool(jail.SECCOMP_FILTER)
     monkeypatch.setattr(sandbox, "SECCOMP_FILTER", b"")
-    assert "NO seccomp filter (no syscall table for" in jail.describe()
+    assert "NO seccomp filter (no syscall table for" in jail.jail_line()
     monkeypatch.setattr(sandbox, "SECCOMP_FILTER", bytes(8))  # a filter the kernel refuses: the run fails
     assert run_program("print('ran')", timeout=5) == RunResult(
         "", "error: not run: the sandbox did not start the program: seccomp filter not loaded: Invalid argument",
@@ -1043,9 +1044,9 @@ print(len(held))
 """, timeout=10, memory_mb=256)
     assert r.stdout == f"{errno.ENOSYS} 0\n", r
     if mode == "uid" or (mode == "native" and NATIVE is None):
-        assert "NOT capped: memory held in files" in jail.describe()
+        assert "NOT capped: memory held in files" in jail.jail_line()
         return
-    assert "NOT capped: memory held in SysV shared memory" in jail.describe()
+    assert "NOT capped: memory held in SysV shared memory" in jail.jail_line()
     r = run_program("""
 import os
 n = 0
@@ -1093,11 +1094,11 @@ except OSError as e:
         if not jail._own_ipc_and_network():  # unshare cannot make them here: the level says so
             libc = ctypes.CDLL(None)
             libc.shmctl(libc.shmget(key, 0, 0), 0, None)  # IPC_RMID: the segment the run left on the host
-            assert jail.describe().startswith("uid (") and "its network and IPC out of reach" in jail.describe()
+            assert jail.jail_line().startswith("uid (") and "its network and IPC out of reach" in jail.jail_line()
             return
         assert r.stdout.splitlines()[1] != "connected", r
         with open("/proc/sysvipc/shm") as f:
             assert not [ln for ln in f.read().splitlines()[1:] if int(ln.split()[0]) == key]
-        assert "own IPC and network namespaces" in jail.describe()
+        assert "own IPC and network namespaces" in jail.jail_line()
     finally:
         shutil.rmtree(shared)

@@ -22,8 +22,7 @@ from teams.verdicts import attribute_by_model, attribute_team
 from infra import checkpoint, launch
 from scaling import memory
 from infra.models import make_tokenizer, tiny_model
-from infra.seats import pairings, partner, seats, team_seats
-from prompts import role_of
+from infra.seats import pairings, partner, role_of, seats, team_seats
 from loss import eq13_weights, mas_opd_loss
 from rollout import RolloutConfig, run_episodes
 from sampler import Generation, sequence_logprobs

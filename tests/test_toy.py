@@ -458,7 +458,7 @@ def _tester_states(n=24, seed=0):
 def _prob(model, tok, role, states, text):
     """Mean probability that `model` in `role`'s seat writes `text` first (teacher-forced)."""
     ids = tok(text, add_special_tokens=False)["input_ids"]
-    ctxs = [[i for s in build_context(tok, p, role, [[x.artefacts] for x in earlier]) for i in s.ids] for p, earlier in states]
+    ctxs = [[i for s in build_context(tok, p, role, [x.artefacts for x in earlier]) for i in s.ids] for p, earlier in states]
     with torch.no_grad():
         return sum(lp.sum().exp().item() for lp in sequence_logprobs(model, ctxs, [ids] * len(ctxs))) / len(ctxs)
 

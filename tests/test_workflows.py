@@ -182,7 +182,7 @@ def test_a_question_over_the_prompt_limit_is_refused_at_load(tok):
 def test_fit_context_drops_oldest_history_first(tok, scripted):
     turns = run_episodes([SUM], {"coder": scripted([BAD]), "tester": scripted([TEST_WRONG])}, tok,
                          RolloutConfig(max_turns=3, code_timeout=5))[0].turns
-    segs = build_context(tok, SUM, "coder", [[x.artefacts] for x in turns])
+    segs = build_context(tok, SUM, "coder", [x.artefacts for x in turns])
     full = sum(len(s.ids) for s in segs)
     entry0 = next(len(s.ids) for s in segs if s.turn == 0)
     fitted = fit_context(segs, full - 1)

@@ -19,7 +19,9 @@ import sys
 
 import train
 from config import EVAL_DECODING, bounded, get_args
-from eval import evaluate_policies, markdown, mean_std, single_agent_metrics
+from baselines.single import single_agent_metrics
+from eval import evaluate_policies, markdown
+from infra.metrics import mean_std
 from infra.checkpoint import load_policies
 from config import bounded, negative_values
 from infra.data import ProblemError, check_writable, json_text, load_problems, write_atomic

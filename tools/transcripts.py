@@ -23,7 +23,8 @@ from config import COUNT, SEED, bounded
 from infra.data import ProblemError, append_episodes, check_writable, load_problems
 from infra.models import load_model
 from sandbox.jail import stop_on_sigterm
-from prompts import ROLE_NAMES, ROLES, check_prompt_limit, role_of
+from infra.seats import role_of
+from prompts import ROLE_NAMES, ROLES, check_prompt_limit
 from rollout import RolloutConfig, rollout_config, run_episodes
 from toy.build import toy_root
 

@@ -23,7 +23,9 @@ import train
 from baselines import grpo
 
 from config import EVAL_DECODING, GROUP_SIZE, SEED, TOY, get_args
-from eval import evaluate_policies, markdown, mean_std, single_agent_metrics
+from baselines.single import single_agent_metrics
+from eval import evaluate_policies, markdown
+from infra.metrics import mean_std
 from infra.checkpoint import load_policies
 from infra.data import load_problems, write_atomic
 from infra.models import load_model
@@ -54,7 +56,7 @@ def main(argv=None):
     common = train_args(toy_root(args.cache), args.out) + rest
     print("config:", json.dumps({**vars(args), "train_args": common, "rows": ROWS}))
     # a bad flag stops here, before training
-    targs = {name: get_args(common + flags, grpo=name != "MAS-OPD") for name, flags in ROWS.items()}
+    targs = {name: (get_args if name == "MAS-OPD" else grpo.grpo_args)(common + flags) for name, flags in ROWS.items()}
     plans = plan_runs(ROWS, args.train_seeds, args.out, args.reuse, targs["MAS-OPD"].overwrite)  # and a run in the way
     root = start_toy(args.cache, targs["MAS-OPD"].threads)
     base, tok = load_model(targs["MAS-OPD"].student, device=targs["MAS-OPD"].device)
@@ -71,7 +73,8 @@ def main(argv=None):
                "untrained SA+ST": mean_std([single_agent_metrics(problems, base, tok, s, cfg) for s in seeds])}
     for name in ROWS:
         print(f"== evaluating {name} ({len(runs[name])} runs) on {len(problems)} held-out problems")
-        results[name] = over_runs([with_means(evaluate_policies(
+        evaluate = evaluate_policies if name == "MAS-OPD" else grpo.evaluate  # SA+ST+GRPO: its agent alone
+        results[name] = over_runs([with_means(evaluate(
             problems, load_policies(os.path.join(out, "checkpoint"), roles, opd.device)[0], tok, targs[name]))
             for out in runs[name]])
     accuracy = {n: {k: v for k, v in m.items() if k.startswith("acc_")} for n, m in results.items()}

@@ -67,7 +67,7 @@ def sft_examples(tok, problems, n, seed, first_turns=0.3, progress=True):
             if t == 0 and rng.random() >= first_turns:
                 continue
             for r in ROLES[p["domain"]]:
-                ctx = [i for s in build_context(tok, p, r, [[x.artefacts] for x in turns[:t]]) for i in s.ids]
+                ctx = [i for s in build_context(tok, p, r, [x.artefacts for x in turns[:t]]) for i in s.ids]
                 out.append((ctx, tok(turns[t].responses[r], add_special_tokens=False)["input_ids"] + end))
         bar.update(min(len(out), n) - bar.n)
     bar.close()
@@ -127,7 +127,7 @@ def toy_tokenizer(train, seed):
         turns = simulate(p, ROLE_BLIND, rng)
         for t in range(len(turns)):
             for r in ROLES[p["domain"]]:
-                ids = [i for s in build_context(base, p, r, [[x.artefacts] for x in turns[:t]]) for i in s.ids]
+                ids = [i for s in build_context(base, p, r, [x.artefacts for x in turns[:t]]) for i in s.ids]
                 corpus.append(base.decode(ids))
                 corpus.append(turns[t].responses[r])
     return make_phrase_tokenizer(corpus)

@@ -116,7 +116,7 @@ def training_examples(tok, problems, d, progress=True):
             shown = t > 0 and rng.random() < d["VERDICT"]
             for seat in ROLES[p["domain"]]:
                 cond = KAPPA[seat] if rng.random() < d["CONTRAST"] else seat
-                segments = build_context(tok, p, seat, [[x.artefacts] for x in turns[:t]])
+                segments = build_context(tok, p, seat, [x.artefacts for x in turns[:t]])
                 ctx = teacher_contexts(tok, segments, (cond,), [x.verdict for x in turns[:t]] if shown else None,
                                        LIMIT)[0]
                 target = turns[t].responses[seat] if rng.random() < d["STUDENT"] else \
@@ -213,7 +213,7 @@ def check_cases(tok, problems, n, seed):
         turns = simulate(p, ROLE_BLIND, rng)
         for t, turn in enumerate(turns):
             for seat in ROLES[p["domain"]]:
-                segs = build_context(tok, p, seat, [[x.artefacts] for x in turns[:t]])
+                segs = build_context(tok, p, seat, [x.artefacts for x in turns[:t]])
                 verdicts = [x.verdict for x in turns[:t]]
                 ctx = {(cond, pac): teacher_contexts(tok, segs, (cond,), verdicts if pac else None, LIMIT)[0]
                        for cond in (seat, KAPPA[seat]) for pac in (True, False)}

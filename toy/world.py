@@ -26,10 +26,10 @@ import random
 import re
 from dataclasses import dataclass
 
-from attribution import attribute_math, describe_code
+from attribution import attribute_math, render_code
 from config import MAX_TURNS
 from infra.answers import answers_equivalent
-from sandbox.cases import outputs_match
+from infra.answers import outputs_match
 from sandbox.outcomes import ERROR, RunResult, is_error
 from prompts import (CodeArtefacts, MathArtefacts, NO_CODE_BLOCK, ROLES, extract_answer, extract_program,
                      extract_test_case, printed_answer)
@@ -214,7 +214,7 @@ def verdict(problem, artefacts, checks):
         return attribute_math(problem, artefacts.derivation_answer, artefacts.program_answer,
                               artefacts.program_ran).description
     case = None if artefacts.test_input is None else (artefacts.test_input, artefacts.test_output)
-    return describe_code(artefacts.program is not None, case, artefacts.program_output, checks["coder"],
+    return render_code(artefacts.program is not None, case, artefacts.program_output, checks["coder"],
                          checks["tester"]).description
 
 
