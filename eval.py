@@ -84,6 +84,12 @@ def play(problems, policies, tok, seed, cfg):
     return episodes, attribute_episodes(episodes, timeout=cfg.code_timeout, workers=cfg.workers)
 
 
+def figures(episodes, attributions):
+    """The figures of one run of the pair (App. D.5, Fig. 4; infra.metrics.run_figures): accuracy
+    and turns per domain, revise-iff-wrong per role, the parsing shares."""
+    return run_figures(episodes, attributions, solved, decisions)
+
+
 def evaluate(problems, policies, tok, seeds, cfg, exchange=True, on_run=None):
     """The pair's evaluation over seeds; with exchange=True also the swapped seats and the
     exchange penalty. on_run: called after every run as on_run(seed, seats, episodes, metrics,
@@ -102,7 +108,7 @@ def evaluate(problems, policies, tok, seeds, cfg, exchange=True, on_run=None):
 def _run(problems, policies, tok, seed, cfg, seats, on_run):
     start = time.perf_counter()
     episodes, atts = play(problems, policies, tok, seed, cfg)
-    m = run_figures(episodes, atts, solved, decisions)
+    m = figures(episodes, atts)
     if on_run:
         on_run(seed, seats, episodes, m, time.perf_counter() - start)
     return m

@@ -94,47 +94,46 @@ def batch_for_step(problems, step, batch, seed):
     return out
 
 
-def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models=None,
-               play=None, attribute=None, log=None):
+def train_step(step, s, args, log=None):
     """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes ->
-    advantages -> update. rollout_models: what Phase 1 samples with (default: the policies).
-    play, attribute: Phase 1 and Phase 2a, the pair's (run_episodes, attribute_episodes) unless a
-    team of 2n agents or the attribution model brings its own (teams/). log: what the run keeps of
-    the step (infra.metrics.StepLog: phase seconds, episodes, the report's samples). Returns the
-    step's metrics.jsonl record."""
+    advantages -> update. s: Algorithm 1's inputs (infra.launch.Start: problems, policies,
+    optimizers, teacher, tokenizer, sampler RNG, rollout models, and Phase 1 and 2a: the pair's
+    unless a variant brings its own). log: what the run keeps of the step (infra.metrics.StepLog:
+    phase seconds, episodes, the report's samples). Returns the step's metrics.jsonl record."""
     log = log or StepLog(step, args.device)
     cfg = rollout_config(args, progress=log.show)
-    batch = batch_for_step(problems, step, args.batch, args.seed)  # the step's problems
-    ids = distributed.share(args.batch)  # the episodes this rank plays (all of them in one process)
-    with log.phase("rollout"):      # Phase 1: the students' joint rollout (Eq. 1-3)
-        episodes = joint_rollout([batch[i] for i in ids], policies, rollout_models or policies,
-                                 tok, cfg, gen, args, play or run_episodes)
+    batch = batch_for_step(s.problems, step, args.batch, args.seed)
+    # the episodes this rank plays (all of them in one process)
+    ids = distributed.share(args.batch)
+    with log.phase("rollout"):  # Phase 1: the students' joint rollout (Eq. 1-3)
+        episodes = joint_rollout([batch[i] for i in ids], s, cfg, args)
         log.record(episodes)
     with log.phase("attribution"):  # Phase 2a, PAC: a^t of every completed turn (Eq. 11)
-        attribute = attribute or attribute_episodes
-        attributions = attribute(episodes, timeout=cfg.code_timeout, workers=args.workers)
-    with log.phase("teacher"):      # Phase 2b, RAS: two teacher passes, A^RAS (Eq. 7-10)
-        items, overlong = teacher_scores(episodes, attributions, ids, teacher, tok, args)
-    log.sample(items, batch)  # a few scored responses for the report's heat maps (App. G.2)
-    with log.phase("update"):       # Phase 3: Eq. 13, all policies synchronously
-        updated = update(items, args.batch, policies, optims, args)
+        attributions = s.attribute(episodes, timeout=cfg.code_timeout, workers=args.workers)
+    with log.phase("teacher"):  # Phase 2b, RAS: two teacher passes, A^RAS (Eq. 7-10)
+        items, overlong = teacher_scores(episodes, attributions, ids, s, args)
+    # a few scored responses for the report's heat maps (App. G.2)
+    log.sample(items, batch)
+    with log.phase("update"):  # Phase 3: Eq. 13, all policies synchronously
+        updated = update(items, args.batch, s.policies, s.optims, args)
     return log.close(rollout_counts(episodes, attributions, items, overlong), updated)
 
 
-def teacher_scores(episodes, attributions, ids, teacher, tok, args):
-    """Phase 2b: each response scored by the teacher under r_i and kappa(r_i) (Eq. 7), then A^RAS
-    (Eq. 10) from the sampler's log-probs. ids: each episode's index in the step's batch.
-    -> (Scored items, teacher-overlong count)."""
+def teacher_scores(episodes, attributions, ids, s, args):
+    """Phase 2b: each response scored by the teacher s.teacher under r_i and kappa(r_i) (Eq. 7),
+    then A^RAS (Eq. 10) from the sampler's log-probs. ids: each episode's index in the step's
+    batch. -> (Scored items, teacher-overlong count)."""
     # u~ under r_i and kappa(r_i), with the verdicts c^{<t} unless w/o PAC (Eq. 12)
-    inputs, overlong = teacher_inputs(episodes, attributions, tok, args.teacher_max_prompt_tokens,
-                                      pac=not args.no_pac)
+    limit = args.teacher_max_prompt_tokens
+    inputs, overlong = teacher_inputs(episodes, attributions, s.tok, limit, not args.no_pac)
     items = [Scored(ids[k], seat, resp, target, contrast, torch.tensor(resp.logprobs))
              for k, seat, resp, target, contrast in inputs]
     targets = [it.ctx_target for it in items]
     contrasts = [it.ctx_contrast for it in items]
     responses = [it.response.tokens for it in items]
-    with autocast(args), teacher_on_device(teacher, args.device, args.teacher_offload):
-        lps = score_both_passes(teacher, targets, contrasts, responses,  # Eq. 7, twice
+    with autocast(args), teacher_on_device(s.teacher, args.device, args.teacher_offload):
+        # Eq. 7, twice
+        lps = score_both_passes(s.teacher, targets, contrasts, responses,
                                 args.teacher_batch_tokens)
     for it, lp_target, lp_contrast in zip(items, *lps):
         it.lp_target, it.lp_contrast = lp_target, lp_contrast
@@ -142,16 +141,18 @@ def teacher_scores(episodes, attributions, ids, teacher, tok, args):
     return items, overlong
 
 
-def joint_rollout(problems, policies, rollout_models, tok, cfg, gen, args, play=run_episodes):
-    """Phase 1 of Algorithm 1 (App. C): the students' episodes (play: run_episodes; a variant's own
-    protocol, e.g. baselines/single.py). The rollout models are the policies, or their bf16 copies,
-    which follow every optimizer step (infra/launch.py): on-policy either way. The copies sample
-    without autocast; their log-probs are then those of bf16 weights while Eq. 13 differentiates
-    the fp32 masters under autocast: the gap between the two is reported as logprob_gap /
-    logprob_gap_mean (0 would be exactly on-policy, Eq. 8)."""
-    with autocast(args) if rollout_models is policies else nullcontext():
-        episodes = play(problems, rollout_models, tok, cfg, gen)
-    release_decoder()  # the sampler's KV cache, before the teacher and the update need the memory
+def joint_rollout(problems, s, cfg, args, play=None):
+    """Phase 1 of Algorithm 1 (App. C): the students' episodes (play: s.play, else a variant's own
+    protocol, e.g. baselines/single.py). The rollout models are the policies, or their bf16
+    copies, which follow every optimizer step (infra/launch.py): on-policy either way. The copies
+    sample without autocast; their log-probs are then those of bf16 weights while Eq. 13
+    differentiates the fp32 masters under autocast: the gap between the two is reported as
+    logprob_gap / logprob_gap_mean (0 would be exactly on-policy, Eq. 8)."""
+    play = play or s.play
+    with autocast(args) if s.rollout_models is s.policies else nullcontext():
+        episodes = play(problems, s.rollout_models, s.tok, cfg, s.gen)
+    # the sampler's KV cache, before the teacher and the update need the memory
+    release_decoder()
     return episodes
 
 
@@ -254,8 +255,8 @@ def main(argv=None, teacher=None, again="--resume"):
 def run(args, teacher=None, step_fn=None, evaluate=None, again="--resume"):
     """Algorithm 1's loop on parsed args (config.get_args). step_fn: one iteration, train_step
     unless a variant's (baselines/grpo.py); evaluate: the held-out evaluation before and after
-    training, eval.evaluate_policies unless a variant's. Under torchrun every rank runs this; rank 0
-    alone prints, evaluates and writes (metrics.jsonl, checkpoints, results.json)."""
+    training, eval.evaluate_policies unless a variant's. Under torchrun every rank runs this; rank
+    0 alone prints, evaluates and writes (metrics.jsonl, checkpoints, results.json)."""
     step_fn, evaluate = step_fn or train_step, evaluate or evaluate_policies
     rank, world, args.device = distributed.init(args.device)
     say = print if rank == 0 else lambda *a, **k: None
@@ -267,33 +268,22 @@ def run(args, teacher=None, step_fn=None, evaluate=None, again="--resume"):
     torch.manual_seed(args.seed)
     random.seed(args.seed)
     try:
-        if note := check_isolation(args.unisolated_programs):  # before anything loads
-            say(note)
-        # before the models load, not at the first save
-        check_writable(args.out, "--out", directory=True)
-        check_run(args)  # a run in OUT: never written over; resumed only with its own settings
-        held_out = load_problems(args.eval_problems) if args.eval_problems else None
-        s = build(args, teacher)  # infra.launch.Start: Algorithm 1's inputs and the first step
-        policies, optims, tok, rollout_models = s.policies, s.optims, s.tok, s.rollout_models
-        # a team of 2n agents, or PAC by the attribution model: Phase 1 and 2a of its own
-        play, attribute = phases(args, attribution_judge(args, s.teacher, tok), tok)
-        check_prompt_limit(held_out or [], tok, args.max_prompt_tokens)
+        s, held_out = start(args, teacher, say)
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     logs = open_logs(args, rank, s.step)  # metrics.jsonl, samples.jsonl, episodes
     skipped, results = s.skipped, {}
-    if held_out and rank == 0:  # evaluated as Phase 1 samples: on the bf16 copies
-        before = lambda: evaluate(held_out, rollout_models, tok, args)
-        results = evaluation_before(args, s.step, before)  # written at once, read back on resume
-    for step in tqdm(range(s.step, args.steps), desc="steps", initial=s.step, total=args.steps,
-                     disable=rank != 0):
+    # evaluated as Phase 1 samples: on the rollout models
+    evaluated = lambda: evaluate(held_out, s.rollout_models, s.tok, args)
+    if held_out and rank == 0:  # written at once, read back on resume
+        results = evaluation_before(args, s.step, evaluated)
+    steps = range(s.step, args.steps)
+    for step in tqdm(steps, "steps", args.steps, initial=s.step, disable=rank != 0):
         # the report's heat maps (App. G.2) show the first and the last step
-        sampled = rank == 0 and step in (0, args.steps - 1)
-        log = StepLog(step, args.device, show=rank == 0, episodes=logs.episodes,
-                      samples=logs.samples if sampled else None, tok=tok)
-        metrics = step_fn(step, s.problems, policies, optims, s.teacher, tok, args, s.gen,
-                          rollout_models, play, attribute, log)
+        sampled = logs.samples if rank == 0 and step in (0, args.steps - 1) else None
+        log = StepLog(step, args.device, rank == 0, logs.episodes, sampled, s.tok)
+        metrics = step_fn(step, s, args, log)
         skipped += metrics["skipped"]
         metrics["skipped_total"] = skipped
         if rank == 0:
@@ -301,17 +291,35 @@ def run(args, teacher=None, step_fn=None, evaluate=None, again="--resume"):
                 f.write(json_text(metrics) + "\n")
             tqdm.write(step_line(metrics))  # stays on screen above the bar
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
-            checkpoint(args.out, step, policies, optims, tok, s.gen, skipped, args)
+            checkpoint(args.out, step, s.policies, s.optims, s.tok, s.gen, skipped, args)
     say(done_line(args, s.step, skipped))
     if held_out and rank == 0:
-        results["after"] = evaluate(held_out, rollout_models, tok, args)
-        print(markdown({f"{k} ({len(held_out)} held-out problems, seeds {args.eval_seeds})": v
-                        for k, v in results.items()}))
+        results["after"] = evaluated()
+        held = f"({len(held_out)} held-out problems, seeds {args.eval_seeds})"
+        print(markdown({f"{k} {held}": v for k, v in results.items()}))
         write_atomic(os.path.join(args.out, "results.json"), json_text(results, indent=1))
     if rank == 0:
         print(f"report: {write_report(args.out)}")
     distributed.barrier()  # no rank leaves while rank 0 still writes or evaluates
     distributed.finish()
+
+
+def start(args, teacher, say):
+    """What a run checks and builds before its first step, each refusal one line (ValueError,
+    OSError, ProblemError): the jail, --out, a run already there, the models (infra.launch.build),
+    Phase 1 and 2a, the held-out problems. -> (infra.launch.Start, held-out problems or None)."""
+    if note := check_isolation(args.unisolated_programs):  # before anything loads
+        say(note)
+    check_writable(args.out, "--out", directory=True)  # before the models load
+    check_run(args)  # a run in OUT: never written over; resumed only with its own settings
+    held_out = load_problems(args.eval_problems) if args.eval_problems else None
+    s = build(args, teacher)
+    # Phase 1 and 2a: the pair's, unless a team of 2n agents or PAC by the attribution model
+    # brings its own (teams/)
+    play, attribute = phases(args, attribution_judge(args, s.teacher, s.tok), s.tok)
+    s.play, s.attribute = play or run_episodes, attribute or attribute_episodes
+    check_prompt_limit(held_out or [], s.tok, args.max_prompt_tokens)
+    return s, held_out
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ from functools import partial
 import torch
 from tqdm import tqdm
 
-from attribution import attribute_episodes
 from baselines.rewards import role_reward
 from baselines.single import SINGLE, run_single, single_agent_metrics
 from config import ALPHA, COUNT, EVAL_DECODING, GROUP_SIZE, bounded, get_args, train_parser
@@ -137,31 +136,28 @@ def reward_figures(counts):
     return {**rollout_metrics(counts), **reward_metrics(counts)}
 
 
-def grpo_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models=None,
-              play=None, attribute=None, log=None):
-    """One step of a GRPO baseline in train.train_step's place, its arguments alike (teacher:
-    None, never used; play: a Phase 1 of teams/, which no GRPO baseline takes): Phase 1 rolls out
-    each of this rank's problems G times in a row (its group), in the workflow or by the main role
-    alone; Phase 2 is the verifier's a^t (or the attribution model's, attribute), then the rewards
-    and group advantages (grpo_items) in the teacher's place; Phase 3 is train.update."""
+def grpo_step(step, s, args, log=None):
+    """One step of a GRPO baseline in train.train_step's place, its arguments alike (s.teacher:
+    None, never used): Phase 1 rolls out each of this rank's problems G times in a row (its group),
+    in the workflow or by the main role alone; Phase 2 is the verifier's a^t (or the attribution
+    model's, s.attribute), then the rewards and group advantages (grpo_items) in the teacher's
+    place; Phase 3 is train.update."""
     log = log or StepLog(step, args.device)
     cfg = rollout_config(args, progress=log.show)
-    batch = batch_for_step(problems, step, args.batch, args.seed)
+    batch = batch_for_step(s.problems, step, args.batch, args.seed)
     ids = distributed.share(args.batch)
     group = [batch[i] for i in ids for _ in range(args.group_size)]
     turns = min(SINGLE.get(args.grpo_variant, 0), cfg.max_turns)
     play = partial(run_single, max_turns=turns) if turns else run_episodes
     with log.phase("rollout"):
-        episodes = joint_rollout(group, policies, rollout_models or policies, tok, cfg, gen, args,
-                                 play=play)
+        episodes = joint_rollout(group, s, cfg, args, play)
         log.record(episodes)
     with log.phase("attribution"):
-        verify = attribute or attribute_episodes
-        attributions = verify(episodes, timeout=cfg.code_timeout, workers=args.workers)
+        attributions = s.attribute(episodes, timeout=cfg.code_timeout, workers=args.workers)
     with log.phase("reward"):
         items = grpo_items(episodes, attributions, ids, args, cfg)
     with log.phase("update"):
-        updated = update(items, args.batch, policies, optims, args)
+        updated = update(items, args.batch, s.policies, s.optims, args)
     return log.close(reward_counts(episodes, attributions, items), updated, reward_figures)
 
 

@@ -31,16 +31,29 @@ from sandbox.jail import jail_line
 @dataclass
 class Start:
     """What build returns: Algorithm 1's inputs (App. C) and the step the run starts at."""
-    problems: list                # the training problems (infra/data.py's schema)
-    policies: dict                # role -> policy pi_theta_i (one model in every seat under --shared-policy)
-    teacher: torch.nn.Module      # the frozen teacher, on the device (on the CPU under --teacher-offload); None for
-                                  # the GRPO baselines, whose rewards need none (App. D.4)
-    tok: object                   # the students' tokenizer, the teacher's too
-    optims: list                  # one AdamW per distinct policy, in distinct(policies)' order
-    gen: torch.Generator          # this rank's sampler RNG
-    rollout_models: dict          # role -> what Phase 1 samples with (rollout_copies)
-    step: int = 0                 # the first step to run: 0, or the resumed checkpoint's step + 1
-    skipped: int = 0              # steps skipped before it (resumed)
+    # the training problems (infra/data.py's schema)
+    problems: list
+    # seat -> policy pi_theta_i (one model in every seat under --shared-policy)
+    policies: dict
+    # the frozen teacher, on the device (on the CPU under --teacher-offload); None for the GRPO
+    # baselines, whose rewards need none (App. D.4)
+    teacher: torch.nn.Module
+    # the students' tokenizer, the teacher's too
+    tok: object
+    # one AdamW per distinct policy, in distinct(policies)' order
+    optims: list
+    # this rank's sampler RNG
+    gen: torch.Generator
+    # seat -> what Phase 1 samples with (rollout_copies)
+    rollout_models: dict
+    # the first step to run: 0, or the resumed checkpoint's step + 1
+    step: int = 0
+    # steps skipped before it (resumed)
+    skipped: int = 0
+    # Phase 1, a function of rollout.run_episodes' arguments, and Phase 2a, of (episodes, *,
+    # timeout, workers): train.run sets them, the pair's unless a variant brings its own (teams/)
+    play: object = None
+    attribute: object = None
 
 
 def build(args, teacher=None):

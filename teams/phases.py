@@ -1,6 +1,6 @@
 """What train.py and eval.py take from teams/: Phase 1 and Phase 2a for a team of 2n agents (--agents-per-role n > 1)
-or for PAC's attribution model (--attribution model), whose route reads a turn's pairings (App. E.1.3). The paper's
-pair with its verifier takes neither: (None, None), the pair's own functions.
+and for PAC's attribution model (--attribution model, App. E.1.3), whose verdicts are a team's. The paper's pair with
+its verifier takes neither: (None, None), the pair's own functions.
 """
 from functools import partial
 
@@ -13,9 +13,7 @@ def phases(args, judge=None, tokenizer=None):
     (episodes, *, timeout, workers) -> a^t per turn). judge: the attribution model (infra.launch.attribution_judge),
     None for the verifier. (None, None) for the pair with the verifier."""
     n = args.agents_per_role
-    if judge is None and n == 1:
-        return None, None
-    play = partial(run_team_episodes, n=n)
+    play = partial(run_team_episodes, n=n) if n > 1 else None
     if judge is not None:
         return play, lambda episodes, **_: attribute_by_model(episodes, judge, tokenizer)
-    return play, attribute_team_episodes
+    return play, attribute_team_episodes if n > 1 else None

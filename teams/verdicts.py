@@ -12,8 +12,8 @@ import re
 from attribution import (CODE_OUTCOMES, HEADER, MATH_OUTCOMES, ROLE_CHECK, Attribution, attribute_turn,
                          over_turns, render_code, render_math, show)
 from infra.seats import number_of, role_of
-from prompts import ROLE_NAMES, encode_text
-from teams.workflow import diagonal, pairs_of, seat_order
+from prompts import ROLE_NAMES, ROLES, encode_text
+from teams.workflow import TeamTurn, diagonal, pairs_of, seat_order
 
 # One line per agent (Eq. 24): what that agent produced and its own check, facts only.
 AGENT_LINES = {
@@ -153,16 +153,23 @@ def attribute_by_model(episodes, judge, tokenizer) -> list[list[Attribution]]:
     the verifier's a^t would be. judge: a function list[list[int]] -> sampler.Generation (e.g. the
     teacher, sampled greedily by the caller). Returns one list per episode, as
     attribution.attribute_episodes."""
-    jobs = [(e, turn) for e in episodes for turn in e.turns]
-    prompts = [encode_text(tokenizer, judge_prompt(e.problem, turn.pairs)) for e, turn in jobs]
+    jobs = [(e, pairs_in(e.problem, turn)) for e in episodes for turn in e.turns]
+    prompts = [encode_text(tokenizer, judge_prompt(e.problem, pairs)) for e, pairs in jobs]
     answers = iter(judge(prompts).tokens if prompts else [])
     atts = []
-    for e, turn in jobs:
-        names = list(turn.responses) or sorted({n for key in turn.pairs for n in key})
+    for e, pairs in jobs:
+        names = sorted({n for key in pairs for n in key})
         said = read_judgement(tokenizer.decode(next(answers), skip_special_tokens=True), names)
-        atts.append(team_attribution(e.problem, turn.pairs, said))
+        atts.append(team_attribution(e.problem, pairs, said))
     atts = iter(atts)
     return [[next(atts) for _ in e.turns] for e in episodes]
+
+
+def pairs_in(problem, turn):
+    """A turn's pairings (D15): a team's (TeamTurn), or the pair's one, the workflow's two roles (rollout.Turn)."""
+    if isinstance(turn, TeamTurn):
+        return turn.pairs
+    return {ROLES[problem["domain"]]: turn.artefacts}
 
 
 def attribute_team_episodes(episodes, *, timeout, workers):

@@ -8,7 +8,8 @@ import pytest
 import attribution
 from attribution import HEADER, ROLE_CHECK, Attribution, attribute_code, attribute_math
 from teacher import verdicts_before
-from eval import revision_stats
+from eval import decisions
+from infra.metrics import revision_counts
 from infra import answers
 from infra.answers import answers_equivalent
 from infra.answers import outputs_match
@@ -163,7 +164,7 @@ def test_program_passing_golden_tests_is_no_oracle(program, case):
     turns = [Turn(t, {}, CodeArtefacts(program, *case, "", {}), False) for t in (0, 1)]
     team = [attribution.attribute_turn(SQUARE, turn.artefacts, timeout=T) for turn in turns]  # a^t per agent
     assert team[0].agents == {"coder": True, "tester": None} and team[0].outcome == att.outcome
-    assert revision_stats([Episode(SQUARE, turns)], [team]).keys() == {"coder"}  # the undecided Tester check is
+    assert revision_counts(decisions([Episode(SQUARE, turns)], [team])).keys() == {"coder"}  # the undecided Tester check is
     # not counted
 
 

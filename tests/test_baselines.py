@@ -14,6 +14,7 @@ from attribution import attribute_turn
 from baselines import grpo
 from baselines import rewards as rw
 from baselines.grpo import group_advantages, group_items
+from baselines import single
 from baselines.single import run_single
 from config import get_args
 from infra.models import tiny_model
@@ -117,11 +118,11 @@ def test_mas_grpo_gives_each_role_its_own_group_advantage(tok, scripted):
     # the Coder's rewards: 2 (solved, its program right) then 0.2 three times (wrong); the Tester's 2, then 1 (its
     # test right, the team wrong): both groups are [x + 1, x, x, x], each normalised per role to 1.5, -0.5 x 3
     # (each of an episode's responses carries its reward: the wrong rollouts disagree for all 4 turns)
-    reward = lambda role, e: {round(it.reward, 6) for it in items if it.role == role and
+    reward = lambda role, e: {round(it.reward, 6) for it in items if it.seat == role and
                               any(it.response is t.responses[role] for t in e.turns)}
     assert [reward("coder", e) for e in eps] == [{2.0}, {0.2}, {0.2}, {0.2}] and len(eps[1].turns) == 4
     assert [reward("tester", e) for e in eps] == [{2.0}, {1.0}, {1.0}, {1.0}]
-    adv = {it.role: it.adv[0].item() for it in items if it.response is eps[0].turns[-1].responses[it.role]}
+    adv = {it.seat: it.adv[0].item() for it in items if it.response is eps[0].turns[-1].responses[it.seat]}
     assert adv["coder"] == pytest.approx(1.5, abs=1e-5) and adv["tester"] == pytest.approx(1.5, abs=1e-5)
     assert all(it.adv.shape == (len(it.response.tokens),) and (it.adv == it.adv[0]).all() for it in items)
 
@@ -130,7 +131,7 @@ def test_magrpo_credits_each_turn_with_its_return_to_go(tok, scripted):
     # turn 1: BAD disagrees with TEST_OK (Coder 0 + 0.2); turn 2: GOOD agrees (Coder 1 + 1): returns 2.2, then 2
     eps = _episodes(tok, scripted, [[BAD, GOOD]] * 2, [[TEST_OK]] * 2)
     items = group_items(0, list(zip(eps, _atts(eps))), types.SimpleNamespace(grpo_variant="magrpo", alpha=1.0), CFG)
-    coder = [it for it in items if it.role == "coder" and it.response is not None]
+    coder = [it for it in items if it.seat == "coder" and it.response is not None]
     assert sorted(round(it.reward, 6) for it in coder) == [2.0, 2.0, 2.2, 2.2]
     assert all(it.adv.abs().max() == 0 for it in items)  # two identical rollouts: nothing to prefer
 
@@ -144,10 +145,10 @@ def test_grpo_update_of_one_role_leaves_the_other_policy_unchanged(tok, scripted
                                  optimizer_offload=False, fsdp=False, precision="fp32", device="cpu")
     items = group_items(0, list(zip(eps, _atts(eps))), args, cfg)
     for it in items:  # rewards of random models are all 0: give the Coder's responses an advantage by hand
-        it.adv = torch.full_like(it.adv, 1.0 if it.role == "coder" else 0.0)
+        it.adv = torch.full_like(it.adv, 1.0 if it.seat == "coder" else 0.0)
     before = {r: copy.deepcopy(m.state_dict()) for r, m in policies.items()}
     optims = [torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.01) for m in (coder, tester)]
-    train.update([it for it in items if it.role == "coder"], 1, policies, optims, args)
+    train.update([it for it in items if it.seat == "coder"], 1, policies, optims, args)
     changed = {r: any(not torch.equal(p, before[r][k]) for k, p in m.state_dict().items()) for r, m in policies.items()}
     assert changed == {"coder": True, "tester": False}
 
@@ -170,7 +171,7 @@ def test_sa_mt_stops_at_t_4_and_sa_st_after_one_turn(tok, scripted):
 
 
 def test_sa_mt_metrics_count_turns_and_judge_the_last_answer(tok, scripted):
-    m = ev.single_agent_metrics([SUM], scripted([BAD, GOOD, GOOD]), tok, 0, CFG, multi_turn=True)
+    m = single.single_agent_metrics([SUM], scripted([BAD, GOOD, GOOD]), tok, 0, CFG, multi_turn=True)
     assert m["acc_code"] == 100.0 and m["turns_code"] == 3.0
 
 
@@ -210,16 +211,16 @@ def test_grpo_samples_group_size_rollouts_per_problem_in_a_row(tmp_path, problem
     seen, real = [], grpo.run_episodes
     monkeypatch.setattr(grpo, "run_episodes", lambda ps, *a: seen.append([p["id"] for p in ps]) or real(ps, *a))
     args = FAST[:-2] + ["--group-size", "3", "--steps", "1"]
-    assert get_args(["--problems", problems] + args, grpo=True).alpha == 1.0  # alpha of Eq. 14 by default
+    assert grpo.grpo_args(["--problems", problems] + args).alpha == 1.0  # alpha of Eq. 14 by default
     grpo.main(["--problems", problems, "--out", str(tmp_path / "g3")] + args)
     assert len(seen) == 1 and sorted(seen[0]) == ["apples"] * 3 + ["sum"] * 3
     assert seen[0][:3] == [seen[0][0]] * 3  # a problem's group is consecutive: grpo_items reads it so
 
 
-def test_eval_cli_multi_turn_is_sa_mt_in_the_same_table(tmp_path, problems, capsys):
+def test_single_cli_multi_turn_is_sa_mt_in_the_same_table(tmp_path, problems, capsys):
     out = tmp_path / "sa_mt.json"
-    ev.main(["--single-agent", "tiny-qwen3", "--multi-turn", "--problems", problems, "--seeds", "0", "1",
-             "--max-new-tokens", "4", "--json", str(out)])
+    single.main(["--model", "tiny-qwen3", "--multi-turn", "--problems", problems, "--seeds", "0", "1",
+                 "--max-new-tokens", "4", "--json", str(out)])
     result = json.load(open(out))
     (name, m), = result.items()
     assert name == "single agent tiny-qwen3, multi-turn" and {"acc_code", "acc_math"} <= set(m)
@@ -227,7 +228,8 @@ def test_eval_cli_multi_turn_is_sa_mt_in_the_same_table(tmp_path, problems, caps
     assert "| turns_code |" in capsys.readouterr().out
 
 
-def test_eval_cli_multi_turn_needs_a_single_agent(capsys):
-    with pytest.raises(SystemExit) as e:
-        ev.main(["--student", "tiny-qwen3", "--multi-turn", "--problems", "examples/problems.jsonl"])
-    assert e.value.code == 2 and "--multi-turn needs --single-agent" in capsys.readouterr().err
+def test_eval_cli_has_no_single_agent_its_command_is_the_baselines(capsys):
+    for flag in ("--multi-turn", "--single-agent"):  # a team's evaluation; python -m baselines.single a model alone
+        with pytest.raises(SystemExit) as e:
+            ev.main(["--student", "tiny-qwen3", flag, "--problems", "examples/problems.jsonl"])
+        assert e.value.code == 2 and f"unrecognized arguments: {flag}" in capsys.readouterr().err

@@ -19,15 +19,16 @@ ARGS = ["--problems", os.path.join(ROOT, "examples", "problems.jsonl"), "--stude
         "tiny-qwen3", "--batch", "4", "--mini-batch", "2", "--micro-batch", "3", "--max-new-tokens", "8",
         "--max-turns", "2", "--temperature", "0", "--lr", "1e-3", "--workers", "2"]
 # Runs train.main, with a tap that saves the gradients every update steps on (rank 0's, after the sum over ranks)
-# and the AdamW moments each rank holds after each update, whether each refresh of the rollout copies filled them in
-# place with the policies' whole weights, and, if FAIL_AT is set, rank 1 failing at that step.
+# and the AdamW moments each rank holds after each update, whether each refresh of a rollout copy (at every optimizer
+# step) filled it in place with its policy's whole weights, and, if FAIL_AT is set, rank 1 failing at that step.
 WRAPPER = """
 import os, sys, torch
 sys.path.insert(0, {root!r})
 import train
+from infra import launch
 from scaling.offload import MOMENTS, parked
 from scaling.sharding import whole
-sum_grads, train_step, steps, refresh = train.distributed.sum_grads, train.train_step, train.optimizer_steps, train.refresh
+sum_grads, train_step, optimizer_step, follow = train.distributed.sum_grads, train.train_step, train.optimizer_step, launch.follow
 taps, fills = [], []
 
 def tap(models):
@@ -37,20 +38,19 @@ def tap(models):
     if train.distributed.rank() == 0:
         torch.save(taps, {grads!r})
 
-def counted(optims, offload):  # after each update: the AdamW moments this rank holds (elements, in host buffers)
-    steps(optims, offload)
+def counted(unique, optims, *rest):  # after each update: the AdamW moments this rank holds (elements, in host buffers)
+    optimizer_step(unique, optims, *rest)
     with torch.no_grad():
         held = [((v.to_local() if hasattr(v, "to_local") else v).numel(), parked(v)) for o in optims
                 for st in o.state.values() for k, v in st.items() if k in MOMENTS]
     torch.save(held, {grads!r} + f".rank{{train.distributed.rank()}}.moments")
 
-def refreshed(copies, policies):  # before each rollout: are the copies filled in place with the whole policies?
-    ptrs = [p.data_ptr() for m in copies.values() for p in m.parameters()]
-    refresh(copies, policies)
+def followed(copy, policy, *hook):  # at each optimizer step: is the copy filled in place with the whole policy?
+    ptrs = [p.data_ptr() for p in copy.parameters()]
+    follow(copy, policy, *hook)
     with torch.no_grad():
-        same = all(torch.equal(c, whole(p).to(c.dtype)) for r in policies
-                   for c, p in zip(copies[r].parameters(), policies[r].parameters()))
-    fills.append((ptrs == [p.data_ptr() for m in copies.values() for p in m.parameters()], same))
+        same = all(torch.equal(c, whole(p).to(c.dtype)) for c, p in zip(copy.parameters(), policy.parameters()))
+    fills.append((ptrs == [p.data_ptr() for p in copy.parameters()], same))
     torch.save(fills, {grads!r} + f".rank{{train.distributed.rank()}}.refresh")
 
 def failing(step, *a, **k):
@@ -58,7 +58,7 @@ def failing(step, *a, **k):
         raise RuntimeError("rank 1 fails on purpose")
     return train_step(step, *a, **k)
 
-train.distributed.sum_grads, train.train_step, train.optimizer_steps, train.refresh = tap, failing, counted, refreshed
+train.distributed.sum_grads, train.train_step, train.optimizer_step, launch.follow = tap, failing, counted, followed
 if os.environ.get("GRPO"):  # a GRPO baseline: train.py's loop with its own step
     from baselines import grpo
     grpo.main(sys.argv[1:])
@@ -199,12 +199,14 @@ def test_fsdp_ranks_take_the_one_process_update_each_holding_half_and_resume_wit
 def test_fsdp_composes_with_the_offloads_and_changes_no_number(tmp_path):
     # --optimizer-offload moves each rank's shard of the moments to host buffers between steps: the same checkpoint,
     # bit for bit, after two steps. Before the second rollout the whole copies are refilled from the updated shards,
-    # in place. --fsdp-offload (FSDP2's CPUOffloadPolicy) on one rank: the update of a run without --fsdp.
+    # in place, at each optimizer step. --fsdp-offload (FSDP2's CPUOffloadPolicy) on one rank: the update of a run without --fsdp.
     plain, off = str(tmp_path / "plain"), str(tmp_path / "off")
     for name, out, extra in (("plain", plain, []), ("off", off, ["--optimizer-offload"])):
         r = _run(tmp_path, name, 2, ["--steps", "2", "--out", out, "--seed", "1", "--fsdp"] + extra)
         assert r.returncode == 0, r.stderr[-2000:]
-        assert [torch.load(tmp_path / f"{name}.grads.rank{r}.refresh") for r in (0, 1)] == [[(True, True)] * 2] * 2
+        # the copies follow every optimizer step: 2 steps x 2 mini-batches x 4 policies
+        fills = [torch.load(tmp_path / f"{name}.grads.rank{r}.refresh") for r in (0, 1)]
+        assert fills == [[(True, True)] * (2 * 2 * 4)] * 2
     assert all(torch.equal(x, y) for x, y in zip(_checkpoint(plain), _checkpoint(off)))
     assert [_moments(tmp_path, "off", r)[1] for r in (0, 1)] == [True, True]
     assert [_moments(tmp_path, "plain", r)[1] for r in (0, 1)] == [False, False]

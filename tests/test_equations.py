@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import torch
 
 from infra.models import make_tokenizer, tiny_model
-from infra.seats import pairings
+from teams.workflow import TeamTurn, pairings
 from prompts import CodeArtefacts, MathArtefacts, build_context, encode_text
 from rollout import Episode, RolloutConfig, Turn
 from sampler import Generation
@@ -238,7 +238,7 @@ def eq3(run_episodes):  # one joint sample: every role answers every turn from t
 
 
 def eq5(rollout_counts):  # the reverse-KL estimate: sum over tokens of lp_student - lp_target
-    item = SimpleNamespace(role="coder", episode=0, response=SimpleNamespace(tokens=[1, 2]), ctx_target=[1],
+    item = SimpleNamespace(seat="coder", episode=0, response=SimpleNamespace(tokens=[1, 2]), ctx_target=[1],
                            ctx_contrast=[1], lp_student=torch.tensor([-1.0, -2.0]),
                            lp_target=torch.tensor([-0.5, -3.0]), lp_contrast=torch.tensor([-1.0, -1.0]))
     assert close(rollout_counts([], [], [item], 0)["roles"]["coder"]["reverse_kl"], (-1 + 0.5) + (-2 + 3))
@@ -359,15 +359,14 @@ def eq23(kappa):
 def eq24(attribute_team):  # one check per agent of its own output; one line per agent in c^t
     answers = {"reasoner": "42", "reasoner2": "41", "tool_user": "42", "tool_user2": "error: exit code 1"}
     pairs = {(a, b): math_turn(answers[a], answers[b]).artefacts for a, b in pairings("math", 2)}
-    att = attribute_team(MATH, Turn(0, {}, pairs[("reasoner", "tool_user")], False, pairs,
-                                    {k: False for k in pairs}), timeout=T)
+    att = attribute_team(MATH, TeamTurn(0, {}, pairs, {k: False for k in pairs}, False), timeout=T)
     assert att.agents == {"reasoner": True, "reasoner2": False, "tool_user": True, "tool_user2": False}
     assert att.description.count("\n") == 4 and "Reasoner 2: reported '41'" in att.description
 
 
 def eq25(teacher_inputs):  # two teacher contexts, target and contrast, per response: 2N for N responses
     e = Episode(MATH, [math_turn("41", "42")])
-    e.turns[0].responses = {r: SimpleNamespace(context=build_context(TOK, MATH, r, []), tokens=[1])
+    e.turns[0].responses = {r: SimpleNamespace(role=r, context=build_context(TOK, MATH, r, []), tokens=[1])
                             for r in ("reasoner", "tool_user")}
     inputs, overlong = teacher_inputs([e], [[None]], TOK, 10_000, pac=False)
     assert len(inputs) == 2 and overlong == 0

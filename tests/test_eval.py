@@ -6,6 +6,8 @@ import pytest
 import torch
 
 import eval as ev
+from baselines import single
+from infra.metrics import mean_std, revision_counts
 import rollout
 import sampler
 from scaling import eval_memory
@@ -20,36 +22,36 @@ CFG = RolloutConfig(code_timeout=5, math_timeout=5, max_turns=4)
 
 
 def _team(tok, scripted, coder, tester, problems=(SUM,)):
-    eps, atts = ev.run_team(list(problems), {"coder": scripted(coder), "tester": scripted(tester)}, tok, 0, CFG)
+    eps, atts = ev.play(list(problems), {"coder": scripted(coder), "tester": scripted(tester)}, tok, 0, CFG)
     return eps, atts
 
 
 def test_revise_iff_wrong_counts_success_and_both_failure_modes(tok, scripted):
     # turn 1: program wrong, test right -> the Coder revises (success) and the Tester keeps (success)
     eps, atts = _team(tok, scripted, [BAD, GOOD], [TEST_OK])
-    s = ev.revision_stats(eps, atts)
+    s = revision_counts(ev.decisions(eps, atts))
     assert s["coder"] == {"n": 1, "success": 1, "revised_when_right": 0, "kept_when_wrong": 0}
     assert s["tester"] == {"n": 1, "success": 1, "revised_when_right": 0, "kept_when_wrong": 0}
     assert ev.solved(eps[0], atts[0])
     # program right, test wrong: the Coder defers (revises a right program), the Tester persists (keeps a wrong test)
     eps, atts = _team(tok, scripted, [GOOD, BAD], [TEST_WRONG])
-    s = ev.revision_stats(eps, atts)
+    s = revision_counts(ev.decisions(eps, atts))
     assert s["coder"]["revised_when_right"] == 1 and s["tester"]["kept_when_wrong"] >= 1
     assert not ev.solved(eps[0], atts[0])
-    m = ev.team_metrics(eps, atts)
+    m = ev.figures(eps, atts)
     assert m["acc_code"] == 0 and m["turns_code"] == 4
 
 
 def test_math_accuracy_uses_the_reference(tok, scripted):
     seats = {"reasoner": scripted(["#### 29"]), "tool_user": scripted(["Code:\n```python\nprint(29)\n```"])}
-    eps, atts = ev.run_team([APPLES], seats, tok, 0, CFG)
-    assert ev.team_metrics(eps, atts) == {"acc_math": 100.0, "turns_math": 1.0,  # and how each artefact was read:
+    eps, atts = ev.play([APPLES], seats, tok, 0, CFG)
+    assert ev.figures(eps, atts) == {"acc_math": 100.0, "turns_math": 1.0,  # and how each artefact was read:
                                           "parse_hash_line_reasoner": 100.0, "parse_truncated_reasoner": 0.0,
                                           "parse_unparsed_reasoner": 0.0, "parse_python_block_tool_user": 100.0,
                                           "parse_truncated_tool_user": 0.0, "parse_unparsed_tool_user": 0.0}
     seats["reasoner"] = scripted(["so it is 30 - 1 = 29."])  # no "####" line: the last number, counted as such
-    eps, atts = ev.run_team([APPLES], seats, tok, 0, CFG)
-    m = ev.team_metrics(eps, atts)
+    eps, atts = ev.play([APPLES], seats, tok, 0, CFG)
+    m = ev.figures(eps, atts)
     assert m["acc_math"] == 100.0 and m["parse_last_number_reasoner"] == 100.0
 
 
@@ -61,7 +63,7 @@ def test_exchange_penalty_of_specialists(tok, scripted):
 
 
 def test_single_agent_judges_only_the_main_role(tok, scripted):
-    m = ev.single_agent_metrics([SUM, APPLES], scripted([GOOD + "\n#### 29"]), tok, 0, CFG)
+    m = single.single_agent_metrics([SUM, APPLES], scripted([GOOD + "\n#### 29"]), tok, 0, CFG)
     assert m == {"acc_code": 100.0, "acc_math": 100.0, "parse_python_block_coder": 100.0, "parse_truncated_coder": 0.0,
                  "parse_unparsed_coder": 0.0, "parse_hash_line_reasoner": 100.0, "parse_truncated_reasoner": 0.0,
                  "parse_unparsed_reasoner": 0.0}
@@ -86,7 +88,7 @@ def test_heatmap_scores_within_the_presets_teacher_limit(monkeypatch, tmp_path, 
 
 
 def test_tables_and_cli_errors(tmp_path, capsys):
-    table = ev.markdown({"a": ev.mean_std([{"acc_code": 50.0}, {"acc_code": 70.0}])})
+    table = ev.markdown({"a": mean_std([{"acc_code": 50.0}, {"acc_code": 70.0}])})
     assert "| acc_code | 60.0 ± 14.1 |" in table
     with pytest.raises(SystemExit) as e:
         ev.main(["--run", str(tmp_path), "--problems", "examples/problems.jsonl"])
@@ -149,9 +151,9 @@ def test_cli_bad_numbers_are_refused_at_parse_time(flag, value, capsys):
 
 
 def test_cli_heatmap_of_a_single_agent_is_refused(capsys):
-    with pytest.raises(SystemExit) as e:
-        ev.main(["--single-agent", "tiny-qwen3", "--problems", "examples/problems.jsonl", "--heatmap", "h.html"])
-    assert e.value.code == 2 and "--heatmap needs a team" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # a single agent's command has no heat map: it plays no role condition
+        single.main(["--model", "tiny-qwen3", "--problems", "examples/problems.jsonl", "--heatmap", "h.html"])
+    assert e.value.code == 2 and "unrecognized arguments: --heatmap" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:  # no teacher: none is made up
         ev.main(["--student", "tiny-qwen3", "--problems", "examples/problems.jsonl", "--heatmap", "h.html"])
     assert e.value.code == 2 and "--heatmap needs --teacher" in capsys.readouterr().err
@@ -181,8 +183,11 @@ def test_cli_precision_is_the_dtype_of_every_decoding_model(who, precision, dtyp
     monkeypatch.setattr(rollout, "generate", lambda model, *a, **k: seen.append(model.dtype) or real(model, *a, **k))
     monkeypatch.setattr(ev, "heatmap_html", lambda teacher, *a, **k: seen.append(teacher.dtype) or "")
     heatmap = [] if who == "--single-agent" else ["--heatmap", str(tmp_path / "h.html"), "--teacher", "tiny-qwen3"]
-    ev.main([who, spec, "--problems", problems, "--seeds", "0", "--no-exchange", "--max-new-tokens", "2"]
-            + heatmap + precision)
+    if who == "--single-agent":
+        single.main(["--model", spec, "--problems", problems, "--seeds", "0", "--max-new-tokens", "2"] + precision)
+    else:
+        ev.main([who, spec, "--problems", problems, "--seeds", "0", "--no-exchange", "--max-new-tokens", "2"]
+                + heatmap + precision)
     assert f'"precision": "{"bf16" if precision else "fp32"}"' in capsys.readouterr().out
     assert len(seen) > len(heatmap) and set(seen) == {dtype}
 

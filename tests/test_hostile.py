@@ -247,10 +247,10 @@ def test_the_hosts_limits_failing_the_jail_are_not_run_and_not_remembered(jailed
     if limit == "processes":
         if not cgroups.cgroup_homes():
             pytest.skip("no writable cgroup v1 hierarchy")
-        monkeypatch.setattr(sandbox, "make_cgroups", _cgroups_of_one_process(cgroups.make_cgroups))
+        monkeypatch.setattr(jail, "make_cgroups", _cgroups_of_one_process(cgroups.make_cgroups))
     else:
         real = jail._jailed
-        monkeypatch.setattr(sandbox, "_jailed", lambda *a: ["prlimit", "--nofile=3", "--"] + real(*a))
+        monkeypatch.setattr(jail, "_jailed", lambda *a: ["prlimit", "--nofile=3", "--"] + real(*a))
     prog = _fresh("print(int(input()) * 2)")
     r = cases.run_case(STDIO, prog, "21", timeout=10)
     assert r.condition == NOT_RUN and r.error.startswith("error: not run: the sandbox did not start the program: ")

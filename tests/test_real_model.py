@@ -273,8 +273,8 @@ def test_smollm2_one_mas_opd_step_then_an_evaluation_rollout(smol, tmp_path, cap
     assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), base.parameters()))  # it trained
     cfg = rollout.RolloutConfig(**{**evaluation.EVAL_DECODING, "max_turns": 2, "max_new_tokens": 48})
     seats = {r: model for r in ("coder", "tester", "reasoner", "tool_user")}
-    episodes, atts = evaluation.run_team(data.load_problems(str(problems)), seats, tok, 0, cfg)
-    metrics = evaluation.team_metrics(episodes, atts)
+    episodes, atts = evaluation.play(data.load_problems(str(problems)), seats, tok, 0, cfg)
+    metrics = evaluation.figures(episodes, atts)
     assert 0 <= metrics["acc_math"] <= 100 and 0 <= metrics["acc_code"] <= 100
     for e in episodes:
         assert 1 <= len(e.turns) <= 2 and e.stopped in ("agreed", "max_turns")

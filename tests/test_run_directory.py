@@ -13,6 +13,7 @@ import time
 import pytest
 
 import config
+from baselines.grpo import grpo_args
 import eval as ev
 import train
 from infra import checkpoint, launch, runs
@@ -115,7 +116,7 @@ def test_impossible_combinations_are_refused_at_start(problems, capsys):
                               (["--group-size", "1"], "--group-size 1: GRPO's group advantage", True),
                               (["--attribution-model", "tiny-qwen3"], "--attribution-model is read only with", False)):
         with pytest.raises(SystemExit) as e:
-            config.get_args(base + extra, grpo=grpo)
+            (grpo_args if grpo else config.get_args)(base + extra)
         assert e.value.code == 2 and line in capsys.readouterr().err
     # a preset's mini-batch over a given batch is that batch: one update on all of the step's episodes
     assert config.get_args(["--problems", problems, "--student", "tiny-qwen3", "--batch", "16"]).mini_batch == 16

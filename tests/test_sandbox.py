@@ -52,7 +52,7 @@ def mode(request, monkeypatch):
     if request.param != "native":
         if not ROOT or NATIVE is None or (request.param == "namespaces" and not (JAIL and shutil.which("unshare"))):
             pytest.skip("the native level is already this fallback, or it is not to be had here")
-        monkeypatch.setattr(sandbox, "_setup", lambda: (INTERPRETER, NAMESPACES if request.param == "namespaces"
+        monkeypatch.setattr(jail, "_setup", lambda: (INTERPRETER, NAMESPACES if request.param == "namespaces"
                                                         else None))
     return request.param
 
@@ -192,7 +192,7 @@ def test_child_that_escapes_the_process_group_is_killed(mode):
 @needs_root
 def test_uid_kill_helper_runs_only_when_a_process_of_the_uid_is_left(monkeypatch):
     interpreter = jail._setup()[0]
-    monkeypatch.setattr(sandbox, "_setup", lambda: (interpreter, None))  # the uid level, where the helper matters
+    monkeypatch.setattr(jail, "_setup", lambda: (interpreter, None))  # the uid level, where the helper matters
     assert uids.processes_of(os.getuid()) and not uids.processes_of(uids.UID_RANGE[1] + 1)
     helpers = []
     real_run = jail.subprocess.run
@@ -486,7 +486,7 @@ def test_a_program_cannot_stop_the_kill_helper(monkeypatch):
     is left must run under that uid to reach it, yet be one it can neither stop nor trace, or the cleanup hangs
     (the run raised after the helper's 30 s timeout)."""
     interpreter = jail._setup()[0]
-    monkeypatch.setattr(sandbox, "_setup", lambda: (interpreter, None))
+    monkeypatch.setattr(jail, "_setup", lambda: (interpreter, None))
     tag, src = _marked("""
         import os, signal
         r, w = os.pipe()
@@ -631,9 +631,9 @@ def test_a_run_whose_cgroups_cannot_be_made_is_refused(mode, monkeypatch, tmp_pa
 def test_a_missing_or_broken_syscall_filter_is_never_silent(monkeypatch):
     assert seccomp.program("riscv64") == b"" and jail.SECCOMP_FILTER == seccomp.program(os.uname().machine)
     assert ("NO seccomp filter" in jail.jail_line()) is not bool(jail.SECCOMP_FILTER)
-    monkeypatch.setattr(sandbox, "SECCOMP_FILTER", b"")
+    monkeypatch.setattr(jail, "SECCOMP_FILTER", b"")
     assert "NO seccomp filter (no syscall table for" in jail.jail_line()
-    monkeypatch.setattr(sandbox, "SECCOMP_FILTER", bytes(8))  # a filter the kernel refuses: the run fails
+    monkeypatch.setattr(jail, "SECCOMP_FILTER", bytes(8))  # a filter the kernel refuses: the run fails
     assert run_program("print('ran')", timeout=5) == RunResult(
         "", "error: not run: the sandbox did not start the program: seccomp filter not loaded: Invalid argument",
         NOT_RUN)  # the trainer's failure, not the program's: never remembered as its result
@@ -913,7 +913,7 @@ def test_the_trainers_io_errors_are_the_runs_error_and_not_remembered(mode, monk
 
     made, groups = [], []
     monkeypatch.setattr(tempfile, "TemporaryFile", broken_file)
-    monkeypatch.setattr(sandbox, "make_cgroups", recorded_cgroups)
+    monkeypatch.setattr(jail, "make_cgroups", recorded_cgroups)
     if fail == "workdir":
         monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: (_ for _ in ()).throw(full))
     prob = {"id": "p", "domain": "code", "question": "", "format": "stdio", "tests": []}
@@ -1028,8 +1028,8 @@ def test_cgroups_left_by_a_killed_trainer_are_reclaimed_at_the_next_start():
 def test_memory_held_in_files_is_bounded_without_cgroups(mode, monkeypatch):
     """Without cgroups, RLIMIT_AS alone was the memory cap, and memory-backed files escape it: 600 MiB held under
     256 MiB. memfd_create is denied; the jails' /tmp and /dev/shm are size-limited; the uid level says it is not."""
-    monkeypatch.setattr(sandbox, "cgroup_homes", lambda: {})
-    monkeypatch.setattr(sandbox, "make_cgroups", lambda *a: [])
+    monkeypatch.setattr(jail, "cgroup_homes", lambda: {})
+    monkeypatch.setattr(jail, "make_cgroups", lambda *a: [])
     r = run_program("""
 import os
 held = []
@@ -1068,9 +1068,9 @@ def test_the_uid_level_cleans_up_recursively_and_has_its_own_ipc_and_network(mon
     """Files of the run's uid inside a world-writable directory of another owner survived the cleanup; SysV IPC
     outlived the run and the host's 127.0.0.1 was reachable. Where unshare cannot make namespaces, the level says
     so."""
-    monkeypatch.setattr(sandbox, "_setup", lambda: (INTERPRETER, None))
+    monkeypatch.setattr(jail, "_setup", lambda: (INTERPRETER, None))
     if unshare == "denied":
-        monkeypatch.setattr(sandbox, "_own_ipc_and_network", lambda: [])
+        monkeypatch.setattr(jail, "_own_ipc_and_network", lambda: [])
     shared = tempfile.mkdtemp(prefix="shared-", dir="/tmp")
     os.chmod(shared, 0o1777)
     key = random.randint(1 << 20, 1 << 30)

@@ -8,7 +8,7 @@ from scaling import sharding
 
 @dataclass
 class Item:
-    role: str
+    seat: str
     name: str
 
 
@@ -20,7 +20,7 @@ def test_every_rank_runs_the_same_one_policy_micro_batches_padded_with_weight_ze
     # the other rank: 1 run of coder, 3 of tester, 1 of reasoner, none of tool_user (at size 2)
     monkeypatch.setattr(sharding.distributed, "gather", lambda mine: [mine, [1, 3, 1, 0]])
     runs = sharding.lockstep(mb, weights, 2, policies)
-    got = [([it.role for it in items], [getattr(it, "name", None) for it in items], w) for items, w in runs]
+    got = [([it.seat for it in items], [getattr(it, "name", None) for it in items], w) for items, w in runs]
     assert got == [(["coder", "coder"], ["c0", "c1"], [0.2, 0.3]), (["coder"], ["c2"], [0.4]),
                    (["tester", "tester"], ["t0", "t1"], [0.1, 0.5]), (["tester"], [None], [0.0]),
                    (["tester"], [None], [0.0]), (["reasoner"], [None], [0.0])]

@@ -6,6 +6,7 @@ import copy
 import json
 import math
 import os
+from functools import partial
 
 import pytest
 import torch
@@ -15,14 +16,18 @@ import config
 import eval as evaluation
 import teacher
 import train
+from baselines import grpo
 from tests.test_memory import plan_inputs
 from tools.memory import dry_run
 from attribution import HEADER, attribute_episodes
-from teams.verdicts import attribute_by_model, attribute_team
+from teams import evaluation as team_evaluation
+from teams.evaluation import evaluate_team
+from teams.verdicts import attribute_by_model, attribute_team, attribute_team_episodes
+from teams.workflow import pairings, partner, run_team_episodes
 from infra import checkpoint, launch
 from scaling import memory
 from infra.models import make_tokenizer, tiny_model
-from infra.seats import pairings, partner, role_of, seats, team_seats
+from infra.seats import role_of, seats, team_seats
 from loss import eq13_weights, mas_opd_loss
 from rollout import RolloutConfig, run_episodes
 from sampler import Generation, sequence_logprobs
@@ -31,7 +36,8 @@ from tests.test_train import FAST
 from tests.test_workflows import APPLES, BAD, GOOD, SUM
 from toy.expert import conclusion_of
 
-CFG2 = RolloutConfig(code_timeout=5, math_timeout=5, agents_per_role=2, max_turns=3)
+CFG2 = RolloutConfig(code_timeout=5, math_timeout=5, max_turns=3)
+team_episodes = lambda problems, team, tok, cfg: run_team_episodes(problems, team, tok, cfg, n=2)
 
 
 def test_seats_and_pairings_reduce_to_the_pair():
@@ -41,7 +47,7 @@ def test_seats_and_pairings_reduce_to_the_pair():
                                    ("coder2", "tester2")]
     assert [role_of(s) for s in seats("math", 3)] == ["reasoner"] * 3 + ["tool_user"] * 3
     assert team_seats([SUM, APPLES], 2) == sorted(seats("code", 2) + seats("math", 2))
-    assert partner("tester2", KAPPA) == "coder2" and partner("reasoner", KAPPA) == "tool_user"
+    assert partner("tester2") == "coder2" and partner("reasoner") == "tool_user"
 
 
 def _tester(value):
@@ -57,7 +63,7 @@ def _math_team(scripted):
 
 def test_replicas_roll_out_in_parallel_and_see_only_their_own_pairings(tok, scripted):
     team = _math_team(scripted)
-    e = run_episodes([APPLES], team, tok, CFG2)[0]
+    e = team_episodes([APPLES], team, tok, CFG2)[0]
     assert (len(e.turns), e.stopped) == (3, "max_turns") and set(e.turns[0].responses) == set(team)
     assert set(e.turns[0].pairs) == set(pairings("math", 2)) and not any(e.turns[0].agreed.values())
     # turn 1 of each agent: no teammate's output at all (parallel, no same-turn output)
@@ -75,17 +81,17 @@ def test_the_roles_agree_only_when_every_pairing_agrees(tok, scripted):
     right = "Code:\n```python\nprint(29)\n```"
     team = {"reasoner": scripted(["#### 29"]), "reasoner2": scripted(["#### 29"]),
             "tool_user": scripted([right]), "tool_user2": scripted(["Code:\n```python\nprint(30)\n```", right])}
-    e = run_episodes([APPLES], team, tok, CFG2)[0]
+    e = team_episodes([APPLES], team, tok, CFG2)[0]
     assert [t.agree for t in e.turns] == [False, True] and e.stopped == "agreed" and e.final == "29"
     # the code team submits the program that agreed with the most test cases
     team = {"coder": scripted([BAD]), "coder2": scripted([GOOD]), "tester": scripted([_tester(5)]),
             "tester2": scripted([_tester(5)])}
-    e = run_episodes([SUM], team, tok, CFG2)[0]
+    e = team_episodes([SUM], team, tok, CFG2)[0]
     assert e.final.strip().endswith("print(a + b)") and e.stopped == "max_turns"
 
 
 def test_each_replicas_verdict_line_names_only_its_own_output(tok, scripted):
-    e = run_episodes([APPLES], _math_team(scripted), tok, CFG2)[0]
+    e = team_episodes([APPLES], _math_team(scripted), tok, CFG2)[0]
     att = attribute_team(APPLES, e.turns[0], timeout=5)
     lines = att.description.split("\n")
     assert lines[0] == HEADER and len(lines) == 1 + 4  # Eq. 24: one line per agent
@@ -97,7 +103,7 @@ def test_each_replicas_verdict_line_names_only_its_own_output(tok, scripted):
     assert "29" not in att.description and att.agents == dict.fromkeys(_math_team(scripted), False)
     team = {"coder": scripted([GOOD]), "coder2": scripted([BAD]), "tester": scripted([_tester(5)]),
             "tester2": scripted([_tester(6)])}
-    e = run_episodes([SUM], team, tok, CFG2)[0]
+    e = team_episodes([SUM], team, tok, CFG2)[0]
     att = attribute_team(SUM, e.turns[0], timeout=5)
     assert att.agents == {"coder": True, "tester": True, "coder2": False, "tester2": False}
     tester2 = next(x for x in att.description.split("\n") if x.startswith("- Tester 2:"))
@@ -108,17 +114,17 @@ def test_each_replicas_verdict_line_names_only_its_own_output(tok, scripted):
 
 
 def test_a_pair_team_keeps_the_three_line_verdict(tok, scripted):
-    e = run_episodes([SUM], {"coder": scripted([BAD]), "tester": scripted([_tester(5)])}, tok,
-                     RolloutConfig(code_timeout=5, max_turns=1))[0]
-    att, pair = attribute_team(SUM, e.turns[0], timeout=5), attribution.attribute_turn(SUM, e.turns[0].artefacts,
-                                                                                       timeout=5)
+    e = run_team_episodes([SUM], {"coder": scripted([BAD]), "tester": scripted([_tester(5)])}, tok,
+                          RolloutConfig(code_timeout=5, max_turns=1), n=1)[0]
+    att, pair = attribute_team(SUM, e.turns[0], timeout=5), attribution.attribute_turn(SUM, e.turns[0].pairs[
+        ("coder", "tester")], timeout=5)
     assert (att.outcome, att.description, att.checks) == (pair.outcome, pair.description, pair.checks)
     assert len(att.description.split("\n")) == 3 and att.agents == {"coder": False, "tester": True}
 
 
 def test_a_replicas_teacher_contexts_differ_only_in_the_role_condition_and_no_student_sees_a_verdict(tok, scripted):
-    episodes = run_episodes([APPLES], _math_team(scripted), tok, CFG2)
-    atts = attribute_episodes(episodes, timeout=5, per_turn=attribute_team)
+    episodes = team_episodes([APPLES], _math_team(scripted), tok, CFG2)
+    atts = attribute_team_episodes(episodes, timeout=5, workers=4)
     inputs, overlong = teacher_inputs(episodes, atts, tok, limit=10_000)
     assert overlong == 0 and len(inputs) == 3 * 4
     verdict_lines = [line for a in atts[0] for line in a.description.split("\n")]
@@ -160,18 +166,19 @@ def test_two_agents_per_role_roll_out_attribute_score_and_update_each_policy_fro
     scored = []
     monkeypatch.setattr(teacher, "sequence_logprobs", lambda model, ctxs, resps, **kw: (
         scored.append(len(ctxs)), sequence_logprobs(model, ctxs, resps, **kw))[1])
-    gen = torch.Generator().manual_seed(0)
-    episodes = train.joint_rollout(problems[:2], policies, policies, tok, train.rollout_config(args), gen, args)
-    atts = attribute_episodes(episodes, timeout=5, per_turn=attribute_team)
-    items, overlong = train.teacher_scores(episodes, atts, [0, 1], tiny_model("qwen3", seed=3), tok, args)
+    s = launch.Start(problems, policies, tiny_model("qwen3", seed=3), tok, [], torch.Generator().manual_seed(0),
+                     policies, play=partial(run_team_episodes, n=2))
+    episodes = train.joint_rollout(problems[:2], s, train.rollout_config(args), args)
+    atts = attribute_team_episodes(episodes, timeout=5, workers=4)
+    items, overlong = train.teacher_scores(episodes, atts, [0, 1], s, args)
     responses = sum(len(t.responses) for e in episodes for t in e.turns)
     # Eq. 25: two teacher passes per response, whatever the size of the team (PAC adds none)
     assert overlong == 0 and len(items) == responses and sum(scored) == 2 * responses
-    assert {it.role for it in items} == set(policies) & {s for e in episodes for t in e.turns for s in t.responses}
-    for name in sorted({it.role for it in items}):  # one agent's responses alone: only its policy moves
+    assert {it.seat for it in items} == set(policies) & {s for e in episodes for t in e.turns for s in t.responses}
+    for name in sorted({it.seat for it in items}):  # one agent's responses alone: only its policy moves
         before = {s: [p.detach().clone() for p in m.parameters()] for s, m in policies.items()}
         optims = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in checkpoint.distinct(policies)]
-        mine = [it for it in items if it.role == name]
+        mine = [it for it in items if it.seat == name]
         out = train.update(mine, 2, policies, optims, args)
         assert out["updates"] >= 1
         moved = {s for s, m in policies.items()
@@ -192,7 +199,7 @@ def test_eq13_over_agents_by_hand():
 
 
 def test_the_attribution_model_returns_the_verifiers_form(tok, scripted):
-    episodes = run_episodes([APPLES], _math_team(scripted), tok, CFG2)
+    episodes = team_episodes([APPLES], _math_team(scripted), tok, CFG2)
     calls = []
 
     def judge(prompts):
@@ -249,18 +256,18 @@ def test_memory_plan_scales_with_the_agents(problems):
 
 def test_exchange_puts_each_policy_in_the_partner_seat_of_the_same_number(tok, scripted, monkeypatch):
     seen = []
-    monkeypatch.setattr(evaluation, "_run", lambda problems, policies, *a: (
+    monkeypatch.setattr(team_evaluation, "_run", lambda problems, policies, *a: (
         seen.append(dict(policies)), {"acc_math": 0.0})[1])
     team = {s: s for s in seats("math", 2)}
-    evaluation.evaluate([APPLES], team, tok, [1], CFG2, exchange=True)
+    evaluate_team([APPLES], team, tok, [1], CFG2, 2, exchange=True)
     assert seen[1] == {"reasoner": "tool_user", "reasoner2": "tool_user2", "tool_user": "reasoner",
                        "tool_user2": "reasoner2"}
 
 
 def test_bad_agent_flags_exit_2(tmp_path, problems, capsys):
-    for argv in (["--agents-per-role", "0"], ["--agents-per-role", "2", "--objective", "grpo"]):
+    for argv, parse in ((["--agents-per-role", "0"], config.get_args), (["--agents-per-role", "2"], grpo.grpo_args)):
         with pytest.raises(SystemExit) as e:
-            config.get_args(["--problems", problems, "--student", "tiny-qwen3"] + argv)
+            parse(["--problems", problems, "--student", "tiny-qwen3"] + argv)
         assert e.value.code == 2 and "--agents-per-role" in capsys.readouterr().err
 
 
@@ -313,7 +320,7 @@ def test_the_toy_teacher_reads_its_own_line_of_a_larger_teams_verdict(tok, scrip
     team = {"reasoner": scripted(["#### 5"]), "reasoner2": scripted(["#### 29"]),
             "tool_user": scripted(["Code:\n```python\nprint(4)\n```"]),
             "tool_user2": scripted(["Code:\n```python\nprint(6)\n```"])}
-    e = run_episodes([APPLES], team, tok, CFG2)[0]
+    e = team_episodes([APPLES], team, tok, CFG2)[0]
     verdict = attribute_team(APPLES, e.turns[0], timeout=5).description
     last = lambda name: team[name].seen[1][0].split("History of the earlier turns:")[1].split("\nTurn ")[-1]
     # the toy teacher knows a seat by its role's answer format; which agent it is, only by its own values

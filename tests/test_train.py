@@ -514,7 +514,7 @@ def test_without_a_jail_the_programs_are_refused_unless_given_up_by_name(command
                                                                          monkeypatch, capsys):
     """Where the sandbox has no jail a student's program could read the golden tests: train.py and eval.py refuse in
     one line before anything loads, unless --unisolated-programs (the toy preset's choice) gives that up."""
-    monkeypatch.setattr(sandbox, "_setup", lambda: ("/usr/bin/python3", None))  # the uid or process level
+    monkeypatch.setattr(jail, "_setup", lambda: ("/usr/bin/python3", None))  # the uid or process level
     monkeypatch.setattr(launch, "load_model", lambda *a, **k: (_ for _ in ()).throw(Loaded()))
     monkeypatch.setattr(evaluation, "load_model", lambda *a, **k: (_ for _ in ()).throw(Loaded()))
     main, flags = (train.main, FAST + ["--out", str(tmp_path / "run")]) if command == "train" else \

@@ -41,12 +41,12 @@ def condition_of(text):
 
 class Recorder:
     """teacher.score's stand-in, plus taps on train.build (the policies), train.update (the Scored items) and
-    train.logprobs (which model re-scores which contexts with grad: sequence_logprobs, through FSDP2's root when
+    train.sequence_logprobs (which model re-scores which contexts with grad: sequence_logprobs, through FSDP2's root when
     sharded)."""
 
     def __init__(self, monkeypatch, tok):
         self.tok, self.scored, self.items, self.rescored, self.policies = tok, [], [], [], {}
-        real_update, real_logprobs, real_build = train.update, train.logprobs, train.build
+        real_update, real_logprobs, real_build = train.update, train.sequence_logprobs, train.build
 
         def score(teacher, contexts, responses, **kw):
             out = []
@@ -72,7 +72,7 @@ class Recorder:
         monkeypatch.setattr(train, "build", build)
         monkeypatch.setattr(teacher, "score", score)  # what score_both_passes calls
         monkeypatch.setattr(train, "update", update)
-        monkeypatch.setattr(train, "logprobs", logprobs)
+        monkeypatch.setattr(train, "sequence_logprobs", logprobs)
 
 
 def run(monkeypatch, tmp_path, problems, *flags):
@@ -90,8 +90,8 @@ def test_two_passes_per_response_on_contexts_that_differ_only_in_the_role_condit
     assert any(turn_of(it) == 1 for it in rec.items)  # random students disagree: turn 2 happens, verdicts play
     for it in rec.items:
         target, contrast = rec.tok.decode(it.ctx_target), rec.tok.decode(it.ctx_contrast)
-        assert condition_of(target) == it.role and condition_of(contrast) == KAPPA[it.role]
-        assert target.replace(ROLE_CONDITIONS[it.role], ROLE_CONDITIONS[KAPPA[it.role]]) == contrast
+        assert condition_of(target) == it.seat and condition_of(contrast) == KAPPA[it.seat]
+        assert target.replace(ROLE_CONDITIONS[it.seat], ROLE_CONDITIONS[KAPPA[it.seat]]) == contrast
         assert target.count(HEADER) == contrast.count(HEADER) == turn_of(it)  # c^{<t}: one per completed turn
         assert (target, it.response.tokens) in rec.scored and (contrast, it.response.tokens) in rec.scored
     assert metrics["tokens"]["teacher"] == sum(len(it.ctx_target) + len(it.ctx_contrast) + 2 * len(it.response.tokens)
@@ -104,8 +104,8 @@ def test_advantages_are_eq10_with_the_sampler_logprobs(monkeypatch, tmp_path, pr
     rec, metrics = run(monkeypatch, tmp_path, problems, "--lam", str(lam))
     for it in rec.items:
         lp_s = torch.tensor(it.response.logprobs)
-        a_opd = TEACHER_LP[it.role] - lp_s                                     # Eq. 8: teacher minus student
-        a_role = TEACHER_LP[it.role] - TEACHER_LP[KAPPA[it.role]]              # Eq. 9: target minus contrast
+        a_opd = TEACHER_LP[it.seat] - lp_s                                     # Eq. 8: teacher minus student
+        a_role = TEACHER_LP[it.seat] - TEACHER_LP[KAPPA[it.seat]]              # Eq. 9: target minus contrast
         torch.testing.assert_close(it.adv, a_opd + lam * a_role)               # Eq. 10
         torch.testing.assert_close(it.adv, ras_advantage(it.lp_target, it.lp_contrast, it.lp_student, lam))
     for role, s in metrics["roles"].items():
@@ -129,7 +129,7 @@ def test_the_teacher_context_of_turn_t_holds_the_verdicts_of_turns_before_t_only
         e, t = episodes[it.episode], turn_of(it)
         for ctx in (it.ctx_target, it.ctx_contrast):
             seen = re.findall(r"verdict on \S+ turn \d+\.", rec.tok.decode(ctx))
-            assert seen == [tag(e, k) for k in range(t)], (it.role, t, seen)
+            assert seen == [tag(e, k) for k in range(t)], (it.seat, t, seen)
 
 
 def test_no_pac_gives_the_teacher_no_verdict_in_either_pass(monkeypatch, tmp_path, problems):
@@ -143,7 +143,7 @@ def test_each_response_is_rescored_with_grad_by_its_authors_policy_only(monkeypa
     assert metrics["updates"] == 1
     by_context = {}
     for it in rec.items:
-        by_context.setdefault(tuple(it.response.context_ids), set()).add(it.role)
+        by_context.setdefault(tuple(it.response.context_ids), set()).add(it.seat)
     assert len({id(m) for m in rec.policies.values()}) == len(rec.policies) == 4  # one policy per role
     seen = set()
     for model, contexts in rec.rescored:

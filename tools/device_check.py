@@ -48,7 +48,8 @@ from infra.models import QWEN3
 from infra.models import make_tokenizer
 from scaling.offload import MOMENTS, park
 from prompts import Segment
-from rollout import Response
+from attribution import attribute_episodes
+from rollout import Response, run_episodes
 from sampler import generate, release_decoder, sequence_logprobs
 from teacher import score
 from tools.decode_checks import Log, attempt, check_bf16_gap, check_decoding, failed, peak, sdpa_ops
@@ -270,8 +271,9 @@ def main(argv=None):
                                         ("bf16 rollout copies, --compile", ["--compile"], copies),
                                         ("autocast over fp32", [], None)):
         targs = config.get_args(targv + extra)
-        m, _ = measure(f"(d) train_step, rollout on {name}", lambda: train.train_step(
-            0, problems, roles, optims, teacher, tok, targs, torch.Generator(dev).manual_seed(0), rollout_models))
+        inputs = launch.Start(problems, roles, teacher, tok, optims, torch.Generator(dev).manual_seed(0),
+                             rollout_models or roles, play=run_episodes, attribute=attribute_episodes)
+        m, _ = measure(f"(d) train_step, rollout on {name}", lambda: train.train_step(0, inputs, targs))
         if m:
             steps[name] = m["seconds"]
             log(f"    seconds {m['seconds']}, tokens {m['tokens']}, logprob_gap mean "
