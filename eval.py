@@ -19,6 +19,7 @@ agreement (Fig. 4c), and how each role's artefacts were parsed (format failures 
 work); optionally the token-level role-advantage heat map of App. G.2 as one HTML file. A Markdown
 table on stdout, everything in a JSON file. The verifier scores; no model ever sees a verdict here.
 """
+
 import argparse
 import dataclasses
 import json
@@ -31,15 +32,42 @@ import torch
 from tqdm import tqdm
 
 from attribution import attribute_episodes
-from config import (AGENTS_PER_ROLE, COUNT, DEVICE, DTYPES, EVAL_DECODING, PRESETS, SEED,
-                    TEACHER_BATCH_TOKENS, add_unisolated_flag, apply_preset, bounded, device,
-                    precision, preset_help, preset_line, response_limit)
-from infra.checkpoint import load_policies, policy_dirs
+from config import (
+    AGENTS_PER_ROLE,
+    COUNT,
+    DEVICE,
+    DTYPES,
+    EVAL_DECODING,
+    PRESETS,
+    SEED,
+    TEACHER_BATCH_TOKENS,
+    add_unisolated_flag,
+    apply_preset,
+    bounded,
+    device,
+    precision,
+    preset_help,
+    preset_line,
+    response_limit,
+)
 from infra.answers import answers_equivalent
-from infra.data import (ProblemError, append_episodes, check_writable, json_text, load_problems,
-                        write_atomic)
+from infra.checkpoint import load_policies, policy_dirs
+from infra.data import (
+    ProblemError,
+    append_episodes,
+    check_writable,
+    json_text,
+    load_problems,
+    write_atomic,
+)
 from infra.metrics import exchange_penalty, mean_std, run_figures
-from infra.models import config_of, cpu_threads, forget_gguf, load_model, same_tokenizer_specs
+from infra.models import (
+    config_of,
+    cpu_threads,
+    forget_gguf,
+    load_model,
+    same_tokenizer_specs,
+)
 from infra.report import heatmap, page, table_rows, token_pieces
 from infra.seats import team_seats
 from infra.stopping import eval_stop_line, stop_on_signals
@@ -78,10 +106,14 @@ def decisions(episodes, attributions):
 def play(problems, policies, tok, seed, cfg):
     """One evaluation run of the pair: its episodes (sampled with generator seed `seed`) and their
     attributions (the verifier's checks of every turn, one list per episode)."""
-    device = next((p.device for p in policies.values() if isinstance(p, torch.nn.Module)), "cpu")
+    device = next(
+        (p.device for p in policies.values() if isinstance(p, torch.nn.Module)), "cpu"
+    )
     gen = torch.Generator(device=device).manual_seed(seed)
     episodes = run_episodes(problems, policies, tok, cfg, generator=gen)
-    return episodes, attribute_episodes(episodes, timeout=cfg.code_timeout, workers=cfg.workers)
+    return episodes, attribute_episodes(
+        episodes, timeout=cfg.code_timeout, workers=cfg.workers
+    )
 
 
 def figures(episodes, attributions):
@@ -129,7 +161,9 @@ def evaluate_policies(problems, policies, tok, args):
     on_run = lambda *one: tqdm.write(run_line(*one))
     seeds, n = args.eval_seeds, args.agents_per_role
     if n > 1:
-        out = evaluate_team(problems, policies, tok, seeds, cfg, n, args.eval_exchange, on_run)
+        out = evaluate_team(
+            problems, policies, tok, seeds, cfg, n, args.eval_exchange, on_run
+        )
     else:
         out = evaluate(problems, policies, tok, seeds, cfg, args.eval_exchange, on_run)
     release_decoder()
@@ -144,11 +178,18 @@ def heatmap_html(teacher, tok, episodes, attributions, limit, block=4, levels=11
     firsts = [dataclasses.replace(e, turns=e.turns[:1]) for e in episodes]
     inputs, _ = teacher_inputs(firsts, attributions, tok, limit)
     targets, contrasts = [x[3] for x in inputs], [x[4] for x in inputs]
-    lps = score_both_passes(teacher, targets, contrasts, [x[2].tokens for x in inputs],
-                            TEACHER_BATCH_TOKENS)
-    rows = [(f"{episodes[k].problem['id']} turn 1", seat, token_pieces(tok, resp.tokens),
-             role_advantage(lp_target, lp_contrast).tolist())
-            for (k, seat, resp, _, _), lp_target, lp_contrast in zip(inputs, *lps)]
+    lps = score_both_passes(
+        teacher, targets, contrasts, [x[2].tokens for x in inputs], TEACHER_BATCH_TOKENS
+    )
+    rows = [
+        (
+            f"{episodes[k].problem['id']} turn 1",
+            seat,
+            token_pieces(tok, resp.tokens),
+            role_advantage(lp_target, lp_contrast).tolist(),
+        )
+        for (k, seat, resp, _, _), lp_target, lp_contrast in zip(inputs, *lps)
+    ]
     title = "<h1>Token-level role advantage (App. G.2)</h1>"
     return page("Role advantage", title + heatmap(rows, block, levels))
 
@@ -163,10 +204,12 @@ def markdown(rows):
 def report_run(path):
     """-> on_run for evaluate: a progress line per run, and with a path its episodes appended
     there (JSONL)."""
+
     def on_run(seed, seats, episodes, metrics, seconds):
         print(run_line(seed, seats, episodes, metrics, seconds), flush=True)
         if path:
             append_episodes(path, episodes, seed=seed, seats=seats)
+
     return on_run
 
 
@@ -180,36 +223,78 @@ def eval_parser(description):
     memory and speed, and where the figures go. -> (the parser, its first group, its output
     group): a command adds its own flags to them (what it evaluates, what else it writes) before
     parsing."""
-    ap = argparse.ArgumentParser(description=f"{description} Defaults in brackets; a (preset) flag "
-                                 "lists each preset's value.")
+    ap = argparse.ArgumentParser(
+        description=f"{description} Defaults in brackets; a (preset) flag "
+        "lists each preset's value."
+    )
     data = ap.add_argument_group("data and models")
     add = data.add_argument
     add("--problems", required=True, help="JSONL problem file (schema: infra/data.py)")
-    add("--preset", choices=sorted(PRESETS), default="paper", help="defaults of the flags marked "
+    add(
+        "--preset",
+        choices=sorted(PRESETS),
+        default="paper",
+        help="defaults of the flags marked "
         "(preset): the paper's, a first GPU run's, a first CPU run's or the toy world's "
-        "(config.py, PRESETS); explicit flags win [%(default)s]")
+        "(config.py, PRESETS); explicit flags win [%(default)s]",
+    )
     add_unisolated_flag(add)
     add = ap.add_argument_group("sampling (evaluation decoding, App. D.5)").add_argument
-    add("--seeds", type=SEED, nargs="+", help=preset_help("seeds", "one evaluation per seed"))
-    add("--max-new-tokens", type=COUNT, help=preset_help("max_new_tokens", "response limit"))
-    add("--math-max-new-tokens", type=bounded(int, 0),
-        help=preset_help("math_max_new_tokens", "the math roles' response limit, 0 = "
-                         "--max-new-tokens (given alone, --max-new-tokens sets this to 0)"))
+    add(
+        "--seeds",
+        type=SEED,
+        nargs="+",
+        help=preset_help("seeds", "one evaluation per seed"),
+    )
+    add(
+        "--max-new-tokens",
+        type=COUNT,
+        help=preset_help("max_new_tokens", "response limit"),
+    )
+    add(
+        "--math-max-new-tokens",
+        type=bounded(int, 0),
+        help=preset_help(
+            "math_max_new_tokens",
+            "the math roles' response limit, 0 = "
+            "--max-new-tokens (given alone, --max-new-tokens sets this to 0)",
+        ),
+    )
     add = ap.add_argument_group("memory and speed").add_argument
     add("--device", type=device, default=DEVICE, help="[%(default)s]")
-    add("--precision", choices=tuple(DTYPES), default=None,
-        help="the weights' dtype while decoding; default: bf16 on GPU, fp32 on CPU")
-    add("--rollout-chunk", type=bounded(int, 0), default=None, help="prompts per generate call, 0 "
-        "= all (bounds the KV cache); default: the most that the memory plan fits on --device")
-    add("--compile", action="store_true", help="compile the sampler's decode step (as train.py)")
-    add("--threads", type=bounded(int, 0),
-        help=preset_help("threads", "torch CPU threads; 0 = the free cores"))
+    add(
+        "--precision",
+        choices=tuple(DTYPES),
+        default=None,
+        help="the weights' dtype while decoding; default: bf16 on GPU, fp32 on CPU",
+    )
+    add(
+        "--rollout-chunk",
+        type=bounded(int, 0),
+        default=None,
+        help="prompts per generate call, 0 "
+        "= all (bounds the KV cache); default: the most that the memory plan fits on --device",
+    )
+    add(
+        "--compile",
+        action="store_true",
+        help="compile the sampler's decode step (as train.py)",
+    )
+    add(
+        "--threads",
+        type=bounded(int, 0),
+        help=preset_help("threads", "torch CPU threads; 0 = the free cores"),
+    )
     out = ap.add_argument_group("output")
     add = out.add_argument
     add("--json", help="write all figures here")
     add("--episodes", help="append every run's episodes here as JSONL as each run ends")
-    add("--overwrite", action="store_true", help="replace the files this command writes where "
-        "they exist (without it, an existing one is refused)")
+    add(
+        "--overwrite",
+        action="store_true",
+        help="replace the files this command writes where "
+        "they exist (without it, an existing one is refused)",
+    )
     return ap, data, out
 
 
@@ -220,7 +305,9 @@ def start(args, outputs):
     print(preset_line(args))
     print("config:", json.dumps(vars(args)))
     print(cpu_threads(args.threads))
-    stop_on_signals(partial(eval_stop_line, args))  # SIGINT, SIGTERM: exit 130, 143 and one line
+    stop_on_signals(
+        partial(eval_stop_line, args)
+    )  # SIGINT, SIGTERM: exit 130, 143 and one line
     print("sandbox:", jail_line())
     if note := check_isolation(args.unisolated_programs):  # before anything loads
         print(note)
@@ -240,10 +327,17 @@ def plan(args, problems, spec, n_models, prompts, teacher=None):
     cfg = rollout_config(args, progress=True, **EVAL_DECODING)
     teacher_cfg = config_of(teacher) if teacher else None
     longest = max(response_limit(cfg, p["domain"]) for p in problems)
-    chunk, line = check_eval_fits(config_of(spec), teacher_cfg, args.device, args.rollout_chunk,
-                                  n_models=n_models, precision=args.precision,
-                                  prompt_len=cfg.max_prompt_tokens, response_len=longest,
-                                  prompts=prompts)
+    chunk, line = check_eval_fits(
+        config_of(spec),
+        teacher_cfg,
+        args.device,
+        args.rollout_chunk,
+        n_models=n_models,
+        precision=args.precision,
+        prompt_len=cfg.max_prompt_tokens,
+        response_len=longest,
+        prompts=prompts,
+    )
     print(line)
     return dataclasses.replace(cfg, rollout_chunk=chunk)
 
@@ -259,25 +353,45 @@ def seat_plan(args, problems, seats):
     dirs = policy_dirs(os.path.join(args.run, "checkpoint"), seats)
     if len(set(dirs.values())) == 1:
         return dirs[seats[0]], 1, every
-    most = max(sum(s in team_seats([p], args.agents_per_role) for p in problems) for s in seats)
+    most = max(
+        sum(s in team_seats([p], args.agents_per_role) for p in problems) for s in seats
+    )
     return dirs[seats[0]], len(seats), most
 
 
 def main(argv=None):
-    ap, data, out = eval_parser("Evaluate a trained or untrained team; the paper's analysis metrics.")
+    ap, data, out = eval_parser(
+        "Evaluate a trained or untrained team; the paper's analysis metrics."
+    )
     who = data.add_mutually_exclusive_group(required=True)
     who.add_argument("--run", help="a train.py output directory")
     who.add_argument("--student", help="untrained: this model in every seat")
     add = data.add_argument
-    add("--agents-per-role", type=COUNT, default=AGENTS_PER_ROLE, help="n: a team of 2n agents, n "
-        "per role (App. E.1); with --run, the n it was trained with [%(default)s]")
-    add("--teacher", help="the teacher of --heatmap, a model spec as for --student (required with "
-                          "--heatmap)")
-    add("--teacher-max-prompt-tokens", type=COUNT,
-        help=preset_help("teacher_max_prompt_tokens", "the teacher prompt limit of --heatmap"))
+    add(
+        "--agents-per-role",
+        type=COUNT,
+        default=AGENTS_PER_ROLE,
+        help="n: a team of 2n agents, n "
+        "per role (App. E.1); with --run, the n it was trained with [%(default)s]",
+    )
+    add(
+        "--teacher",
+        help="the teacher of --heatmap, a model spec as for --student (required with "
+        "--heatmap)",
+    )
+    add(
+        "--teacher-max-prompt-tokens",
+        type=COUNT,
+        help=preset_help(
+            "teacher_max_prompt_tokens", "the teacher prompt limit of --heatmap"
+        ),
+    )
     add = out.add_argument
     add("--no-exchange", action="store_true", help="skip the seat-exchange evaluation")
-    add("--heatmap", help="write the App. G.2 role-advantage heat map (needs --teacher) here")
+    add(
+        "--heatmap",
+        help="write the App. G.2 role-advantage heat map (needs --teacher) here",
+    )
     args = ap.parse_args(argv)
     if args.heatmap and not args.teacher:
         ap.error("--heatmap needs --teacher, the model that scores the responses")
@@ -288,14 +402,26 @@ def main(argv=None):
     # models train.py samples with.
     dtype = DTYPES[args.precision]
     try:
-        problems = start(args, {"--json": args.json, "--heatmap": args.heatmap,
-                                "--episodes": args.episodes})
-        seats = team_seats(problems, args.agents_per_role)  # a seat per agent, 2n per domain
+        problems = start(
+            args,
+            {
+                "--json": args.json,
+                "--heatmap": args.heatmap,
+                "--episodes": args.episodes,
+            },
+        )
+        seats = team_seats(
+            problems, args.agents_per_role
+        )  # a seat per agent, 2n per domain
         spec, n_models, prompts = seat_plan(args, problems, seats)
-        if args.heatmap:  # the teacher scores the students' token ids (Eq. 7): one tokenizer
+        if (
+            args.heatmap
+        ):  # the teacher scores the students' token ids (Eq. 7): one tokenizer
             who = f"--run {args.run}" if args.run else f"--student {args.student}"
             same_tokenizer_specs(args.teacher, spec, (f"--teacher {args.teacher}", who))
-        cfg = plan(args, problems, spec, n_models, prompts, args.heatmap and args.teacher)
+        cfg = plan(
+            args, problems, spec, n_models, prompts, args.heatmap and args.teacher
+        )
         if args.run:
             checkpoint = os.path.join(args.run, "checkpoint")
             policies, tok = load_policies(checkpoint, seats, args.device, dtype)
@@ -304,23 +430,37 @@ def main(argv=None):
             policies = {s: model.to(args.device) for s in seats}
         forget_gguf()
         check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
-        n, exchange, on_run = args.agents_per_role, not args.no_exchange, report_run(args.episodes)
+        n, exchange, on_run = (
+            args.agents_per_role,
+            not args.no_exchange,
+            report_run(args.episodes),
+        )
         if n > 1:
-            figures = evaluate_team(problems, policies, tok, args.seeds, cfg, n, exchange, on_run)
+            figures = evaluate_team(
+                problems, policies, tok, args.seeds, cfg, n, exchange, on_run
+            )
         else:
-            figures = evaluate(problems, policies, tok, args.seeds, cfg, exchange, on_run)
+            figures = evaluate(
+                problems, policies, tok, args.seeds, cfg, exchange, on_run
+            )
         result = {args.run or f"untrained {args.student}": figures}
         print(markdown(result))
         if args.json:  # before the heat map, whose teacher may still fail to load
             write_atomic(args.json, json_text(result, indent=1))
         if args.heatmap:
             episodes, attributions = (partial(play_team, n=n) if n > 1 else play)(
-                problems, policies, tok, args.seeds[0], cfg)
+                problems, policies, tok, args.seeds[0], cfg
+            )
             # the team's KV cache, before the teacher needs the memory (as the plan assumes)
             release_decoder()
             teacher, _ = load_model(args.teacher, seed=1, dtype=dtype)
-            html = heatmap_html(teacher.to(args.device), tok, episodes, attributions,
-                                args.teacher_max_prompt_tokens)
+            html = heatmap_html(
+                teacher.to(args.device),
+                tok,
+                episodes,
+                attributions,
+                args.teacher_max_prompt_tokens,
+            )
             write_atomic(args.heatmap, html)
             print(f"wrote {args.heatmap}")
     except (ProblemError, ValueError, OSError) as e:

@@ -3,6 +3,7 @@ functions.
 
 All per-response quantities are 1-D tensors over that response's tokens, shape (L_i,).
 """
+
 import torch
 
 
@@ -42,7 +43,9 @@ def eq13_weights(roles, episode_ids, n_episodes=None):
     Returns a list of floats (summing to 1 when n_episodes is left out).
     """
     if len(roles) != len(episode_ids):
-        raise ValueError("eq13_weights: roles and episode_ids must have one entry per response")
+        raise ValueError(
+            "eq13_weights: roles and episode_ids must have one entry per response"
+        )
     turns = {}  # (episode, role) -> number of responses
     for e, r in zip(episode_ids, roles):
         turns[(e, r)] = turns.get((e, r), 0) + 1
@@ -50,7 +53,10 @@ def eq13_weights(roles, episode_ids, n_episodes=None):
     for e, _ in turns:
         n_roles[e] = n_roles.get(e, 0) + 1
     n_episodes = n_episodes or len(n_roles)
-    return [1.0 / (n_episodes * n_roles[e] * turns[(e, r)]) for e, r in zip(episode_ids, roles)]
+    return [
+        1.0 / (n_episodes * n_roles[e] * turns[(e, r)])
+        for e, r in zip(episode_ids, roles)
+    ]
 
 
 def mas_opd_loss(logps, advs, weights):
@@ -65,10 +71,14 @@ def mas_opd_loss(logps, advs, weights):
     slices' losses sum to the batch's.
     """
     if not (len(logps) == len(advs) == len(weights)) or not logps:
-        raise ValueError("mas_opd_loss: need the same, non-zero number of logps, advs and weights")
+        raise ValueError(
+            "mas_opd_loss: need the same, non-zero number of logps, advs and weights"
+        )
     for i, (lp, a) in enumerate(zip(logps, advs)):
         if lp.shape != a.shape or lp.ndim != 1 or lp.numel() == 0:
-            raise ValueError(f"mas_opd_loss: response {i} has logps {tuple(lp.shape)} vs advs "
-                             f"{tuple(a.shape)}")
+            raise ValueError(
+                f"mas_opd_loss: response {i} has logps {tuple(lp.shape)} vs advs "
+                f"{tuple(a.shape)}"
+            )
     terms = [w * (a.detach() * lp).mean() for lp, a, w in zip(logps, advs, weights)]
     return -torch.stack(terms).sum()

@@ -8,11 +8,11 @@ Top to bottom: the templates; the placeholders written into histories; the artef
 responses yield (CodeArtefacts, MathArtefacts); context building and the prompt limit; the parsing
 rules.
 """
+
 import re
 from dataclasses import dataclass
 
 from sandbox.outcomes import ERROR
-
 
 # --------------------------------------------------------------------------------------------------
 # The role templates of the two parallel workflows (§2.1, App. D.6.1, App. F.1-F.2)
@@ -23,8 +23,12 @@ from sandbox.outcomes import ERROR
 # identical.
 
 ROLES = {"code": ("coder", "tester"), "math": ("reasoner", "tool_user")}
-ROLE_NAMES = {"coder": "Coder", "tester": "Tester", "reasoner": "Reasoner",
-              "tool_user": "Tool-User"}
+ROLE_NAMES = {
+    "coder": "Coder",
+    "tester": "Tester",
+    "reasoner": "Reasoner",
+    "tool_user": "Tool-User",
+}
 
 
 def teammate(role):
@@ -36,34 +40,42 @@ def teammate(role):
 
 # The generic one-line persona each template opens with (App. F.1): turn 0, then later turns.
 OPENING = {
-    "coder": ("You are a helpful assistant that writes Python programs.",
-              "You are a helpful assistant that corrects and refines Python programs."),
-    "tester": ("You are a helpful assistant that writes unit tests for Python programs.",
-               "You are a helpful assistant that corrects and refines unit tests for Python "
-               "programs."),
-    "reasoner": ("You are a helpful assistant that solves math problems by reasoning.",
-                 "You are a helpful assistant that corrects and refines math solutions by "
-                 "reasoning."),
-    "tool_user": ("You are a helpful assistant that solves math problems by writing Python "
-                  "programs.",
-                  "You are a helpful assistant that corrects and refines Python programs that "
-                  "compute answers."),
+    "coder": (
+        "You are a helpful assistant that writes Python programs.",
+        "You are a helpful assistant that corrects and refines Python programs.",
+    ),
+    "tester": (
+        "You are a helpful assistant that writes unit tests for Python programs.",
+        "You are a helpful assistant that corrects and refines unit tests for Python "
+        "programs.",
+    ),
+    "reasoner": (
+        "You are a helpful assistant that solves math problems by reasoning.",
+        "You are a helpful assistant that corrects and refines math solutions by "
+        "reasoning.",
+    ),
+    "tool_user": (
+        "You are a helpful assistant that solves math problems by writing Python "
+        "programs.",
+        "You are a helpful assistant that corrects and refines Python programs that "
+        "compute answers.",
+    ),
 }
 
 IO_RULES = {
     "stdio": "Read all input with input() and write results with print(); never hard-code input "
-             "values. First decide how many inputs there are and of which types, then implement "
-             "the solution.",
+    "values. First decide how many inputs there are and of which types, then implement "
+    "the solution.",
     "function": "Define the function `{entry_point}` exactly as the problem describes it. The "
-                "program must not read input or print; it is called with arguments and its return "
-                "value is checked.",
+    "program must not read input or print; it is called with arguments and its return "
+    "value is checked.",
 }
 TEST_RULES = {
     "stdio": "The test input must follow the problem's input format exactly, and the expected "
-             "output must be exactly what a correct program prints for it.",
+    "output must be exactly what a correct program prints for it.",
     "function": "The test input is the arguments of `{entry_point}` written as one Python list "
-                "literal, one element per parameter in order, and the expected output is the "
-                "correct return value written as a Python literal.",
+    "literal, one element per parameter in order, and the expected output is the "
+    "correct return value written as a Python literal.",
 }
 # Answer formats (App. F.1-F.2), reworded where small instruct models took App. F's wording
 # literally (DECISIONS.md D1): the answer line is described in words, never as a "<answer>"
@@ -78,18 +90,25 @@ LAYOUT = {
     "tool_user": "Code:\n```python\n...\nprint(...)\n```",
 }
 _SHOWN = ' Layout ("..." stands for your own text):\n'
-FMT_CODE = ('Answer format: a line "Code:" and then the complete program in one ```python fenced '
-            'block.' + _SHOWN
-            + LAYOUT["coder"])
-FMT_TEST = ('Answer format: after your reasoning, a line "Test Input:" and then a ``` fenced block '
-            'holding the input, then a line "Test Output:" and then a ``` fenced block holding the '
-            'expected output.' + _SHOWN
-            + LAYOUT["tester"])
-FMT_MATH = ('Answer format: a line "Reasoning Steps:" and your derivation, then a last line that '
-            'starts with #### followed by the final number or expression and nothing else.' + _SHOWN
-            + LAYOUT["reasoner"])
-FMT_TOOL = ('Answer format: a line "Code:" and then one ```python fenced block; the program must '
-            'print only the final answer.' + _SHOWN + LAYOUT["tool_user"])
+FMT_CODE = (
+    'Answer format: a line "Code:" and then the complete program in one ```python fenced '
+    "block." + _SHOWN + LAYOUT["coder"]
+)
+FMT_TEST = (
+    'Answer format: after your reasoning, a line "Test Input:" and then a ``` fenced block '
+    'holding the input, then a line "Test Output:" and then a ``` fenced block holding the '
+    "expected output." + _SHOWN + LAYOUT["tester"]
+)
+FMT_MATH = (
+    'Answer format: a line "Reasoning Steps:" and your derivation, then a last line that '
+    "starts with #### followed by the final number or expression and nothing else."
+    + _SHOWN
+    + LAYOUT["reasoner"]
+)
+FMT_TOOL = (
+    'Answer format: a line "Code:" and then one ```python fenced block; the program must '
+    "print only the final answer." + _SHOWN + LAYOUT["tool_user"]
+)
 
 GUIDANCE = {  # what the role does at turn 0
     "coder": "Think through the problem step by step, then write a program that solves it. {io}",
@@ -101,23 +120,28 @@ GUIDANCE = {  # what the role does at turn 0
 # (App. F.1)
 REVISE = {
     "coder": "Your program's output and the declared expected output disagreed. If your program "
-             "crashed, fix the bug. Otherwise decide where the inconsistency comes from: if your "
-             "program is wrong, refine it; if the test case is wrong, keep your program and "
-             "briefly explain why it meets the specification.",
+    "crashed, fix the bug. Otherwise decide where the inconsistency comes from: if your "
+    "program is wrong, refine it; if the test case is wrong, keep your program and "
+    "briefly explain why it meets the specification.",
     "tester": "The program's output and your declared expected output disagreed. Decide where the "
-              "inconsistency comes from: if your test case is wrong, fix it; if the program is "
-              "wrong, keep your test case and briefly explain why its expected output follows from "
-              "the specification.",
+    "inconsistency comes from: if your test case is wrong, fix it; if the program is "
+    "wrong, keep your test case and briefly explain why its expected output follows from "
+    "the specification.",
     "reasoner": "The answer of your derivation and the result printed by the program disagreed. "
-                "Decide where the disagreement comes from: if your derivation is at fault, fix the "
-                "faulty step and give the corrected answer; if it is sound, keep your answer and "
-                "briefly explain why.",
+    "Decide where the disagreement comes from: if your derivation is at fault, fix the "
+    "faulty step and give the corrected answer; if it is sound, keep your answer and "
+    "briefly explain why.",
     "tool_user": "The result printed by your program and the answer of the derivation disagreed. "
-                 "If your program crashed, fix the bug. Otherwise decide where the disagreement "
-                 "comes from: if your program is at fault, fix it; if it is sound, keep it and "
-                 "briefly explain why.",
+    "If your program crashed, fix the bug. Otherwise decide where the disagreement "
+    "comes from: if your program is at fault, fix it; if it is sound, keep it and "
+    "briefly explain why.",
 }
-ANSWER_FMT = {"coder": FMT_CODE, "tester": FMT_TEST, "reasoner": FMT_MATH, "tool_user": FMT_TOOL}
+ANSWER_FMT = {
+    "coder": FMT_CODE,
+    "tester": FMT_TEST,
+    "reasoner": FMT_MATH,
+    "tool_user": FMT_TOOL,
+}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -143,14 +167,16 @@ def longest_token_chars(tok):
 def stop_ids_of(tokenizer):
     """Token ids that end a turn: <|im_end|> (Qwen3's end of turn) and the tokenizer's eos."""
     ids = {tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id}
-    return tuple(sorted(i for i in ids if i is not None and i != tokenizer.unk_token_id))
+    return tuple(
+        sorted(i for i in ids if i is not None and i != tokenizer.unk_token_id)
+    )
 
 
 @dataclass
 class Segment:
-    kind: str        # "head" | "opening" | "task" | "history" | "instruction" | "tail"
+    kind: str  # "head" | "opening" | "task" | "history" | "instruction" | "tail"
     ids: list[int]
-    turn: int = -1   # for "history": the earlier turn this entry records
+    turn: int = -1  # for "history": the earlier turn this entry records
 
 
 # What the environment reports when a program could not give an answer, and what the agents then
@@ -171,30 +197,36 @@ PLACEHOLDERS = (NO_PROGRAM, NO_TEST, NO_ANSWER, NO_CODE_BLOCK, NOT_RUN)
 # these field names (dataclasses.asdict).
 @dataclass
 class CodeArtefacts:
-    program: str | None          # the Coder's program (extract_program); None when it wrote none
+    program: (
+        str | None
+    )  # the Coder's program (extract_program); None when it wrote none
     # the Tester's one test case (extract_test_case); None when it wrote none
     test_input: str | None
-    test_output: str | None      # ... and its declared expected output
+    test_output: str | None  # ... and its declared expected output
     # what the program printed on test_input, its "error: ..." string (NO_CODE_BLOCK
     program_output: str | None
-                                 # without a program), None when there was no test case to run it on
-    parsed_by: dict              # role -> the rule that read its artefact, None when none could
+    # without a program), None when there was no test case to run it on
+    parsed_by: dict  # role -> the rule that read its artefact, None when none could
 
     def own(self, role):
         """What `role` wrote itself, what it revises or keeps from turn to turn."""
-        return (self.program,) if role == "coder" else (self.test_input, self.test_output)
+        return (
+            (self.program,) if role == "coder" else (self.test_input, self.test_output)
+        )
 
 
 @dataclass
 class MathArtefacts:
-    derivation: str              # the Reasoner's whole response
+    derivation: str  # the Reasoner's whole response
     derivation_answer: str | None  # its answer (extract_answer); None when it gave none
     # the Tool-User's program (extract_program); None when it wrote none
     program: str | None
     # the program's printed answer (printed_answer) or its "error: ..." string
     program_answer: str
-    parsed_by: dict              # role -> the rule that read its artefact, None when none could
-    program_ran: bool = False    # it ran to its end (RunResult.ok): program_answer is its print
+    parsed_by: dict  # role -> the rule that read its artefact, None when none could
+    program_ran: bool = (
+        False  # it ran to its end (RunResult.ok): program_answer is its print
+    )
 
     def own(self, role):
         """What `role` wrote itself, what it revises or keeps from turn to turn."""
@@ -225,24 +257,42 @@ def entry_lines(role, artefacts):
     program = artefacts.program or NO_PROGRAM
     if role in ("coder", "tester"):
         test_in, test_out = artefacts.test_input, artefacts.test_output
-        shown = {"test input": _fence(NO_TEST if test_in is None else test_in),
-                 "expected output": _fence(NO_TEST if test_out is None else test_out),
-                 "program output": _fence(artefacts.program_output or NOT_RUN)}
+        shown = {
+            "test input": _fence(NO_TEST if test_in is None else test_in),
+            "expected output": _fence(NO_TEST if test_out is None else test_out),
+            "program output": _fence(artefacts.program_output or NOT_RUN),
+        }
         if role == "coder":
-            return ["Your program:", _fence(program, "python")], \
-                ["Test input:", shown["test input"], "Expected output:", shown["expected output"],
-                 "Your program's output:", shown["program output"]]
-        return ["Your test input:", shown["test input"],
-                "Your expected output:", shown["expected output"]], \
-            ["The program's output:", shown["program output"]]
+            return ["Your program:", _fence(program, "python")], [
+                "Test input:",
+                shown["test input"],
+                "Expected output:",
+                shown["expected output"],
+                "Your program's output:",
+                shown["program output"],
+            ]
+        return [
+            "Your test input:",
+            shown["test input"],
+            "Your expected output:",
+            shown["expected output"],
+        ], ["The program's output:", shown["program output"]]
     # App. F.2: prior derivation and answer, the teammate's program and its output
     if role == "reasoner":
-        return ["Your derivation:", artefacts.derivation.strip(),
-                f"Your answer: {artefacts.derivation_answer or NO_ANSWER}"], \
-            ["The program:", _fence(program, "python"), f"It printed: {artefacts.program_answer}"]
-    return ["Your program:", _fence(program, "python"),
-            f"It printed: {artefacts.program_answer}"], \
-        [f"The derivation's answer: {artefacts.derivation_answer or NO_ANSWER}"]
+        return [
+            "Your derivation:",
+            artefacts.derivation.strip(),
+            f"Your answer: {artefacts.derivation_answer or NO_ANSWER}",
+        ], [
+            "The program:",
+            _fence(program, "python"),
+            f"It printed: {artefacts.program_answer}",
+        ]
+    return [
+        "Your program:",
+        _fence(program, "python"),
+        f"It printed: {artefacts.program_answer}",
+    ], [f"The derivation's answer: {artefacts.derivation_answer or NO_ANSWER}"]
 
 
 def build_context(tokenizer, problem, role, seen, entry=history_entry):
@@ -256,23 +306,42 @@ def build_context(tokenizer, problem, role, seen, entry=history_entry):
         fill["io"] = IO_RULES[problem["format"]].format(**fill)
         fill["test"] = TEST_RULES[problem["format"]].format(**fill)
     sentinel = "\x00"
-    chat = tokenizer.apply_chat_template([{"role": "user", "content": sentinel}], tokenize=False,
-                                         add_generation_prompt=True, enable_thinking=False)
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": sentinel}],
+        tokenize=False,
+        add_generation_prompt=True,
+        enable_thinking=False,
+    )
     head, tail = chat.split(sentinel)
     question = problem["question"].strip()
     task = "\n\n" + GUIDANCE[role].format(**fill) + "\n\nProblem:\n" + question + "\n\n"
-    pieces = [("head", head, -1), ("opening", OPENING[role][min(t, 1)], -1), ("task", task, -1)]
+    pieces = [
+        ("head", head, -1),
+        ("opening", OPENING[role][min(t, 1)], -1),
+        ("task", task, -1),
+    ]
     if t:
         pieces.append(("history", "History of the earlier turns:\n\n", -1))
-        pieces += [("history", entry(role, i, artefacts), i) for i, artefacts in enumerate(seen)]
+        pieces += [
+            ("history", entry(role, i, artefacts), i)
+            for i, artefacts in enumerate(seen)
+        ]
         pieces.append(("instruction", REVISE[role] + "\n\n" + ANSWER_FMT[role], -1))
     else:
         pieces.append(("instruction", ANSWER_FMT[role], -1))
     pieces.append(("tail", tail, -1))
     # only the chat template's own pieces may hold control tokens; problem and history text is read
     # as text
-    return [Segment(k, tokenizer(s, add_special_tokens=False)["input_ids"] if k in ("head", "tail")
-                    else encode_text(tokenizer, s), i) for k, s, i in pieces]
+    return [
+        Segment(
+            k,
+            tokenizer(s, add_special_tokens=False)["input_ids"]
+            if k in ("head", "tail")
+            else encode_text(tokenizer, s),
+            i,
+        )
+        for k, s, i in pieces
+    ]
 
 
 def fit_context(segments, limit):
@@ -295,9 +364,14 @@ def check_prompt_limit(problems, tokenizer, limit):
     its length, so a 50 MB line costs no tokenizing."""
     most_chars = limit * longest_token_chars(tokenizer)
     for p in problems:
-        if len(p["question"]) > most_chars or len(encode_text(tokenizer, p["question"])) > limit:
-            raise ValueError(f"problem {p['id']!r}: the question alone is over the student prompt "
-                               f"limit of {limit} tokens")
+        if (
+            len(p["question"]) > most_chars
+            or len(encode_text(tokenizer, p["question"])) > limit
+        ):
+            raise ValueError(
+                f"problem {p['id']!r}: the question alone is over the student prompt "
+                f"limit of {limit} tokens"
+            )
 
 
 # Parsing rules (our choices, DECISIONS.md D5), tolerant of what small instruct models write; each
@@ -317,7 +391,9 @@ def check_prompt_limit(problems, tokenizer, limit):
 _FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.S)
 _LABEL_LINE = re.compile(r"\A(\s*Code:[ \t]*\n)+")
 _MARKUP = re.compile(r"</?[A-Za-z][\w-]*>|\*\*|__|`")
-_LAST_NUMBER = re.compile(r"-?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?(?:/[0-9]+)?")
+_LAST_NUMBER = re.compile(
+    r"-?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?(?:/[0-9]+)?"
+)
 
 
 def _without_placeholders(text):
@@ -334,9 +410,15 @@ def extract_program(text):
     blocks = list(_FENCE.finditer(text))
     python = [b for b in blocks if b.group(1).lower() in ("python", "py", "python3")]
     after_label = [b for b in blocks if b.start() > text.rfind("Code:") >= 0]
-    rules = ((python, "python_block"), (after_label, "after_code_label"), (blocks, "any_block"))
-    chosen, rule = next(((b[-1] if r != "after_code_label" else b[0], r) for b, r in rules if b),
-                        (None, None))
+    rules = (
+        (python, "python_block"),
+        (after_label, "after_code_label"),
+        (blocks, "any_block"),
+    )
+    chosen, rule = next(
+        ((b[-1] if r != "after_code_label" else b[0], r) for b, r in rules if b),
+        (None, None),
+    )
     program = chosen and _LABEL_LINE.sub("", chosen.group(2))
     return (program, rule) if program and program.strip() else (None, None)
 
@@ -359,8 +441,10 @@ def extract_test_case(text):
     j = text.find("Test Output:", i + 1) if i >= 0 else -1
     if j < 0:
         return None, None
-    (inp, r_in), (out, r_out) = _after_label(text, i + len("Test Input:"), j), \
-        _after_label(text, j + len("Test Output:"), len(text))
+    (inp, r_in), (out, r_out) = (
+        _after_label(text, i + len("Test Input:"), j),
+        _after_label(text, j + len("Test Output:"), len(text)),
+    )
     if inp is None or out is None:
         return None, None
     return (inp, out), "fenced" if r_in == r_out == "fenced" else "unfenced"
@@ -375,7 +459,7 @@ def _last_boxed(text):
     for k in range(k, len(text)):
         depth += {"{": 1, "}": -1}.get(text[k], 0)
         if depth == 0:
-            return text[i + len("\\boxed{"):k].strip() or None
+            return text[i + len("\\boxed{") : k].strip() or None
     return None
 
 
@@ -387,12 +471,14 @@ def extract_answer(text):
     text = _without_placeholders(text)
     i = text.rfind("####")
     if i >= 0:
-        line = _MARKUP.sub("", text[i + 4:].strip().split("\n")[0]).strip()
+        line = _MARKUP.sub("", text[i + 4 :].strip().split("\n")[0]).strip()
         if re.search(r"\w", line):  # a copied "#### ..." of the layout is no answer
             return line, "hash_line"
     if boxed := _last_boxed(text):
         return boxed, "boxed"
-    numbers = _LAST_NUMBER.findall(_FENCE.sub("", text))  # a number inside a program is no answer
+    numbers = _LAST_NUMBER.findall(
+        _FENCE.sub("", text)
+    )  # a number inside a program is no answer
     return (numbers[-1], "last_number") if numbers else (None, None)
 
 

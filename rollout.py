@@ -13,18 +13,41 @@ infra/metrics.py. A team of 2n agents (App. E.1) plays the same workflows with t
 teams/workflow.py. `python -m tools.transcripts` prints episodes turn by turn, with the verifier's
 verdicts.
 """
+
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 
 import torch
 
-from config import (CODE_TIMEOUT, MATH_FINAL, MATH_TIMEOUT, MAX_TURNS, PAPER, ROLLOUT_CHUNK,
-                    TEMPERATURE, TOP_K, TOP_P, WORKERS, response_limit)
+from config import (
+    CODE_TIMEOUT,
+    MATH_FINAL,
+    MATH_TIMEOUT,
+    MAX_TURNS,
+    PAPER,
+    ROLLOUT_CHUNK,
+    TEMPERATURE,
+    TOP_K,
+    TOP_P,
+    WORKERS,
+    response_limit,
+)
 from infra.answers import answers_equivalent, outputs_match
 from infra.metrics import TurnProgress
-from prompts import (NO_CODE_BLOCK, ROLES, CodeArtefacts, MathArtefacts, Segment, build_context,
-                     extract_answer, extract_program, extract_test_case, fit_context,
-                     printed_answer, stop_ids_of)
+from prompts import (
+    NO_CODE_BLOCK,
+    ROLES,
+    CodeArtefacts,
+    MathArtefacts,
+    Segment,
+    build_context,
+    extract_answer,
+    extract_program,
+    extract_test_case,
+    fit_context,
+    printed_answer,
+    stop_ids_of,
+)
 from sampler import Generation, generate
 from sandbox.cases import run_case, run_once
 
@@ -47,7 +70,9 @@ class RolloutConfig:
     # domains; on a CPU the time of a rollout is its longest response, and small models' programs
     # need more tokens than their math answers (measured in docs/cpu.md).
     math_max_new_tokens: int = PAPER["math_max_new_tokens"]
-    max_prompt_tokens: int = PAPER["max_prompt_tokens"]  # student prompt limit (App. D.6.3)
+    max_prompt_tokens: int = PAPER[
+        "max_prompt_tokens"
+    ]  # student prompt limit (App. D.6.3)
     # training sampling (App. D.6.1); eval.py's is config.EVAL_DECODING (App. D.5)
     temperature: float = TEMPERATURE
     top_p: float = TOP_P
@@ -63,7 +88,9 @@ class RolloutConfig:
     # prompts per generate call (0 = all of a turn at once); bounds the KV cache
     rollout_chunk: int = ROLLOUT_CHUNK
     compile: bool = False  # the sampler's decode step through torch.compile
-    progress: bool = False  # a live line while episodes run: turn, responses done, tokens/s
+    progress: bool = (
+        False  # a live line while episodes run: turn, responses done, tokens/s
+    )
 
 
 def rollout_config(args, **overrides):
@@ -77,12 +104,16 @@ def rollout_config(args, **overrides):
 
 @dataclass
 class Response:
-    role: str               # the role whose prompt it answered: its template and condition (App. F)
+    role: str  # the role whose prompt it answered: its template and condition (App. F)
     context: list[Segment]  # the student's input x_i^t, exactly as the student saw it
-    tokens: list[int]       # y_i^t, as sampled (never re-tokenized)
-    logprobs: list[float]   # log pi_theta_i(y_k | x, y_<k) per token, from the sampler (Eq. 8)
+    tokens: list[int]  # y_i^t, as sampled (never re-tokenized)
+    logprobs: list[
+        float
+    ]  # log pi_theta_i(y_k | x, y_<k) per token, from the sampler (Eq. 8)
     text: str
-    truncated: bool = False  # cut by the response limit: it reached the limit without a stop token
+    truncated: bool = (
+        False  # cut by the response limit: it reached the limit without a stop token
+    )
 
     @property
     def context_ids(self):
@@ -93,8 +124,10 @@ class Response:
 class Turn:
     t: int
     responses: dict  # seat -> Response; the pair's seats are its roles
-    artefacts: CodeArtefacts | MathArtefacts  # what the environment read and observed (Table 3)
-    agree: bool      # the roles agree: the workflow's stop (§2.1)
+    artefacts: (
+        CodeArtefacts | MathArtefacts
+    )  # what the environment read and observed (Table 3)
+    agree: bool  # the roles agree: the workflow's stop (§2.1)
 
     @property
     def parsed_by(self):
@@ -107,7 +140,7 @@ class Episode:
     problem: dict
     turns: list
     final: str | None = None  # the submitted program (code) or answer (math)
-    stopped: str = ""         # "agreed", "max_turns" or "prompt_too_long"
+    stopped: str = ""  # "agreed", "max_turns" or "prompt_too_long"
 
 
 def code_env(problem, texts, cfg):
@@ -121,8 +154,13 @@ def code_env(problem, texts, cfg):
         r = run_case(problem, program, case[0], timeout=cfg.code_timeout)
         output = r.stdout if r.ok else r.error
         agree = r.ok and outputs_match(problem["format"], r.stdout, case[1])
-    artefacts = CodeArtefacts(program, case and case[0], case and case[1], output,
-                              {"coder": by_coder, "tester": by_tester})
+    artefacts = CodeArtefacts(
+        program,
+        case and case[0],
+        case and case[1],
+        output,
+        {"coder": by_coder, "tester": by_tester},
+    )
     return artefacts, agree
 
 
@@ -133,9 +171,14 @@ def math_env(problem, texts, cfg):
     answer, by_reasoner = extract_answer(texts["reasoner"])
     run = None if program is None else run_once(program, timeout=cfg.math_timeout)
     printed = NO_CODE_BLOCK if run is None else printed_answer(run)
-    artefacts = MathArtefacts(texts["reasoner"], answer, program, printed,
-                              {"reasoner": by_reasoner, "tool_user": by_tool_user},
-                              run is not None and run.ok)
+    artefacts = MathArtefacts(
+        texts["reasoner"],
+        answer,
+        program,
+        printed,
+        {"reasoner": by_reasoner, "tool_user": by_tool_user},
+        run is not None and run.ok,
+    )
     return artefacts, artefacts.program_ran and answers_equivalent(answer, printed)
 
 
@@ -145,18 +188,24 @@ def final_answer(episode, cfg):
     the role RolloutConfig.math_final names (DECISIONS.md D7), so that it falls back to the other
     when it is missing or is no answer even to itself (unparseable). None before the first turn."""
     if cfg.math_final not in ROLES["math"]:
-        raise ValueError(f"RolloutConfig.math_final must be 'reasoner' or 'tool_user', "
-                         f"got {cfg.math_final!r}")
+        raise ValueError(
+            f"RolloutConfig.math_final must be 'reasoner' or 'tool_user', "
+            f"got {cfg.math_final!r}"
+        )
     if not episode.turns:  # the first prompt was already too long
         return None
     last = episode.turns[-1].artefacts
     if episode.problem["domain"] == "code":
         return last.program
-    answers = {"reasoner": last.derivation_answer,
-               "tool_user": last.program_answer if last.program_ran else None}
+    answers = {
+        "reasoner": last.derivation_answer,
+        "tool_user": last.program_answer if last.program_ran else None,
+    }
     order = sorted(answers, key=lambda role: role != cfg.math_final)
     said = [answers[role] for role in order if answers[role] is not None]
-    return max(said, key=lambda a: sum(answers_equivalent(a, b) for b in said), default=None)
+    return max(
+        said, key=lambda a: sum(answers_equivalent(a, b) for b in said), default=None
+    )
 
 
 def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_done=None):
@@ -174,16 +223,28 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
     cfg = cfg or RolloutConfig()
     check_policies(problems, policies)
     episodes = [Episode(p, []) for p in problems]
-    with ThreadPoolExecutor(max(1, cfg.workers)) as pool:  # the episodes' programs run at once
+    with ThreadPoolExecutor(
+        max(1, cfg.workers)
+    ) as pool:  # the episodes' programs run at once
         for t in range(cfg.max_turns):  # at most T turns
             # Eq. 1: each role's input x_i^t = P_i(s^t, r_i), s^t = (q, e^{t-1}, h^t): the task, the
             # last feedback and the episode's history, within the prompt limit (None: it no longer
             # fits, the episode stops)
-            contexts = {k: {role: student_context(tokenizer, e, role, cfg)
-                            for role in ROLES[e.problem["domain"]]}
-                        for k, e in enumerate(episodes) if not e.stopped}
+            contexts = {
+                k: {
+                    role: student_context(tokenizer, e, role, cfg)
+                    for role in ROLES[e.problem["domain"]]
+                }
+                for k, e in enumerate(episodes)
+                if not e.stopped
+            }
             for k in [k for k, ctxs in contexts.items() if None in ctxs.values()]:
-                finish(episodes[k], "prompt_too_long", final_answer(episodes[k], cfg), on_done)
+                finish(
+                    episodes[k],
+                    "prompt_too_long",
+                    final_answer(episodes[k], cfg),
+                    on_done,
+                )
                 del contexts[k]
             if not contexts:
                 break
@@ -191,16 +252,22 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
             # Eq. 2: y_i^t ~ pi_theta_i(. | x_i^t), every role of every episode sampled together,
             # so that no student sees a teammate's same-turn response (the parallel workflow, §2.1).
             # out[k]: role -> y_i^t
-            out = sample_turn(policies, episodes, contexts, tokenizer, cfg, generator, live)
+            out = sample_turn(
+                policies, episodes, contexts, tokenizer, cfg, generator, live
+            )
             # the environment reads y^t = (y_1^t, y_2^t) and returns its feedback e^t (Table 3)
             live.running_programs()
             stepped = [k for k, responses in enumerate(out) if responses]
-            feedback = pool.map(lambda k: environment(episodes[k], out[k], cfg), stepped)
+            feedback = pool.map(
+                lambda k: environment(episodes[k], out[k], cfg), stepped
+            )
             for k, (artefacts, agree) in zip(stepped, feedback):
                 # Eq. 3: one sample of the joint trajectory
                 episodes[k].turns.append(Turn(t, out[k], artefacts, agree))
                 if agree:  # the workflow's stop (§2.1)
-                    finish(episodes[k], "agreed", final_answer(episodes[k], cfg), on_done)
+                    finish(
+                        episodes[k], "agreed", final_answer(episodes[k], cfg), on_done
+                    )
             live.close()
     for e in episodes:
         if not e.stopped:
@@ -221,7 +288,9 @@ def check_policies(problems, policies):
     for p in problems:
         missing = [role for role in ROLES[p["domain"]] if role not in policies]
         if missing:
-            raise ValueError(f"run_episodes: problem {p['id']!r} needs a policy for {missing}")
+            raise ValueError(
+                f"run_episodes: problem {p['id']!r} needs a policy for {missing}"
+            )
 
 
 def sample_turn(policies, episodes, contexts, tokenizer, cfg, generator, live):
@@ -232,8 +301,13 @@ def sample_turn(policies, episodes, contexts, tokenizer, cfg, generator, live):
     stops = stop_ids_of(tokenizer)
     jobs = [(k, r, c) for k, ctxs in contexts.items() for r, c in ctxs.items()]
     out = [{} for _ in episodes]
-    group = lambda job: (policies[job[1]], response_limit(cfg, episodes[job[0]].problem["domain"]))
-    for key in dict.fromkeys(map(group, jobs)):  # each (model, limit) once, in the jobs' order
+    group = lambda job: (
+        policies[job[1]],
+        response_limit(cfg, episodes[job[0]].problem["domain"]),
+    )
+    for key in dict.fromkeys(
+        map(group, jobs)
+    ):  # each (model, limit) once, in the jobs' order
         mine = [j for j in jobs if group(j) == key]
         model, limit = key
         prompts = [[i for s in c for i in s.ids] for _, _, c in mine]
@@ -253,12 +327,21 @@ def sample_prompts(model, prompts, limit, stops, cfg, generator, live):
     step = cfg.rollout_chunk or len(prompts)
     sampled = Generation([], [])
     for lo in range(0, len(prompts), step):
-        chunk = prompts[lo:lo + step]
+        chunk = prompts[lo : lo + step]
         if isinstance(model, torch.nn.Module):
             live.reading(len(chunk))
-            part = generate(model, chunk, limit, temperature=cfg.temperature, top_p=cfg.top_p,
-                            top_k=cfg.top_k, stop_ids=stops, generator=generator,
-                            compiled=cfg.compile, on_check=live.check)
+            part = generate(
+                model,
+                chunk,
+                limit,
+                temperature=cfg.temperature,
+                top_p=cfg.top_p,
+                top_k=cfg.top_k,
+                stop_ids=stops,
+                generator=generator,
+                compiled=cfg.compile,
+                on_check=live.check,
+            )
         else:
             part = model(chunk)
         live.call_done(part)

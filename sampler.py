@@ -13,6 +13,7 @@ project. Top to bottom: the two functions; the model's forward on our own cache;
 bucket that generate decodes on; then the CUDA-graph recording of its decode step and torch.compile.
 Measured speeds: docs/sampler.md.
 """
+
 import functools
 import warnings
 from dataclasses import dataclass
@@ -24,8 +25,12 @@ from torch.utils.checkpoint import checkpoint
 
 @dataclass
 class Generation:
-    tokens: list[list[int]]     # per prompt: the new token ids (a produced stop token is included)
-    logprobs: list[list[float]]  # same lengths: log-prob of each token under the unmodified model
+    tokens: list[
+        list[int]
+    ]  # per prompt: the new token ids (a produced stop token is included)
+    logprobs: list[
+        list[float]
+    ]  # same lengths: log-prob of each token under the unmodified model
 
 
 # cache lengths are rounded up to a multiple of this, so nearby prompt lengths share a graph
@@ -35,8 +40,19 @@ STOP_CHECK = 16
 
 
 @torch.inference_mode()
-def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_k=0, stop_ids=(),
-             generator=None, compiled=False, on_check=None):
+def generate(
+    model,
+    prompts,
+    max_new_tokens,
+    *,
+    temperature=1.0,
+    top_p=1.0,
+    top_k=0,
+    stop_ids=(),
+    generator=None,
+    compiled=False,
+    on_check=None,
+):
     """Sample continuations of a batch of token-id prompts with our own KV cache.
 
     model: a transformers Llama- or Qwen3-style CausalLM (its weights are used; its forward and
@@ -60,7 +76,9 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
     """
     _check_supported(model)
     if not prompts or any(len(p) == 0 for p in prompts):
-        raise ValueError("generate: prompts must be a non-empty list of non-empty token-id lists")
+        raise ValueError(
+            "generate: prompts must be a non-empty list of non-empty token-id lists"
+        )
     B, T = len(prompts), max(len(p) for p in prompts)
     tokens, logprobs = [[] for _ in range(B)], [[] for _ in range(B)]
     if max_new_tokens <= 0:
@@ -71,15 +89,15 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
     amp = torch.is_autocast_enabled(param.device.type)
     dtype = torch.get_autocast_dtype(param.device.type) if amp else param.dtype
     d = decoder(model, B, T + max_new_tokens, dtype, compiled)
-    h = prefill(model, d, prompts)                                                     # (B, C)
-    logits = model.lm_head(h).float()                                                  # (B, V)
+    h = prefill(model, d, prompts)  # (B, C)
+    logits = model.lm_head(h).float()  # (B, V)
 
     stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=param.device)
     done = torch.zeros(B, dtype=torch.bool, device=param.device)
     new_ids, new_lps = [], []
     for step in range(max_new_tokens):
-        nxt = _sample(logits, temperature, top_p, top_k, generator)                    # (B,)
-        lp = logits.log_softmax(dim=-1).gather(1, nxt[:, None]).squeeze(1)             # (B,)
+        nxt = _sample(logits, temperature, top_p, top_k, generator)  # (B,)
+        lp = logits.log_softmax(dim=-1).gather(1, nxt[:, None]).squeeze(1)  # (B,)
         new_ids.append(torch.where(done, -1, nxt))
         new_lps.append(lp)
         # not isin: with ~10+ ids it calls unique, which syncs
@@ -95,11 +113,14 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
             if rows_done == B:
                 break
         d.tok.copy_(nxt)
-        d.cur.fill_(T + step)                                                    # this token's slot
-        logits = _decode_step(model, d, T + step + 1)                                  # (B, V)
+        d.cur.fill_(T + step)  # this token's slot
+        logits = _decode_step(model, d, T + step + 1)  # (B, V)
 
     # One device->host copy at the end instead of one per step.
-    ids_cpu, lps_cpu = torch.stack(new_ids, 1).tolist(), torch.stack(new_lps, 1).tolist()
+    ids_cpu, lps_cpu = (
+        torch.stack(new_ids, 1).tolist(),
+        torch.stack(new_lps, 1).tolist(),
+    )
     for b in range(B):
         for tok, lp in zip(ids_cpu[b], lps_cpu[b]):
             if tok < 0:
@@ -112,7 +133,7 @@ def generate(model, prompts, max_new_tokens, *, temperature=1.0, top_p=1.0, top_
 def _gather_logprobs(head_weight, h, targets):
     """log_softmax(h @ W^T)[targets] for one chunk of positions: h (N, C), targets (N,) -> (N,)
     float32."""
-    logits = F.linear(h, head_weight).float()                                      # (N, V)
+    logits = F.linear(h, head_weight).float()  # (N, V)
     return logits.gather(1, targets[:, None]).squeeze(1) - logits.logsumexp(dim=-1)
 
 
@@ -130,18 +151,26 @@ def sequence_logprobs(model, contexts, responses, *, chunk=1024):
     device = next(model.parameters()).device
     seqs = [list(c) + list(r) for c, r in zip(contexts, responses)]
     L = max(len(s) for s in seqs)
-    ids = torch.tensor([s + [0] * (L - len(s)) for s in seqs], device=device)  # (B, L) right-padded
-    mask = torch.tensor([[1] * len(s) + [0] * (L - len(s)) for s in seqs], device=device)   # (B, L)
-    h = model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state           # (B, L, C)
+    ids = torch.tensor(
+        [s + [0] * (L - len(s)) for s in seqs], device=device
+    )  # (B, L) right-padded
+    mask = torch.tensor(
+        [[1] * len(s) + [0] * (L - len(s)) for s in seqs], device=device
+    )  # (B, L)
+    h = model.base_model(
+        input_ids=ids, attention_mask=mask
+    ).last_hidden_state  # (B, L, C)
     # the position before each response token predicts it
-    rows = torch.tensor([b for b, r in enumerate(responses) for _ in r], device=device)       # (N,)
+    rows = torch.tensor(
+        [b for b, r in enumerate(responses) for _ in r], device=device
+    )  # (N,)
     cols = [len(c) - 1 + k for c, r in zip(contexts, responses) for k in range(len(r))]
-    cols = torch.tensor(cols, device=device)                                                  # (N,)
-    targets = torch.tensor([t for r in responses for t in r], device=device)                  # (N,)
-    hs, weight = h[rows, cols], model.get_output_embeddings().weight                # (N, C), (V, C)
+    cols = torch.tensor(cols, device=device)  # (N,)
+    targets = torch.tensor([t for r in responses for t in r], device=device)  # (N,)
+    hs, weight = h[rows, cols], model.get_output_embeddings().weight  # (N, C), (V, C)
     parts = []
     for i in range(0, len(targets), chunk):
-        args = (weight, hs[i:i + chunk], targets[i:i + chunk])
+        args = (weight, hs[i : i + chunk], targets[i : i + chunk])
         if torch.is_grad_enabled():
             parts.append(checkpoint(_gather_logprobs, *args, use_reentrant=False))
         else:
@@ -163,18 +192,24 @@ def _check_supported(model):
     wrong."""
     body = getattr(model, "model", None)
     if body is None or not hasattr(body, "layers") or not hasattr(body, "rotary_emb"):
-        raise ValueError(f"generate: unsupported model {type(model).__name__} (need a Llama- or "
-                         "Qwen3-style CausalLM)")
+        raise ValueError(
+            f"generate: unsupported model {type(model).__name__} (need a Llama- or "
+            "Qwen3-style CausalLM)"
+        )
     if getattr(model.config, "use_sliding_window", False):
-        raise ValueError("generate: sliding-window attention is not implemented; set "
-                         "config.use_sliding_window=False")
+        raise ValueError(
+            "generate: sliding-window attention is not implemented; set "
+            "config.use_sliding_window=False"
+        )
 
 
 def _rms_norm(module, x):
     """The model's RMSNorm as one fused op (same formula; fewer kernel launches per decode step).
     The weight follows x's dtype so that under bf16 autocast (fp32 master weights) the fused kernel
     still applies."""
-    return F.rms_norm(x, module.weight.shape, module.weight.to(x.dtype), module.variance_epsilon)
+    return F.rms_norm(
+        x, module.weight.shape, module.weight.to(x.dtype), module.variance_epsilon
+    )
 
 
 def _fold_heads(device):
@@ -198,11 +233,18 @@ def _grouped_attention(q, k, v, mask, scale):
     device without CUDA (_fold_heads)."""
     B, H, S, D = q.shape
     if S > 1 or not _fold_heads(q.device):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, scale=scale, enable_gqa=True
+        )
     Hkv = k.size(1)
-    o = F.scaled_dot_product_attention(q.reshape(B, Hkv, H // Hkv, D), k, v, scale=scale,
-                                       # (B, Hkv, G, D)
-                                       attn_mask=mask.expand(B, 1, H // Hkv, mask.size(-1)))
+    o = F.scaled_dot_product_attention(
+        q.reshape(B, Hkv, H // Hkv, D),
+        k,
+        v,
+        scale=scale,
+        # (B, Hkv, G, D)
+        attn_mask=mask.expand(B, 1, H // Hkv, mask.size(-1)),
+    )
     return o.reshape(B, H, 1, D)
 
 
@@ -219,10 +261,10 @@ def _block(layer, x, cos, sin, mask, ck, cv, slots, kv_len):
     attn = layer.self_attn
     B, S, _ = x.shape
     h = _rms_norm(layer.input_layernorm, x)
-    q = attn.q_proj(h).view(B, S, -1, attn.head_dim)    # (B, S, H, D)
-    k = attn.k_proj(h).view(B, S, -1, attn.head_dim)    # (B, S, Hkv, D)
+    q = attn.q_proj(h).view(B, S, -1, attn.head_dim)  # (B, S, H, D)
+    k = attn.k_proj(h).view(B, S, -1, attn.head_dim)  # (B, S, Hkv, D)
     v = attn.v_proj(h).view(B, S, -1, attn.head_dim)
-    if hasattr(attn, "q_norm"):                         # Qwen3: RMSNorm per head, before RoPE
+    if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head, before RoPE
         q, k = _rms_norm(attn.q_norm, q), _rms_norm(attn.k_norm, k)
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, D)
     q = q * cos + _rotate_half(q) * sin
@@ -238,7 +280,7 @@ def _forward(model, ids, cos, sin, mask, cache_k, cache_v, slots, kv_len, block=
     """One forward over new tokens ids (B, S), writing their K/V into our cache (per layer (B, Hkv,
     Tmax, D)); the other arguments as _block's, which `block` is (or its compiled form). Returns the
     final hidden states (B, S, C)."""
-    x = model.model.embed_tokens(ids)                   # (B, S, C)
+    x = model.model.embed_tokens(ids)  # (B, S, C)
     for layer, ck, cv in zip(model.model.layers, cache_k, cache_v):
         x = block(layer, x, cos, sin, mask, ck, cv, slots, kv_len)
     return _rms_norm(model.model.norm, x)
@@ -249,7 +291,9 @@ def _sample(logits, temperature, top_p, top_k, generator):
     if temperature == 0:
         return logits.argmax(dim=-1)
     if temperature != 1:
-        logits = logits / temperature      # (B, V); skipped at 1, a pass over the vocabulary
+        logits = (
+            logits / temperature
+        )  # (B, V); skipped at 1, a pass over the vocabulary
     if top_k > 0:
         kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -259,13 +303,17 @@ def _sample(logits, temperature, top_p, top_k, generator):
         # keep a token while the mass strictly before it is < top_p, so the top token always
         # survives
         drop = (probs.cumsum(dim=-1) - probs) >= top_p
-        logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
+        logits = logits.scatter(
+            -1, order, sorted_logits.masked_fill(drop, float("-inf"))
+        )
     # Inverse-CDF draw, one uniform per row: exact categorical sampling, and on a CPU far faster
     # than torch.multinomial over Qwen3's vocabulary. Zero-probability tokens are never drawn
     # (side="right").
-    cdf = logits.softmax(dim=-1).cumsum(dim=-1)                                        # (B, V)
+    cdf = logits.softmax(dim=-1).cumsum(dim=-1)  # (B, V)
     u = torch.rand(cdf.size(0), 1, generator=generator, device=cdf.device) * cdf[:, -1:]
-    return torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.size(-1) - 1).squeeze(1)
+    return (
+        torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.size(-1) - 1).squeeze(1)
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -282,16 +330,17 @@ class Decoder:
     compiled form; `graph` is the recorded step (CUDA), or None (the step runs as a call: CPU, under
     autocast, or a recording whose first replay did not match the call); `checked`: that first
     replay has been compared with the call."""
-    cache_k: list            # per layer (B, Hkv, Tmax, D)
+
+    cache_k: list  # per layer (B, Hkv, Tmax, D)
     cache_v: list
-    cos: torch.Tensor        # (B, 1, Tmax, D)
+    cos: torch.Tensor  # (B, 1, Tmax, D)
     sin: torch.Tensor
-    valid: torch.Tensor      # (B, Tmax) bool, slots of real (not left-pad) tokens
-    slot: torch.Tensor       # (Tmax,) 0..Tmax-1
-    tok: torch.Tensor        # (B,) the token fed at this step
-    cur: torch.Tensor        # (1,) long, its cache slot
-    logits: torch.Tensor     # (B, V) float32, written by the step
-    step: object             # decode_one or compiled_decode_one()
+    valid: torch.Tensor  # (B, Tmax) bool, slots of real (not left-pad) tokens
+    slot: torch.Tensor  # (Tmax,) 0..Tmax-1
+    tok: torch.Tensor  # (B,) the token fed at this step
+    cur: torch.Tensor  # (1,) long, its cache slot
+    logits: torch.Tensor  # (B, V) float32, written by the step
+    step: object  # decode_one or compiled_decode_one()
     graph: object = None
     checked: bool = False
 
@@ -303,10 +352,15 @@ def decode_one(model, d, n, block=_block):
     only tensor reads and writes, no Python value depends on the position, so every step has the
     same shapes. n = d.cur + 1 (the used prefix) is the step run as a call, which reads no more of
     the cache than it needs."""
-    cos, sin = d.cos.index_select(2, d.cur), d.sin.index_select(2, d.cur)             # (B, 1, 1, D)
-    mask = (d.valid[:, :n] & (d.slot[:n] <= d.cur))[:, None, None]                    # (B, 1, 1, n)
-    h = _forward(model, d.tok[:, None], cos, sin, mask, d.cache_k, d.cache_v, d.cur, n, block)
-    return _lm_head(model, h[:, -1], d.logits)                                      # (B, V) float32
+    cos, sin = (
+        d.cos.index_select(2, d.cur),
+        d.sin.index_select(2, d.cur),
+    )  # (B, 1, 1, D)
+    mask = (d.valid[:, :n] & (d.slot[:n] <= d.cur))[:, None, None]  # (B, 1, 1, n)
+    h = _forward(
+        model, d.tok[:, None], cos, sin, mask, d.cache_k, d.cache_v, d.cur, n, block
+    )
+    return _lm_head(model, h[:, -1], d.logits)  # (B, V) float32
 
 
 def _lm_head(model, h, out):
@@ -314,7 +368,7 @@ def _lm_head(model, h, out):
     float32 already (a CPU step without autocast) the product is written into out directly: no
     (B, V) temporary and no copy of it (8 ms of a profiled CPU decode step at Qwen3's 151,936-entry
     vocabulary, docs/sampler.md). The same kernel either way, so the same bits."""
-    weight = model.get_output_embeddings().weight                                       # (V, C)
+    weight = model.get_output_embeddings().weight  # (V, C)
     if h.dtype != out.dtype or torch.is_autocast_enabled(h.device.type):
         return out.copy_(F.linear(h, weight))
     return torch.mm(h, weight.T, out=out)
@@ -335,24 +389,42 @@ def decoder(model, B, t_max, dtype, compiled=False):
     compiled_decode_one()'s."""
     device = next(model.parameters()).device
     cfg = model.config
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    head_dim = (
+        getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    )
     t_max = -(-t_max // CACHE_BUCKET) * CACHE_BUCKET
     graphed = _recordable(device)
-    key = (B, t_max, dtype, graphed, compiled, tuple(p.data_ptr() for p in model.parameters()))
+    key = (
+        B,
+        t_max,
+        dtype,
+        graphed,
+        compiled,
+        tuple(p.data_ptr() for p in model.parameters()),
+    )
     if _kept.get("key") == key:
         return _kept["decoder"]
     release_decoder()
-    cache_k = [torch.zeros(B, cfg.num_key_value_heads, t_max, head_dim, device=device, dtype=dtype)
-               for _ in range(cfg.num_hidden_layers)]
+    cache_k = [
+        torch.zeros(
+            B, cfg.num_key_value_heads, t_max, head_dim, device=device, dtype=dtype
+        )
+        for _ in range(cfg.num_hidden_layers)
+    ]
     rope = torch.zeros(B, 1, t_max, head_dim, device=device, dtype=dtype)
     vocab = model.get_output_embeddings().weight.size(0)
-    d = Decoder(cache_k, [torch.zeros_like(c) for c in cache_k], rope, rope.clone(),
-                torch.zeros(B, t_max, dtype=torch.bool, device=device),
-                torch.arange(t_max, device=device),
-                torch.zeros(B, dtype=torch.long, device=device),
-                torch.zeros(1, dtype=torch.long, device=device),
-                torch.zeros(B, vocab, device=device),
-                compiled_decode_one() if compiled else decode_one)
+    d = Decoder(
+        cache_k,
+        [torch.zeros_like(c) for c in cache_k],
+        rope,
+        rope.clone(),
+        torch.zeros(B, t_max, dtype=torch.bool, device=device),
+        torch.arange(t_max, device=device),
+        torch.zeros(B, dtype=torch.long, device=device),
+        torch.zeros(1, dtype=torch.long, device=device),
+        torch.zeros(B, vocab, device=device),
+        compiled_decode_one() if compiled else decode_one,
+    )
     if graphed:
         _record(model, d)
     _kept.update(key=key, decoder=d)
@@ -372,23 +444,36 @@ def prefill(model, d, prompts):
     by real tokens."""
     device = d.slot.device
     T = max(len(p) for p in prompts)
-    pad = torch.tensor([T - len(p) for p in prompts], device=device)                  # (B,)
-    ids = torch.tensor([[0] * (T - len(p)) + list(p) for p in prompts], device=device)  # (B, T)
-    d.valid.copy_(d.slot[None, :] >= pad[:, None])                           # (B, Tmax) real tokens
-    pos = (d.slot[None, :] - pad[:, None]).clamp(min=0)                                # (B, Tmax)
+    pad = torch.tensor([T - len(p) for p in prompts], device=device)  # (B,)
+    ids = torch.tensor(
+        [[0] * (T - len(p)) + list(p) for p in prompts], device=device
+    )  # (B, T)
+    d.valid.copy_(d.slot[None, :] >= pad[:, None])  # (B, Tmax) real tokens
+    pos = (d.slot[None, :] - pad[:, None]).clamp(min=0)  # (B, Tmax)
     # RoPE tables for every slot, once; the model's own rotary module, so its rope scaling applies.
-    cos, sin = model.model.rotary_emb(d.cache_k[0], pos)                         # (B, Tmax, D) each
+    cos, sin = model.model.rotary_emb(d.cache_k[0], pos)  # (B, Tmax, D) each
     d.cos.copy_(cos[:, None])
     d.sin.copy_(sin[:, None])
     # an earlier call's values: finite, masked, but 0 * inf would still leak
     for c in d.cache_k + d.cache_v:
         c[:, :, T:].zero_()
-    causal = d.slot[:T, None] >= d.slot[None, :T]                                      # (T, T)
+    causal = d.slot[:T, None] >= d.slot[None, :T]  # (T, T)
     # A pad query may see itself so that no row of the softmax is empty (an empty row gives NaN, and
     # a NaN in a pad slot's K/V would leak into real rows through 0 * NaN). (B, T, T)
-    mask = causal & (d.valid[:, None, :T] | torch.eye(T, dtype=torch.bool, device=device))
-    h = _forward(model, ids, d.cos[:, :, :T], d.sin[:, :, :T], mask[:, None], d.cache_k, d.cache_v,
-                 d.slot[:T], T)
+    mask = causal & (
+        d.valid[:, None, :T] | torch.eye(T, dtype=torch.bool, device=device)
+    )
+    h = _forward(
+        model,
+        ids,
+        d.cos[:, :, :T],
+        d.sin[:, :, :T],
+        mask[:, None],
+        d.cache_k,
+        d.cache_v,
+        d.slot[:T],
+        T,
+    )
     return h[:, -1]
 
 
@@ -461,15 +546,17 @@ def _check_replay(model, d):
     log-prob by more than REPLAY_TOL) warn once and decode this bucket as calls from then on: a
     warning, which a training script or a user can silence or make an error (python -W error). One
     host read, once per recording."""
-    replayed = d.logits.log_softmax(-1)                                                # (B, V)
-    called = d.step(model, d, d.slot.numel()).log_softmax(-1)                          # (B, V)
+    replayed = d.logits.log_softmax(-1)  # (B, V)
+    called = d.step(model, d, d.slot.numel()).log_softmax(-1)  # (B, V)
     d.checked = True
     gap = (replayed - called).abs().max()
     # a NaN gap fails too
     if not ((replayed.argmax(-1) == called.argmax(-1)).all() & (gap <= REPLAY_TOL)):
-        warnings.warn(f"sampler: the recorded decode step (batch {d.tok.numel()}, cache "
-                      f"{d.slot.numel()}) does not replay as it runs (log-prob gap "
-                      f"{gap.item():.3g}); this bucket decodes without the recording",
-                      RuntimeWarning)
+        warnings.warn(
+            f"sampler: the recorded decode step (batch {d.tok.numel()}, cache "
+            f"{d.slot.numel()}) does not replay as it runs (log-prob gap "
+            f"{gap.item():.3g}); this bucket decodes without the recording",
+            RuntimeWarning,
+        )
         d.graph = None
     return d.logits

@@ -15,6 +15,7 @@ It needs prompts.py (the students' context segments, plain-text encoding) and sa
 force-decoding), nothing else of the project. train.py (Algorithm 1) and eval.py
 (the heat map of App. G.2) both call teacher_inputs and score_both_passes.
 """
+
 import torch
 
 from prompts import encode_text
@@ -34,7 +35,8 @@ ROLE_CONDITIONS = {
         "Your work centres on the program itself: its logic, its edge cases and its handling of "
         "input and output. You may read the feedback from running your teammate's test, but the "
         "Tester's core duty, writing and judging test cases, is not yours: do not take it over by "
-        "inventing test inputs and their expected outputs."),
+        "inventing test inputs and their expected outputs."
+    ),
     "tester": (
         "You are the Tester of a two-agent team; your teammate is the Coder. Your responsibility "
         "is to analyse the problem, choose an input that exercises what the specification demands, "
@@ -43,7 +45,8 @@ ROLE_CONDITIONS = {
         "Your work centres on the test case itself: a valid input and an expected output that "
         "truly follows from the specification. You may read the output your teammate's program "
         "produces, but the Coder's core duty, designing and implementing the solution, is not "
-        "yours: do not take it over by writing or debugging a program."),
+        "yours: do not take it over by writing or debugging a program."
+    ),
     "reasoner": (
         "You are the Reasoner of a two-agent team; your teammate is the Tool-User. Your "
         "responsibility is to analyse the problem, derive its answer step by step through "
@@ -52,7 +55,8 @@ ROLE_CONDITIONS = {
         "Your work centres on the derivation itself: the setup, the algebra and the logic that "
         "lead to the answer. You may read the result your teammate's program prints, but the "
         "Tool-User's core duty, computing the answer with code, is not yours: do not take it over "
-        "by writing programs or by enumerating cases the way a computer would."),
+        "by writing programs or by enumerating cases the way a computer would."
+    ),
     "tool_user": (
         "You are the Tool-User of a two-agent team; your teammate is the Reasoner. Your "
         "responsibility is to analyse the problem, translate it into a computation, implement that "
@@ -61,12 +65,18 @@ ROLE_CONDITIONS = {
         "Your work centres on the computation itself: a faithful encoding of the problem and code "
         "that runs and prints the answer. You may read the answer your teammate's derivation "
         "reports, but the Reasoner's core duty, deriving the answer by mathematical reasoning, is "
-        "not yours: do not take it over by replacing the computation with a derivation by hand."),
+        "not yours: do not take it over by replacing the computation with a derivation by hand."
+    ),
 }
 
 # kappa: each role is contrasted with the teammate role its condition forbids taking over
 # (App. E.1.2, Eq. 23).
-KAPPA = {"coder": "tester", "tester": "coder", "reasoner": "tool_user", "tool_user": "reasoner"}
+KAPPA = {
+    "coder": "tester",
+    "tester": "coder",
+    "reasoner": "tool_user",
+    "tool_user": "reasoner",
+}
 
 
 def verdicts_before(attributions, t):
@@ -75,7 +85,9 @@ def verdicts_before(attributions, t):
     each with its verdict c^t as `.description`. A verdict on turn t' becomes usable at turn t' + 1,
     so t may not exceed the number attributed. -> list of t strings."""
     if not 0 <= t <= len(attributions):
-        raise ValueError(f"turn {t}: only {len(attributions)} completed turns are attributed")
+        raise ValueError(
+            f"turn {t}: only {len(attributions)} completed turns are attributed"
+        )
     return [a.description for a in attributions[:t]]
 
 
@@ -103,11 +115,15 @@ def teacher_pieces(tokenizer, segments, roles, verdicts, limit):
     """
     history_turns = [s.turn for s in segments if s.kind == "history" and s.turn >= 0]
     if verdicts is not None and any(t >= len(verdicts) for t in history_turns):
-        raise ValueError(f"teacher_contexts: {len(verdicts)} verdicts for a context that records "
-                         f"turns {history_turns}; every completed turn needs its verdict")
+        raise ValueError(
+            f"teacher_contexts: {len(verdicts)} verdicts for a context that records "
+            f"turns {history_turns}; every completed turn needs its verdict"
+        )
     if sum(s.kind == "opening" for s in segments) != 1:
-        raise ValueError("teacher_contexts: the student context must hold exactly one 'opening' "
-                         "segment")
+        raise ValueError(
+            "teacher_contexts: the student context must hold exactly one 'opening' "
+            "segment"
+        )
     # (kind, turn or -1, ids or None = the role condition): a history entry and its verdict share
     # the turn. Verdicts quote program output: plain text only (encode_text).
     pieces = []
@@ -117,7 +133,9 @@ def teacher_pieces(tokenizer, segments, roles, verdicts, limit):
         else:
             pieces.append((s.kind, s.turn, s.ids))
         if verdicts is not None and s.kind == "history" and s.turn >= 0:
-            pieces.append(("verdict", s.turn, encode_text(tokenizer, verdicts[s.turn] + "\n\n")))
+            pieces.append(
+                ("verdict", s.turn, encode_text(tokenizer, verdicts[s.turn] + "\n\n"))
+            )
     conditions = [encode_text(tokenizer, ROLE_CONDITIONS[r]) for r in roles]
     fixed = lambda: sum(len(ids) for _, _, ids in pieces if ids is not None)
     dropped = sorted(set(history_turns))
@@ -126,8 +144,10 @@ def teacher_pieces(tokenizer, segments, roles, verdicts, limit):
             return None
         oldest = dropped.pop(0)
         pieces = [p for p in pieces if p[1] != oldest]
-    return [[(kind, t, cond if ids is None else ids) for kind, t, ids in pieces]
-            for cond in conditions]
+    return [
+        [(kind, t, cond if ids is None else ids) for kind, t, ids in pieces]
+        for cond in conditions
+    ]
 
 
 def teacher_contexts(tokenizer, segments, roles, verdicts, limit):
@@ -172,7 +192,9 @@ def score_both_passes(teacher, targets, contrasts, responses, max_batch_tokens):
     (score). Returns (lp_target, lp_contrast), each B float32 tensors of shape (len(response),) on
     the CPU."""
     lp_target = score(teacher, targets, responses, max_batch_tokens=max_batch_tokens)
-    lp_contrast = score(teacher, contrasts, responses, max_batch_tokens=max_batch_tokens)
+    lp_contrast = score(
+        teacher, contrasts, responses, max_batch_tokens=max_batch_tokens
+    )
     return [lp.float() for lp in lp_target], [lp.float() for lp in lp_contrast]
 
 

@@ -26,6 +26,7 @@ interval) come from `--preset` (paper | gpu | cpu) unless given. At start it pri
 sample and a checkpoint will write, and refuses a run whose --out has not the disk space for its
 next checkpoint.
 """
+
 import math
 import os
 import random
@@ -42,7 +43,13 @@ from attribution import attribute_episodes
 from config import get_args
 from eval import evaluate_policies, markdown
 from infra.checkpoint import checkpoint
-from infra.data import ProblemError, check_writable, json_text, load_problems, write_atomic
+from infra.data import (
+    ProblemError,
+    check_writable,
+    json_text,
+    load_problems,
+    write_atomic,
+)
 from infra.launch import attribution_judge, build, start_lines
 from infra.metrics import StepLog, gap_metrics, logprob_gap, rollout_counts, step_line
 from infra.report import write_report
@@ -64,15 +71,22 @@ from teams.phases import phases
 class Scored:
     """One student response on its way through Phases 2 and 3. Per-token tensors have shape (L,),
     L = its tokens."""
-    episode: int  # its episode's index in the step's batch (Eq. 13 averages per episode)
-    seat: str     # its author: its gradient goes to policies[seat] only (a pair's seats are its roles)
+
+    episode: (
+        int  # its episode's index in the step's batch (Eq. 13 averages per episode)
+    )
+    seat: str  # its author: its gradient goes to policies[seat] only (a pair's seats are its roles)
     response: Response  # the student's context x_i^t and its sampled tokens y_i^t
-    ctx_target: list    # u~ (Eq. 12) under the target role's condition r_i, token ids
-    ctx_contrast: list  # u~ (Eq. 12) under the contrast condition kappa(r_i) (Eq. 23), token ids
-    lp_student: torch.Tensor  # log pi_theta_i(y_k | x, y_<k) kept from the sampler (App. C)
-    lp_target: torch.Tensor = None    # l^(i)_k, the teacher under r_i (Eq. 7)
+    ctx_target: list  # u~ (Eq. 12) under the target role's condition r_i, token ids
+    ctx_contrast: (
+        list  # u~ (Eq. 12) under the contrast condition kappa(r_i) (Eq. 23), token ids
+    )
+    lp_student: (
+        torch.Tensor
+    )  # log pi_theta_i(y_k | x, y_<k) kept from the sampler (App. C)
+    lp_target: torch.Tensor = None  # l^(i)_k, the teacher under r_i (Eq. 7)
     lp_contrast: torch.Tensor = None  # l^(j)_k, the teacher under r_j, j = kappa(i)
-    adv: torch.Tensor = None          # A^RAS_k (Eq. 10), detached
+    adv: torch.Tensor = None  # A^RAS_k (Eq. 10), detached
 
 
 def autocast(args):
@@ -89,7 +103,9 @@ def batch_for_step(problems, step, batch, seed):
     out = []
     for k in range(step * batch, (step + 1) * batch):
         epoch, i = divmod(k, len(problems))
-        order = random.Random(f"{seed}-{epoch}").sample(range(len(problems)), len(problems))
+        order = random.Random(f"{seed}-{epoch}").sample(
+            range(len(problems)), len(problems)
+        )
         out.append(problems[order[i]])
     return out
 
@@ -108,8 +124,12 @@ def train_step(step, s, args, log=None):
     with log.phase("rollout"):  # Phase 1: the students' joint rollout (Eq. 1-3)
         episodes = joint_rollout([batch[i] for i in ids], s, cfg, args)
         log.record(episodes)
-    with log.phase("attribution"):  # Phase 2a, PAC: a^t of every completed turn (Eq. 11)
-        attributions = s.attribute(episodes, timeout=cfg.code_timeout, workers=args.workers)
+    with log.phase(
+        "attribution"
+    ):  # Phase 2a, PAC: a^t of every completed turn (Eq. 11)
+        attributions = s.attribute(
+            episodes, timeout=cfg.code_timeout, workers=args.workers
+        )
     with log.phase("teacher"):  # Phase 2b, RAS: two teacher passes, A^RAS (Eq. 7-10)
         items, overlong = teacher_scores(episodes, attributions, ids, s, args)
     # a few scored responses for the report's heat maps (App. G.2)
@@ -125,19 +145,29 @@ def teacher_scores(episodes, attributions, ids, s, args):
     batch. -> (Scored items, teacher-overlong count)."""
     # u~ under r_i and kappa(r_i), with the verdicts c^{<t} unless w/o PAC (Eq. 12)
     limit = args.teacher_max_prompt_tokens
-    inputs, overlong = teacher_inputs(episodes, attributions, s.tok, limit, not args.no_pac)
-    items = [Scored(ids[k], seat, resp, target, contrast, torch.tensor(resp.logprobs))
-             for k, seat, resp, target, contrast in inputs]
+    inputs, overlong = teacher_inputs(
+        episodes, attributions, s.tok, limit, not args.no_pac
+    )
+    items = [
+        Scored(ids[k], seat, resp, target, contrast, torch.tensor(resp.logprobs))
+        for k, seat, resp, target, contrast in inputs
+    ]
     targets = [it.ctx_target for it in items]
     contrasts = [it.ctx_contrast for it in items]
     responses = [it.response.tokens for it in items]
-    with autocast(args), teacher_on_device(s.teacher, args.device, args.teacher_offload):
+    with (
+        autocast(args),
+        teacher_on_device(s.teacher, args.device, args.teacher_offload),
+    ):
         # Eq. 7, twice
-        lps = score_both_passes(s.teacher, targets, contrasts, responses,
-                                args.teacher_batch_tokens)
+        lps = score_both_passes(
+            s.teacher, targets, contrasts, responses, args.teacher_batch_tokens
+        )
     for it, lp_target, lp_contrast in zip(items, *lps):
         it.lp_target, it.lp_contrast = lp_target, lp_contrast
-        it.adv = ras_advantage(lp_target, lp_contrast, it.lp_student, args.lam)  # Eq. 10
+        it.adv = ras_advantage(
+            lp_target, lp_contrast, it.lp_student, args.lam
+        )  # Eq. 10
     return items, overlong
 
 
@@ -174,7 +204,9 @@ def author_logprobs(items, policies):
 def micro_batches(mb, weights, size):
     """Gradient accumulation: one mini-batch's responses and their Eq. 13 weights in consecutive
     runs of `size` -> [(items, weights)]."""
-    return [(mb[lo:lo + size], weights[lo:lo + size]) for lo in range(0, len(mb), size)]
+    return [
+        (mb[lo : lo + size], weights[lo : lo + size]) for lo in range(0, len(mb), size)
+    ]
 
 
 def update(items, n_episodes, policies, optims, args):
@@ -194,17 +226,27 @@ def update(items, n_episodes, policies, optims, args):
     split = partial(lockstep, policies=policies) if args.fsdp else micro_batches
     for model in unique:
         model.train()
-    for first in range(0, n_episodes, args.mini_batch):  # one optimizer step per mini-batch
+    for first in range(
+        0, n_episodes, args.mini_batch
+    ):  # one optimizer step per mini-batch
         mb = [it for it in items if first <= it.episode < first + args.mini_batch]
-        n_mb = distributed.total(len({it.episode for it in mb}))  # E of Eq. 13, all ranks
+        n_mb = distributed.total(
+            len({it.episode for it in mb})
+        )  # E of Eq. 13, all ranks
         if not n_mb:
             continue
-        weights = eq13_weights([it.seat for it in mb], [it.episode for it in mb], n_mb)  # w_i
+        weights = eq13_weights(
+            [it.seat for it in mb], [it.episode for it in mb], n_mb
+        )  # w_i
         loss_sum = 0.0
         for chunk, w in split(mb, weights, args.micro_batch):  # gradients accumulated
             with autocast(args):
-                logps = author_logprobs(chunk, policies)  # log pi_theta_i(y_k | x, y_<k)
-            gap = gap or logprob_gap(logps, chunk)  # the first micro-batch: still on-policy
+                logps = author_logprobs(
+                    chunk, policies
+                )  # log pi_theta_i(y_k | x, y_<k)
+            gap = gap or logprob_gap(
+                logps, chunk
+            )  # the first micro-batch: still on-policy
             advs = [it.adv.to(lp.device) for it, lp in zip(chunk, logps)]
             loss = mas_opd_loss(logps, advs, w)  # Eq. 13
             loss.backward()
@@ -212,7 +254,10 @@ def update(items, n_episodes, policies, optims, args):
         optimizer_step(unique, optims, loss_sum, args, out)  # every policy at once
     for model in unique:
         model.eval()
-    return {**out, **gap_metrics(distributed.gather(gap))}  # over every rank's first micro-batch
+    return {
+        **out,
+        **gap_metrics(distributed.gather(gap)),
+    }  # over every rank's first micro-batch
 
 
 def nonfinite_advantage(items):
@@ -230,15 +275,22 @@ def optimizer_step(unique, optims, loss_sum, args, out):
     out["skipped"]."""
     distributed.sum_grads(unique)
     loss_sum = distributed.total(loss_sum)
-    out["grad_norm"] = [torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip).item()
-                        for model in unique]
+    out["grad_norm"] = [
+        torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip).item()
+        for model in unique
+    ]
     if all(math.isfinite(x) for x in out["grad_norm"] + [loss_sum]):
-        for opt in optims:  # one policy at a time (--optimizer-offload: scaling/offload.py)
+        for (
+            opt
+        ) in optims:  # one policy at a time (--optimizer-offload: scaling/offload.py)
             opt.step()
         out["updates"] += 1
     else:
-        print(f"!!! non-finite loss/gradient (loss {loss_sum}, grad norms {out['grad_norm']}); "
-              f"update skipped", file=sys.stderr)
+        print(
+            f"!!! non-finite loss/gradient (loss {loss_sum}, grad norms {out['grad_norm']}); "
+            f"update skipped",
+            file=sys.stderr,
+        )
         out["skipped"] = 1
     for opt in optims:
         opt.zero_grad(set_to_none=True)
@@ -291,13 +343,17 @@ def run(args, teacher=None, step_fn=None, evaluate=None, again="--resume"):
                 f.write(json_text(metrics) + "\n")
             tqdm.write(step_line(metrics))  # stays on screen above the bar
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
-            checkpoint(args.out, step, s.policies, s.optims, s.tok, s.gen, skipped, args)
+            checkpoint(
+                args.out, step, s.policies, s.optims, s.tok, s.gen, skipped, args
+            )
     say(done_line(args, s.step, skipped))
     if held_out and rank == 0:
         results["after"] = evaluated()
         held = f"({len(held_out)} held-out problems, seeds {args.eval_seeds})"
         print(markdown({f"{k} {held}": v for k, v in results.items()}))
-        write_atomic(os.path.join(args.out, "results.json"), json_text(results, indent=1))
+        write_atomic(
+            os.path.join(args.out, "results.json"), json_text(results, indent=1)
+        )
     if rank == 0:
         print(f"report: {write_report(args.out)}")
     distributed.barrier()  # no rank leaves while rank 0 still writes or evaluates
@@ -311,7 +367,9 @@ def start(args, teacher, say):
     if note := check_isolation(args.unisolated_programs):  # before anything loads
         say(note)
     check_writable(args.out, "--out", directory=True)  # before the models load
-    check_run(args)  # a run in OUT: never written over; resumed only with its own settings
+    check_run(
+        args
+    )  # a run in OUT: never written over; resumed only with its own settings
     held_out = load_problems(args.eval_problems) if args.eval_problems else None
     s = build(args, teacher)
     # Phase 1 and 2a: the pair's, unless a team of 2n agents or PAC by the attribution model

@@ -20,6 +20,7 @@ L = -sum_i w_i mean_k sg(A_g) log pi_theta_i(y_k | x, y_<k): GRPO's policy gradi
 tokens without the KL term, and without the ratio clip, which is inactive on-policy
 (DECISIONS.md D13).
 """
+
 import dataclasses
 from dataclasses import dataclass
 from functools import partial
@@ -29,7 +30,15 @@ from tqdm import tqdm
 
 from baselines.rewards import role_reward
 from baselines.single import SINGLE, run_single, single_agent_metrics
-from config import ALPHA, COUNT, EVAL_DECODING, GROUP_SIZE, bounded, get_args, train_parser
+from config import (
+    ALPHA,
+    COUNT,
+    EVAL_DECODING,
+    GROUP_SIZE,
+    bounded,
+    get_args,
+    train_parser,
+)
 from eval import evaluate_policies, run_line
 from infra.metrics import StepLog, mean_std, rollout_counts, rollout_metrics
 from rollout import Response, final_answer, rollout_config, run_episodes
@@ -37,17 +46,25 @@ from sampler import release_decoder
 from scaling import distributed
 from train import batch_for_step, joint_rollout, run, update
 
-VARIANTS = ("mas", "magrpo", "sa-st", "sa-mt")  # MAS+GRPO, MAGRPO, SA+ST+GRPO, SA+MT+GRPO (App. D.3)
+VARIANTS = (
+    "mas",
+    "magrpo",
+    "sa-st",
+    "sa-mt",
+)  # MAS+GRPO, MAGRPO, SA+ST+GRPO, SA+MT+GRPO (App. D.3)
 
 
 @dataclass
 class Rewarded:
     """One response on its way to train.update, in train.Scored's place: the fields the update reads."""
-    episode: int              # its problem's index in the step's batch: a group's G rollouts share Eq. 13's episode
-    seat: str                 # its author: its gradient goes to policies[seat] only (the per-role update)
-    response: Response        # the student's context x_i^t and its sampled tokens y_i^t
+
+    episode: int  # its problem's index in the step's batch: a group's G rollouts share Eq. 13's episode
+    seat: str  # its author: its gradient goes to policies[seat] only (the per-role update)
+    response: Response  # the student's context x_i^t and its sampled tokens y_i^t
     lp_student: torch.Tensor  # log pi_theta_i(y_k | x, y_<k) from the sampler, (L,)
-    reward: float             # R_i of its episode (Eq. 14), or its return-to-go from its turn (MAGRPO)
+    reward: (
+        float  # R_i of its episode (Eq. 14), or its return-to-go from its turn (MAGRPO)
+    )
     adv: torch.Tensor = None  # A_g on every token, (L,), detached
 
 
@@ -65,9 +82,20 @@ def turn_rewards(episode, atts, role, args, cfg, first=0):
     the answer the system would submit at t, Eq. 17). -> list of floats, one per turn from `first`."""
     out = []
     for t, (turn, att) in list(enumerate(zip(episode.turns, atts)))[first:]:
-        final = final_answer(dataclasses.replace(episode, turns=episode.turns[:t + 1]), cfg)
-        out.append(role_reward(role, episode.problem, turn.artefacts, att.checks, final, cfg.code_timeout,
-                               args.alpha))
+        final = final_answer(
+            dataclasses.replace(episode, turns=episode.turns[: t + 1]), cfg
+        )
+        out.append(
+            role_reward(
+                role,
+                episode.problem,
+                turn.artefacts,
+                att.checks,
+                final,
+                cfg.code_timeout,
+                args.alpha,
+            )
+        )
     return out
 
 
@@ -82,17 +110,29 @@ def group_items(problem_index, group, args, cfg):
             if args.grpo_variant == "magrpo":
                 r = turn_rewards(e, atts, role, args, cfg)
                 for t in range(len(r)):
-                    slots.setdefault((role, t), []).append((g, sum(r[t:])))  # Monte-Carlo return-to-go (gamma 1)
+                    slots.setdefault((role, t), []).append(
+                        (g, sum(r[t:]))
+                    )  # Monte-Carlo return-to-go (gamma 1)
             else:  # the last turn's: what the episode submitted
                 last = turn_rewards(e, atts, role, args, cfg, first=len(e.turns) - 1)[0]
                 slots.setdefault((role, None), []).append((g, last))
-    for (role, t), members in sorted(slots.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):  # a fixed order
+    for (role, t), members in sorted(
+        slots.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)
+    ):  # a fixed order
         for (g, reward), a in zip(members, group_advantages([x for _, x in members])):
-            turns = group[g][0].turns if t is None else group[g][0].turns[t:t + 1]
+            turns = group[g][0].turns if t is None else group[g][0].turns[t : t + 1]
             for turn in turns:
                 resp = turn.responses[role]
-                items.append(Rewarded(problem_index, role, resp, torch.tensor(resp.logprobs), reward,
-                                      torch.full((len(resp.tokens),), a)))
+                items.append(
+                    Rewarded(
+                        problem_index,
+                        role,
+                        resp,
+                        torch.tensor(resp.logprobs),
+                        reward,
+                        torch.full((len(resp.tokens),), a),
+                    )
+                )
     return items
 
 
@@ -102,7 +142,12 @@ def grpo_items(episodes, attributions, ids, args, cfg):
     -> Rewarded items."""
     G, items = args.group_size, []
     for k, lo in enumerate(range(0, len(episodes), G)):
-        items += group_items(ids[k], list(zip(episodes[lo:lo + G], attributions[lo:lo + G])), args, cfg)
+        items += group_items(
+            ids[k],
+            list(zip(episodes[lo : lo + G], attributions[lo : lo + G])),
+            args,
+            cfg,
+        )
     return items
 
 
@@ -111,10 +156,23 @@ def reward_counts(episodes, attributions, items):
     no teacher, per role its responses and tokens (A^OPD, A^role and reverse KL 0: there is no teacher), and the
     sum of its rewards with the count of responses whose advantage is 0 (a group with nothing to prefer)."""
     counts = rollout_counts(episodes, attributions, [], 0)
-    counts["tokens"] = {"rollout": sum(len(it.response.tokens) for it in items), "teacher": 0}
+    counts["tokens"] = {
+        "rollout": sum(len(it.response.tokens) for it in items),
+        "teacher": 0,
+    }
     for it in items:
-        s = counts["roles"].setdefault(it.seat, {"a_opd": 0.0, "a_role": 0.0, "reverse_kl": 0.0, "responses": 0,
-                                                 "tokens": 0, "reward": 0.0, "zero_advantage": 0})
+        s = counts["roles"].setdefault(
+            it.seat,
+            {
+                "a_opd": 0.0,
+                "a_role": 0.0,
+                "reverse_kl": 0.0,
+                "responses": 0,
+                "tokens": 0,
+                "reward": 0.0,
+                "zero_advantage": 0,
+            },
+        )
         s["responses"] += 1
         s["tokens"] += len(it.response.tokens)
         s["reward"] += it.reward
@@ -125,9 +183,20 @@ def reward_counts(episodes, attributions, items):
 def reward_metrics(counts):
     """Per role the mean reward of its responses and the % of them with a zero advantage; {} for MAS-OPD."""
     roles = {r: s for r, s in counts.get("roles", {}).items() if "reward" in s}
-    return {"reward": {r: s["reward"] / max(1, s["responses"]) for r, s in sorted(roles.items())},
-            "zero_advantage": {r: 100 * s["zero_advantage"] / max(1, s["responses"])
-                               for r, s in sorted(roles.items())}} if roles else {}
+    return (
+        {
+            "reward": {
+                r: s["reward"] / max(1, s["responses"])
+                for r, s in sorted(roles.items())
+            },
+            "zero_advantage": {
+                r: 100 * s["zero_advantage"] / max(1, s["responses"])
+                for r, s in sorted(roles.items())
+            },
+        }
+        if roles
+        else {}
+    )
 
 
 def reward_figures(counts):
@@ -153,30 +222,51 @@ def grpo_step(step, s, args, log=None):
         episodes = joint_rollout(group, s, cfg, args, play)
         log.record(episodes)
     with log.phase("attribution"):
-        attributions = s.attribute(episodes, timeout=cfg.code_timeout, workers=args.workers)
+        attributions = s.attribute(
+            episodes, timeout=cfg.code_timeout, workers=args.workers
+        )
     with log.phase("reward"):
         items = grpo_items(episodes, attributions, ids, args, cfg)
     with log.phase("update"):
         updated = update(items, args.batch, s.policies, s.optims, args)
-    return log.close(reward_counts(episodes, attributions, items), updated, reward_figures)
+    return log.close(
+        reward_counts(episodes, attributions, items), updated, reward_figures
+    )
 
 
 def grpo_args(argv=None):
     """train.py's command line with the baselines' flags (App. D.3, D.4, D.6.2), args.objective "grpo"."""
     ap = train_parser("a GRPO baseline of Table 1 (App. D.3)")
     ap.set_defaults(objective="grpo")
-    add = ap.add_argument_group("the GRPO baselines of Table 1 (App. D.3, D.4, D.6.2): rewards in "
-                                "place of the teacher, which is not loaded").add_argument
-    add("--grpo-variant", choices=VARIANTS, default="mas",
-        help="MAS+GRPO, MAGRPO, SA+ST+GRPO or SA+MT+GRPO [%(default)s]")
-    add("--group-size", type=COUNT, default=GROUP_SIZE, help="G, rollouts per problem [%(default)s]")
-    add("--alpha", type=bounded(float, 0), default=ALPHA,
-        help="weight of the local rewards (Eq. 14) [%(default)s]")
+    add = ap.add_argument_group(
+        "the GRPO baselines of Table 1 (App. D.3, D.4, D.6.2): rewards in "
+        "place of the teacher, which is not loaded"
+    ).add_argument
+    add(
+        "--grpo-variant",
+        choices=VARIANTS,
+        default="mas",
+        help="MAS+GRPO, MAGRPO, SA+ST+GRPO or SA+MT+GRPO [%(default)s]",
+    )
+    add(
+        "--group-size",
+        type=COUNT,
+        default=GROUP_SIZE,
+        help="G, rollouts per problem [%(default)s]",
+    )
+    add(
+        "--alpha",
+        type=bounded(float, 0),
+        default=ALPHA,
+        help="weight of the local rewards (Eq. 14) [%(default)s]",
+    )
     args = get_args(argv, ap)
     if args.agents_per_role > 1:
         ap.error("--agents-per-role: the GRPO baselines run one agent per role")
     if args.group_size < 2:
-        ap.error("--group-size 1: GRPO's group advantage (App. D.3) needs 2 or more per problem")
+        ap.error(
+            "--group-size 1: GRPO's group advantage (App. D.3) needs 2 or more per problem"
+        )
     return args
 
 
@@ -188,7 +278,12 @@ def evaluate(problems, policies, tok, args):
     cfg = rollout_config(args, progress=True, **EVAL_DECODING)
     on_run = lambda *one: tqdm.write(run_line(*one))
     multi = SINGLE[args.grpo_variant] > 1
-    out = mean_std([single_agent_metrics(problems, policies, tok, s, cfg, on_run, multi) for s in args.eval_seeds])
+    out = mean_std(
+        [
+            single_agent_metrics(problems, policies, tok, s, cfg, on_run, multi)
+            for s in args.eval_seeds
+        ]
+    )
     release_decoder()
     return out
 
@@ -198,7 +293,9 @@ def main(argv=None, teacher=None, again="--resume"):
     GRPO step each iteration and no teacher (`teacher` must be None: rewards take its place);
     `again` as train.main's."""
     if teacher is not None:
-        raise ValueError("the GRPO baselines load no teacher: their rewards take its place")
+        raise ValueError(
+            "the GRPO baselines load no teacher: their rewards take its place"
+        )
     run(grpo_args(argv), step_fn=grpo_step, evaluate=evaluate, again=again)
 
 

@@ -4,6 +4,7 @@ DECISIONS.md D4), and whether a math answer equals the reference, numeric tolera
 equivalence with math-verify (answers_equivalent, App. D.6.3, Eq. 16-18). Neither runs a program: the jail is
 sandbox/'s.
 """
+
 import ast
 import logging
 import math
@@ -29,13 +30,17 @@ from sandbox.outcomes import MAX_STDOUT
 TOL = 1e-6
 LITERAL_CHARS = 1 << 15
 _INT = re.compile(r"[+-]?[0-9]+")
-NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # one reading per digit run: linear
+NUMBER = re.compile(
+    r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+)  # one reading per digit run: linear
 
 
 def _numbers_match(a: int | float, b: int | float) -> bool:
     try:
         return a == b or abs(a - b) <= TOL or abs(a - b) / max(1.0, abs(b)) <= TOL
-    except OverflowError:  # an int beyond a float's range against a float: no tolerance bridges that gap
+    except (
+        OverflowError
+    ):  # an int beyond a float's range against a float: no tolerance bridges that gap
         return False
 
 
@@ -54,7 +59,10 @@ def _tokens_match(a: str, b: str) -> bool:
         return _INT.fullmatch(a) is not None and _int_text(a) == _int_text(b)
     if not (NUMBER.fullmatch(a) and NUMBER.fullmatch(b)):
         return False
-    x, y = float(a), float(b)  # float() reads a 400-digit number as inf: non-finite values match only the same token
+    x, y = (
+        float(a),
+        float(b),
+    )  # float() reads a 400-digit number as inf: non-finite values match only the same token
     return math.isfinite(x) and math.isfinite(y) and _numbers_match(x, y)
 
 
@@ -87,9 +95,14 @@ def _values_match(a, b) -> bool:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_values_match(x, y) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict):
-        return (set(map(_hash_key, a)) == set(map(_hash_key, b))  # so each b[k] is a's key k, bools apart
-                and all(_values_match(a[k], b[k]) for k in a))
-    return type(a) is type(b) and a == b  # sets by equality; str, bytes, None, complex exactly
+        return (
+            set(map(_hash_key, a))
+            == set(map(_hash_key, b))  # so each b[k] is a's key k, bools apart
+            and all(_values_match(a[k], b[k]) for k in a)
+        )
+    return (
+        type(a) is type(b) and a == b
+    )  # sets by equality; str, bytes, None, complex exactly
 
 
 def outputs_match(fmt: str, got: str, expected: str) -> bool:
@@ -99,16 +112,28 @@ def outputs_match(fmt: str, got: str, expected: str) -> bool:
         raise ValueError(f"unknown output format {fmt!r}")
     if max(len(got), len(expected)) > MAX_STDOUT:
         return False
-    g, e = got.strip(), expected.strip()  # strip(): blank lines at the ends, in one linear pass
+    g, e = (
+        got.strip(),
+        expected.strip(),
+    )  # strip(): blank lines at the ends, in one linear pass
     if fmt == "stdio":
         g, e = g.splitlines(), e.splitlines()
         return len(g) == len(e) and all(
-            len(gt := x.split()) == len(et := y.split()) and all(map(_tokens_match, gt, et)) for x, y in zip(g, e))
+            len(gt := x.split()) == len(et := y.split())
+            and all(map(_tokens_match, gt, et))
+            for x, y in zip(g, e)
+        )
     if g == e or max(len(g), len(e)) > LITERAL_CHARS:
         return g == e
     try:
         return _values_match(ast.literal_eval(g), ast.literal_eval(e))
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # not a literal, e.g. an object's repr
+    except (
+        ValueError,
+        TypeError,
+        SyntaxError,
+        MemoryError,
+        RecursionError,
+    ):  # not a literal, e.g. an object's repr
         return False
 
 
@@ -136,7 +161,9 @@ def _clean(text: str) -> str:
 def _number(text: str) -> float | None:
     """A plain number, thousands-comma number ("1,000"), a/b or \\frac{a}{b} in ASCII digits; else None."""
     s = _clean(text)
-    if re.fullmatch(r"[-+]?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?", s):  # only well-grouped commas: "1,2" is no number
+    if re.fullmatch(
+        r"[-+]?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?", s
+    ):  # only well-grouped commas: "1,2" is no number
         s = s.replace(",", "")
     if frac := re.fullmatch(r"([-+]?)\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}", s):
         s = f"{frac.group(1)}{frac.group(2)}/{frac.group(3)}"
@@ -162,7 +189,9 @@ def _parse(text: str) -> list:
     symbols (so "garbage" would equal itself). Signal-based timeouts are off (see answers_equivalent)."""
     s = _clean(text)
     words = set(re.findall(r"(?<!\\)\b[A-Za-z]{3,}", s)) - _FUNCTION_WORDS
-    source = s if words else "$" + s.replace("**", "^") + "$"  # "**": Python-printed powers
+    source = (
+        s if words else "$" + s.replace("**", "^") + "$"
+    )  # "**": Python-printed powers
     return math_verify.parse(source, parsing_timeout=None)
 
 
@@ -177,7 +206,13 @@ def answers_equivalent(a: str | None, b: str | None, eps: float = 1e-6) -> bool:
     A missing or unparseable answer is never equivalent [Eq. 18], nor is one over ANSWER_CHARS: a program's
     printed answer may be a megabyte, and sympy would work on it up to SYMBOLIC_TIMEOUT and ~400 MiB (benchmark
     answers are far shorter; 1000 characters of LaTeX already take sympy ~1-3 s)."""
-    if not a or not b or not a.strip() or not b.strip() or max(len(a), len(b)) > ANSWER_CHARS:
+    if (
+        not a
+        or not b
+        or not a.strip()
+        or not b.strip()
+        or max(len(a), len(b)) > ANSWER_CHARS
+    ):
         return False
     x, y = _number(a), _number(b)
     if x is not None and y is not None:  # both plain numbers: NUMEQ decides alone
@@ -204,6 +239,12 @@ def _symbolic_equal(a: str, b: str, send) -> None:
     """Child side of answers_equivalent: sends True iff math-verify shows a equivalent to b."""
     try:
         gold, target = _parse(b), _parse(a)
-        send.send(bool(gold and target and math_verify.verify(gold, target, timeout_seconds=None)))
+        send.send(
+            bool(
+                gold
+                and target
+                and math_verify.verify(gold, target, timeout_seconds=None)
+            )
+        )
     except Exception:  # any failure inside sympy/math-verify = not shown equivalent
         send.send(False)

@@ -4,6 +4,7 @@ optimizers, the sampler's RNG), every refusal that needs no weights made before 
 copies the students sample with, refreshed from their fp32 masters at every optimizer step, so that the training
 loop never has to.
 """
+
 import copy
 import json
 import math
@@ -14,23 +15,37 @@ from functools import partial
 
 import torch
 
-from scaling import distributed
-from infra.checkpoint import check_disk, distinct, last_checkpoint, load_policies, read_state
-from infra.data import load_problems
-from scaling.memory import check_fits
-from infra.models import config_of, cpu_threads, forget_gguf, load_model, same_tokenizer_specs, to_dtype
 from config import DTYPES, preset_line
-from scaling.offload import offload_moments, park
-from scaling.sharding import load_optimizer, shard, whole
+from infra.checkpoint import (
+    check_disk,
+    distinct,
+    last_checkpoint,
+    load_policies,
+    read_state,
+)
+from infra.data import load_problems
+from infra.models import (
+    config_of,
+    cpu_threads,
+    forget_gguf,
+    load_model,
+    same_tokenizer_specs,
+    to_dtype,
+)
 from infra.seats import team_seats
 from prompts import check_prompt_limit, stop_ids_of
 from sampler import generate
 from sandbox.jail import jail_line
+from scaling import distributed
+from scaling.memory import check_fits
+from scaling.offload import offload_moments, park
+from scaling.sharding import load_optimizer, shard, whole
 
 
 @dataclass
 class Start:
     """What build returns: Algorithm 1's inputs (App. C) and the step the run starts at."""
+
     # the training problems (infra/data.py's schema)
     problems: list
     # seat -> policy pi_theta_i (one model in every seat under --shared-policy)
@@ -62,78 +77,142 @@ def build(args, teacher=None):
     state). teacher: an already-built teacher (any module sampler.sequence_logprobs can score, over the students'
     tokenizer) to use instead of loading --teacher."""
     problems = load_problems(args.problems)
-    roles = team_seats(problems, args.agents_per_role)  # a policy per agent: 2n per domain (App. E.1)
+    roles = team_seats(
+        problems, args.agents_per_role
+    )  # a policy per agent: 2n per domain (App. E.1)
     n_policies = 1 if args.shared_policy else len(roles)
-    if distributed.rank() == 0:  # the rank that writes checkpoints; configs only, before any weights load
+    if (
+        distributed.rank() == 0
+    ):  # the rank that writes checkpoints; configs only, before any weights load
         print(check_disk(args, n_policies))
-    ckpt = last_checkpoint(args.out)[0] if args.resume else None  # None: from step 0 (check_run)
+    ckpt = (
+        last_checkpoint(args.out)[0] if args.resume else None
+    )  # None: from step 0 (check_run)
     # state.pt first, so that a damaged checkpoint fails before any model loads
     state = read_state(os.path.join(ckpt, "state.pt")) if ckpt else None
     opd = args.objective == "mas-opd"  # the GRPO baselines load no teacher
     if args.fsdp and not distributed.under_torchrun():
-        raise ValueError("--fsdp shards across torchrun's ranks: launch train.py with torchrun (one GPU: torchrun "
-                         "--nproc-per-node 1 train.py ...)")
+        raise ValueError(
+            "--fsdp shards across torchrun's ranks: launch train.py with torchrun (one GPU: torchrun "
+            "--nproc-per-node 1 train.py ...)"
+        )
     if args.fsdp_offload and (not args.fsdp or args.optimizer_offload):
-        raise ValueError("--fsdp-offload is FSDP2's offload of --fsdp's shards, the moments included: give it with "
-                         "--fsdp and without --optimizer-offload")
-    if teacher is None and opd:  # the tokenizers alone first: a mismatch is refused in seconds, before any weights load
+        raise ValueError(
+            "--fsdp-offload is FSDP2's offload of --fsdp's shards, the moments included: give it with "
+            "--fsdp and without --optimizer-offload"
+        )
+    if (
+        teacher is None and opd
+    ):  # the tokenizers alone first: a mismatch is refused in seconds, before any weights load
         if args.teacher is None:
             raise ValueError("--teacher is required (a model spec, as for --student)")
-        same_tokenizer_specs(args.teacher, args.student, (f"--teacher {args.teacher}", f"--student {args.student}"))
+        same_tokenizer_specs(
+            args.teacher,
+            args.student,
+            (f"--teacher {args.teacher}", f"--student {args.student}"),
+        )
         # and the memory plan against what the device has free (configs only); a given teacher is not planned
-        check_fits(args, (config_of(args.student), config_of(args.teacher)), n_policies, distributed.world_size())
+        check_fits(
+            args,
+            (config_of(args.student), config_of(args.teacher)),
+            n_policies,
+            distributed.world_size(),
+        )
 
     if state:  # the policies of the checkpoint, in fresh aligned storage like a live run's: loaded
-        policies, tok = load_policies(ckpt, roles, "cpu")  # tensors can sit at odd offsets, which changes
-        for model in distinct(policies):                    # BLAS summation order and breaks exact resume
+        policies, tok = load_policies(
+            ckpt, roles, "cpu"
+        )  # tensors can sit at odd offsets, which changes
+        for model in distinct(policies):  # BLAS summation order and breaks exact resume
             for p in model.parameters():
                 p.data = p.data.clone()
     else:  # every policy starts from the same base checkpoint (§2.1)
         base, tok = load_model(args.student, seed=args.seed)
-        policies = {r: base if args.shared_policy or i == 0 else copy.deepcopy(base) for i, r in enumerate(roles)}
-    check_prompt_limit(problems, tok, args.max_prompt_tokens)  # before the teacher, the longest load
+        policies = {
+            r: base if args.shared_policy or i == 0 else copy.deepcopy(base)
+            for i, r in enumerate(roles)
+        }
+    check_prompt_limit(
+        problems, tok, args.max_prompt_tokens
+    )  # before the teacher, the longest load
     if teacher is None and opd:
         teacher = load_model(args.teacher, seed=args.seed + 1)[0]
     teacher = teacher if opd else None
     forget_gguf()  # every model is loaded: the de-quantized GGUF kept for the next load would only take memory
     device = torch.device(args.device)
     if teacher is not None:
-        to_dtype(teacher, DTYPES[args.precision]).to("cpu" if args.teacher_offload else device).eval()
+        to_dtype(teacher, DTYPES[args.precision]).to(
+            "cpu" if args.teacher_offload else device
+        ).eval()
         teacher.requires_grad_(False)
     unique = distinct(policies)
     for model in unique:  # fp32 master weights in every precision: lr 1e-6 updates would vanish in bf16 weights
         model.to(device)
         if args.grad_checkpointing:
             model.activation_checkpointing_enable()
-    rollout_models = rollout_copies(policies, args)  # whole copies, before any policy is sharded
-    if args.fsdp:  # FSDP2 units, then the optimizers on the shards (scaling/sharding.py)
+    rollout_models = rollout_copies(
+        policies, args
+    )  # whole copies, before any policy is sharded
+    if (
+        args.fsdp
+    ):  # FSDP2 units, then the optimizers on the shards (scaling/sharding.py)
         roots = {model: shard(model, args.fsdp_offload) for model in unique}
-        policies, unique = {r: roots[m] for r, m in policies.items()}, [roots[m] for m in unique]
+        policies, unique = (
+            {r: roots[m] for r, m in policies.items()},
+            [roots[m] for m in unique],
+        )
     # AdamW, i.e. Adam with decoupled weight decay 0.01 (the paper says Adam with wd, not which form: DECISIONS.md D9)
-    optims = [torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay) for model in unique]
+    optims = [
+        torch.optim.AdamW(
+            model.parameters(), lr=args.lr, weight_decay=args.weight_decay
+        )
+        for model in unique
+    ]
     for model, opt in zip(unique, optims):
         seat = next(s for s, p in policies.items() if p is model)
-        if rollout_models[seat] is not model:  # Phase 1 samples the policy each step has just updated (on-policy)
+        if (
+            rollout_models[seat] is not model
+        ):  # Phase 1 samples the policy each step has just updated (on-policy)
             opt.register_step_post_hook(partial(follow, rollout_models[seat], model))
-        if args.optimizer_offload:  # the moments on the device inside their own step only
+        if (
+            args.optimizer_offload
+        ):  # the moments on the device inside their own step only
             offload_moments(opt)
     rank, world = distributed.rank(), distributed.world_size()
-    gen = torch.Generator(device=device).manual_seed(args.seed + rank)  # each rank samples its own episodes
+    gen = torch.Generator(device=device).manual_seed(
+        args.seed + rank
+    )  # each rank samples its own episodes
     start, skipped = 0, 0
     if state:
         for model, opt, s in zip(unique, optims, state["optims"]):
-            load_optimizer(model, opt, s)  # onto the device; with --optimizer-offload back to host memory at once
+            load_optimizer(
+                model, opt, s
+            )  # onto the device; with --optimizer-offload back to host memory at once
             if args.optimizer_offload:
                 park(opt)
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(state["rng"]["python"])
         start, skipped = state["step"] + 1, state["skipped"]
-        samplers = state["rng"]["sampler"]  # one state per rank of the run that saved it
+        samplers = state["rng"][
+            "sampler"
+        ]  # one state per rank of the run that saved it
         if len(samplers) == world:
             gen.set_state(samplers[rank])
         else:  # another world size: a fresh stream per rank, fixed by seed, step and rank
-            gen.manual_seed(random.Random(f"{args.seed}-{start}-{rank}").getrandbits(63))
-    return Start(problems, policies, teacher, tok, optims, gen, rollout_models, step=start, skipped=skipped)
+            gen.manual_seed(
+                random.Random(f"{args.seed}-{start}-{rank}").getrandbits(63)
+            )
+    return Start(
+        problems,
+        policies,
+        teacher,
+        tok,
+        optims,
+        gen,
+        rollout_models,
+        step=start,
+        skipped=skipped,
+    )
 
 
 def rollout_copies(policies, args):
@@ -144,8 +223,12 @@ def rollout_copies(policies, args):
     the policies."""
     if args.precision != "bf16" and not args.fsdp:
         return policies
-    copies = {m: to_dtype(copy.deepcopy(m), DTYPES[args.precision]).eval().requires_grad_(False)  # RoPE stays fp32
-              for m in distinct(policies)}
+    copies = {
+        m: to_dtype(copy.deepcopy(m), DTYPES[args.precision])
+        .eval()
+        .requires_grad_(False)  # RoPE stays fp32
+        for m in distinct(policies)
+    }
     return {r: copies[m] for r, m in policies.items()}
 
 
@@ -175,8 +258,12 @@ def start_lines(args, world, teacher):
     yield cpu_threads(args.threads)
     yield "sandbox: " + jail_line()
     share = math.ceil(args.batch / world)
-    yield f"ranks: {world} (torchrun), each rolls out and scores {share} of the {args.batch} episodes of a " \
-          "step" if world > 1 else "ranks: 1"
+    yield (
+        f"ranks: {world} (torchrun), each rolls out and scores {share} of the {args.batch} episodes of a "
+        "step"
+        if world > 1
+        else "ranks: 1"
+    )
     if teacher is not None:
         yield f"teacher: {type(teacher).__name__}, given by the caller (--teacher is not loaded)"
 
@@ -187,9 +274,16 @@ def attribution_judge(args, teacher, tok, max_new_tokens=64):
     the verifier's route. It judges and is never trained: it is not an agent of the team."""
     if args.attribution == "verifier":
         return None
-    model = teacher if args.attribution_model is None else load_model(args.attribution_model, seed=args.seed)[0]
+    model = (
+        teacher
+        if args.attribution_model is None
+        else load_model(args.attribution_model, seed=args.seed)[0]
+    )
     if model is None:
-        raise ValueError("--attribution model: give --attribution-model (the GRPO baselines load no teacher)")
+        raise ValueError(
+            "--attribution model: give --attribution-model (the GRPO baselines load no teacher)"
+        )
     model.to(args.device).eval()
-    return lambda prompts: generate(model, prompts, max_new_tokens, temperature=0, stop_ids=stop_ids_of(tok))
-
+    return lambda prompts: generate(
+        model, prompts, max_new_tokens, temperature=0, stop_ids=stop_ids_of(tok)
+    )

@@ -5,6 +5,7 @@ from those sums (A^OPD, A^role, the reverse-KL estimate per role, Eq. 5, 8, 9), 
 seconds, peak memory); the step's one console line; the few responses per step the run report's heat maps show
 (report.py); and the figures of an evaluation run (run_figures, Fig. 3-4) and over its seeds (mean_std).
 """
+
 import resource
 import statistics
 import time
@@ -14,11 +15,10 @@ from dataclasses import dataclass, field
 import torch
 from tqdm import tqdm
 
-from scaling import distributed
 from infra.data import append_episodes, json_text
 from infra.report import token_pieces
 from loss import opd_advantage, role_advantage
-
+from scaling import distributed
 
 
 @dataclass
@@ -26,20 +26,29 @@ class TurnProgress:
     """The figures of run_episodes' progress line for one turn: what runs (a generate call's prefill reads its
     prompts in one forward, on a CPU for minutes), responses done and tokens per second, updated at each of the
     sampler's host reads (generate's on_check) and exactly as each generate call returns."""
+
     bar: tqdm
-    turn: str              # "turn t/T"
+    turn: str  # "turn t/T"
     start: float = field(default_factory=time.perf_counter)
-    tokens: int = 0        # of the generate calls that returned
+    tokens: int = 0  # of the generate calls that returned
     rows: int = 0
-    call_tokens: int = 0   # of the call under way, as far as its host reads tell
+    call_tokens: int = 0  # of the call under way, as far as its host reads tell
     call_rows: int = 0
 
     @classmethod
     def open(cls, t, cfg, n_responses):
         """Turn t's line (shown with cfg.progress), counting n_responses."""
         head = f"turn {t + 1}/{cfg.max_turns}"
-        return cls(tqdm(total=n_responses, desc=head, leave=False, disable=not cfg.progress,
-                        bar_format="{desc}: {n}/{total} responses{postfix} [{elapsed}]"), head)
+        return cls(
+            tqdm(
+                total=n_responses,
+                desc=head,
+                leave=False,
+                disable=not cfg.progress,
+                bar_format="{desc}: {n}/{total} responses{postfix} [{elapsed}]",
+            ),
+            head,
+        )
 
     def reading(self, n_prompts):
         self.bar.set_description_str(f"{self.turn}: reading {n_prompts} prompts")
@@ -59,7 +68,9 @@ class TurnProgress:
     def show(self):
         tokens = self.tokens + self.call_tokens
         self.bar.n = self.rows + self.call_rows
-        self.bar.set_postfix_str(f"{tokens:,} tokens, {tokens / (time.perf_counter() - self.start):.1f} tok/s")
+        self.bar.set_postfix_str(
+            f"{tokens:,} tokens, {tokens / (time.perf_counter() - self.start):.1f} tok/s"
+        )
 
     def running_programs(self):
         self.bar.set_description_str(f"{self.turn}: running programs")
@@ -78,17 +89,28 @@ def format_counts(episodes):
     for e in episodes:
         for turn in e.turns:
             for seat, resp in turn.responses.items():
-                c = out.setdefault(resp.role, {"responses": 0, "truncated": 0, "unparsed": 0})
+                c = out.setdefault(
+                    resp.role, {"responses": 0, "truncated": 0, "unparsed": 0}
+                )
                 c["responses"] += 1
-                rule = turn.parsed_by[seat] or ("truncated" if resp.truncated else "unparsed")
+                rule = turn.parsed_by[seat] or (
+                    "truncated" if resp.truncated else "unparsed"
+                )
                 c[rule] = c.get(rule, 0) + 1
     return out
 
 
 def format_shares(counts):
     """format_counts' counts (or their sums over ranks) as % of each role's responses: {role: {rule: %}}."""
-    return {role: {k: 100 * v / c["responses"] for k, v in sorted(c.items()) if k != "responses"}
-            for role, c in sorted(counts.items()) if c["responses"]}
+    return {
+        role: {
+            k: 100 * v / c["responses"]
+            for k, v in sorted(c.items())
+            if k != "responses"
+        }
+        for role, c in sorted(counts.items())
+        if c["responses"]
+    }
 
 
 def format_metrics(episodes, roles=None):
@@ -97,8 +119,12 @@ def format_metrics(episodes, roles=None):
     the response limit cut it (a length problem), parse_unparsed_ROLE when it ended without one (a
     format problem); neither is wrong work (App. D.5 scoring)."""
     shares = format_shares(format_counts(episodes))
-    return {f"parse_{rule}_{role}": v for role, of_role in shares.items()
-            if roles is None or role in roles for rule, v in of_role.items()}
+    return {
+        f"parse_{rule}_{role}": v
+        for role, of_role in shares.items()
+        if roles is None or role in roles
+        for rule, v in of_role.items()
+    }
 
 
 def squash_spaces(value):
@@ -115,8 +141,12 @@ def revision_counts(decisions):
     for role, ok, before, after in decisions:
         if ok is None:
             continue
-        revised = any(squash_spaces(b) != squash_spaces(a) for b, a in zip(before, after))
-        s = stats.setdefault(role, {"n": 0, "success": 0, "revised_when_right": 0, "kept_when_wrong": 0})
+        revised = any(
+            squash_spaces(b) != squash_spaces(a) for b, a in zip(before, after)
+        )
+        s = stats.setdefault(
+            role, {"n": 0, "success": 0, "revised_when_right": 0, "kept_when_wrong": 0}
+        )
         s["n"] += 1
         s["success"] += revised == (not ok)
         s["revised_when_right"] += revised and ok
@@ -130,10 +160,18 @@ def run_figures(episodes, attributions, solved, decisions):
     attributions)), and the parsing shares (format_metrics)."""
     m = {}
     for domain in ("code", "math"):
-        mine = [(e, atts) for e, atts in zip(episodes, attributions) if e.problem["domain"] == domain]
+        mine = [
+            (e, atts)
+            for e, atts in zip(episodes, attributions)
+            if e.problem["domain"] == domain
+        ]
         if mine:
-            m[f"acc_{domain}"] = 100 * sum(solved(e, atts) for e, atts in mine) / len(mine)
-            m[f"turns_{domain}"] = sum(len(e.turns) for e, _ in mine) / len(mine)  # no agreement: T turns
+            m[f"acc_{domain}"] = (
+                100 * sum(solved(e, atts) for e, atts in mine) / len(mine)
+            )
+            m[f"turns_{domain}"] = sum(len(e.turns) for e, _ in mine) / len(
+                mine
+            )  # no agreement: T turns
     for role, s in revision_counts(decisions(episodes, attributions)).items():
         if s["n"]:
             m[f"revise_iff_wrong_{role}"] = 100 * s["success"] / s["n"]
@@ -144,8 +182,11 @@ def run_figures(episodes, attributions, solved, decisions):
 
 def exchange_penalty(own, exchanged):
     """Fig. 3a: the accuracy the exchanged seats lose, per domain (points)."""
-    return {f"exchange_penalty_{d}": own[f"acc_{d}"] - exchanged[f"acc_{d}"]
-            for d in ("code", "math") if f"acc_{d}" in exchanged}
+    return {
+        f"exchange_penalty_{d}": own[f"acc_{d}"] - exchanged[f"acc_{d}"]
+        for d in ("code", "math")
+        if f"acc_{d}" in exchanged
+    }
 
 
 def mean_std(per_seed):
@@ -166,16 +207,21 @@ class StepLog:
     seconds of those done; the step's episodes (`episodes`: the JSONL file of --save-episodes); a
     few scored responses for the run report's heat maps (`samples`: a JSONL file, written when
     given); and the step's metrics.jsonl record, its figures summed over ranks (close)."""
+
     step: int
-    device: str = "cpu"          # whose peak memory the record reports
+    device: str = "cpu"  # whose peak memory the record reports
     show: bool = False
-    episodes: str | None = None  # append the step's episodes here (data.append_episodes)
-    samples: str | None = None   # append step_samples here
-    tok: object = None           # the students' tokenizer, for the samples' token texts
+    episodes: str | None = (
+        None  # append the step's episodes here (data.append_episodes)
+    )
+    samples: str | None = None  # append step_samples here
+    tok: object = None  # the students' tokenizer, for the samples' token texts
     seconds: dict = field(default_factory=dict)  # phase -> seconds, as each ends
 
     def __post_init__(self):
-        self.line = tqdm(total=0, bar_format="{desc}", leave=False, disable=not self.show)
+        self.line = tqdm(
+            total=0, bar_format="{desc}", leave=False, disable=not self.show
+        )
 
     @contextmanager
     def phase(self, name):
@@ -195,7 +241,10 @@ class StepLog:
         """A few scored responses for the heat maps (step_samples); batch: the step's problems."""
         if self.samples:
             with open(self.samples, "a") as f:
-                f.writelines(json_text(s) + "\n" for s in step_samples(self.step, items, batch, self.tok))
+                f.writelines(
+                    json_text(s) + "\n"
+                    for s in step_samples(self.step, items, batch, self.tok)
+                )
 
     def close(self, counts, updated, figures=None):
         """The step's metrics.jsonl record. counts: what this rank's step did as sums (rollout_counts),
@@ -203,8 +252,13 @@ class StepLog:
         rollout_metrics); updated: train.update's figures. Clears the progress line."""
         total = add_counts(distributed.gather(counts))
         self.line.close()
-        return {"step": self.step, **(figures or rollout_metrics)(total), **updated,
-                "seconds": self.seconds, "peak_memory_mb": round(peak_memory_mb(self.device), 1)}
+        return {
+            "step": self.step,
+            **(figures or rollout_metrics)(total),
+            **updated,
+            "seconds": self.seconds,
+            "peak_memory_mb": round(peak_memory_mb(self.device), 1),
+        }
 
 
 def rollout_counts(episodes, attributions, items, overlong):
@@ -216,19 +270,40 @@ def rollout_counts(episodes, attributions, items, overlong):
     roles = {}
     for seat in sorted({it.seat for it in items}):
         mine = [it for it in items if it.seat == seat]
-        lp_s, lp_t, lp_c = (torch.cat([getattr(it, k) for it in mine])
-                            for k in ("lp_student", "lp_target", "lp_contrast"))
-        roles[seat] = {"a_opd": opd_advantage(lp_t, lp_s).sum().item(),
-                       "a_role": role_advantage(lp_t, lp_c).sum().item(),
-                       "reverse_kl": (lp_s - lp_t).sum().item(), "responses": len(mine), "tokens": len(lp_s)}
-    return {"tokens": {"rollout": sum(len(it.response.tokens) for it in items),
-                       "teacher": sum(len(it.ctx_target) + len(it.ctx_contrast) + 2 * len(it.response.tokens)
-                                      for it in items)},
-            "roles": roles, "episodes": len(episodes), "turns": sum(len(e.turns) for e in episodes),
-            "conflicts": sum(not t.agree for e in episodes for t in e.turns), "attributed": len(atts),
-            "stopped": {k: sum(e.stopped == k for e in episodes) for k in {e.stopped for e in episodes}},
-            "outcomes": {k: sum(a.outcome == k for a in atts) for k in {a.outcome for a in atts}},
-            "format": format_counts(episodes), "teacher_overlong": overlong}
+        lp_s, lp_t, lp_c = (
+            torch.cat([getattr(it, k) for it in mine])
+            for k in ("lp_student", "lp_target", "lp_contrast")
+        )
+        roles[seat] = {
+            "a_opd": opd_advantage(lp_t, lp_s).sum().item(),
+            "a_role": role_advantage(lp_t, lp_c).sum().item(),
+            "reverse_kl": (lp_s - lp_t).sum().item(),
+            "responses": len(mine),
+            "tokens": len(lp_s),
+        }
+    return {
+        "tokens": {
+            "rollout": sum(len(it.response.tokens) for it in items),
+            "teacher": sum(
+                len(it.ctx_target) + len(it.ctx_contrast) + 2 * len(it.response.tokens)
+                for it in items
+            ),
+        },
+        "roles": roles,
+        "episodes": len(episodes),
+        "turns": sum(len(e.turns) for e in episodes),
+        "conflicts": sum(not t.agree for e in episodes for t in e.turns),
+        "attributed": len(atts),
+        "stopped": {
+            k: sum(e.stopped == k for e in episodes)
+            for k in {e.stopped for e in episodes}
+        },
+        "outcomes": {
+            k: sum(a.outcome == k for a in atts) for k in {a.outcome for a in atts}
+        },
+        "format": format_counts(episodes),
+        "teacher_overlong": overlong,
+    }
 
 
 def add_counts(parts):
@@ -236,21 +311,34 @@ def add_counts(parts):
     out = {}
     for part in parts:
         for k, v in part.items():
-            out[k] = add_counts([out.get(k, {}), v]) if isinstance(v, dict) else out.get(k, 0) + v
+            out[k] = (
+                add_counts([out.get(k, {}), v])
+                if isinstance(v, dict)
+                else out.get(k, 0) + v
+            )
     return out
 
 
 def rollout_metrics(c):
     """The step's metrics from the counts of all ranks: per-role means per token, turns per episode, conflict rate."""
     means = ("a_opd", "a_role", "reverse_kl")
-    return {"tokens": c["tokens"],
-            "roles": {r: {**{k: s[k] / max(1, s["tokens"]) for k in means}, "responses": s["responses"],
-                          "tokens": s["tokens"]} for r, s in sorted(c.get("roles", {}).items())},
-            "turns_per_episode": c["turns"] / max(1, c["episodes"]),
-            "conflict_rate": c["conflicts"] / max(1, c["attributed"]),
-            "stopped": dict(sorted(c.get("stopped", {}).items())),
-            "outcomes": dict(sorted(c.get("outcomes", {}).items())),
-            "format": format_shares(c.get("format", {})), "teacher_overlong": c["teacher_overlong"]}
+    return {
+        "tokens": c["tokens"],
+        "roles": {
+            r: {
+                **{k: s[k] / max(1, s["tokens"]) for k in means},
+                "responses": s["responses"],
+                "tokens": s["tokens"],
+            }
+            for r, s in sorted(c.get("roles", {}).items())
+        },
+        "turns_per_episode": c["turns"] / max(1, c["episodes"]),
+        "conflict_rate": c["conflicts"] / max(1, c["attributed"]),
+        "stopped": dict(sorted(c.get("stopped", {}).items())),
+        "outcomes": dict(sorted(c.get("outcomes", {}).items())),
+        "format": format_shares(c.get("format", {})),
+        "teacher_overlong": c["teacher_overlong"],
+    }
 
 
 def logprob_gap(logps, items):
@@ -270,8 +358,10 @@ def gap_metrics(parts):
     gaps = [g for g in parts if g is not None]
     if not gaps:
         return {}
-    return {"logprob_gap": max(g[0] for g in gaps),
-            "logprob_gap_mean": sum(g[1] for g in gaps) / max(1, sum(g[2] for g in gaps))}
+    return {
+        "logprob_gap": max(g[0] for g in gaps),
+        "logprob_gap_mean": sum(g[1] for g in gaps) / max(1, sum(g[2] for g in gaps)),
+    }
 
 
 def step_line(m):
@@ -283,9 +373,11 @@ def step_line(m):
     per_token = lambda k: sum(s[k] * s["tokens"] for s in roles) / tokens
     loss = f"{sum(m['loss']) / len(m['loss']):.4f}" if m["loss"] else "-"
     skipped = f" | skipped {m['skipped_total']}" if m.get("skipped_total") else ""
-    return (f"step {m['step']} | loss {loss} | reverse KL {per_token('reverse_kl'):.4f} | A^role "
-            f"{per_token('a_role'):+.4f} | conflict {m['conflict_rate']:.2f} | {sum(m['seconds'].values()):.1f} s"
-            + skipped)
+    return (
+        f"step {m['step']} | loss {loss} | reverse KL {per_token('reverse_kl'):.4f} | A^role "
+        f"{per_token('a_role'):+.4f} | conflict {m['conflict_rate']:.2f} | {sum(m['seconds'].values()):.1f} s"
+        + skipped
+    )
 
 
 def step_samples(step, items, batch, tok, per_role=2):
@@ -299,11 +391,18 @@ def step_samples(step, items, batch, tok, per_role=2):
         mine = chosen.setdefault(it.seat, {})
         if len(mine) < per_role and it.episode not in mine:
             mine[it.episode] = it
-    return [{"step": step, "problem": batch[it.episode]["id"], "role": role,
-             "pieces": token_pieces(tok, it.response.tokens),
-             "a_role": role_advantage(it.lp_target, it.lp_contrast).tolist(),
-             "a_opd": opd_advantage(it.lp_target, it.lp_student).tolist()}
-            for role, mine in sorted(chosen.items()) for it in mine.values()]
+    return [
+        {
+            "step": step,
+            "problem": batch[it.episode]["id"],
+            "role": role,
+            "pieces": token_pieces(tok, it.response.tokens),
+            "a_role": role_advantage(it.lp_target, it.lp_contrast).tolist(),
+            "a_opd": opd_advantage(it.lp_target, it.lp_student).tolist(),
+        }
+        for role, mine in sorted(chosen.items())
+        for it in mine.values()
+    ]
 
 
 def peak_memory_mb(device):

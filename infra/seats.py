@@ -3,6 +3,7 @@ roles themselves ("coder", "tester"); a team of 2n agents (App. E.1, teams/) add
 role's name and its number ("coder2"). A seat has its own policy, its own prompt and its own directory in a
 checkpoint; the agents of a role share the role's template and condition (Eq. 23: RAS contrasts by role type).
 """
+
 import re
 
 from prompts import ROLES

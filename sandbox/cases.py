@@ -1,11 +1,12 @@
 """A program run on a code problem's test inputs in the jail (format "stdio": the input on stdin; format
 "function": the input is the argument list of the entry point), App. D.6.1. Whether its output counts as the
 expected one is infra/answers.py's (outputs_match)."""
+
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from sandbox.outcomes import RunResult
 from sandbox.jail import run_program
+from sandbox.outcomes import RunResult
 
 # Function-format driver. Program output is sent to stderr (fd 1 too, so even os.write(1, ...) and child
 # processes cannot pollute the result); only repr(result) goes to the real stdout. The program is loaded as
@@ -57,7 +58,9 @@ def run_once(program: str, stdin: str = "", *, timeout: float) -> RunResult:
     return result
 
 
-def run_case(problem: dict, program: str, test_input: str, *, timeout: float) -> RunResult:
+def run_case(
+    problem: dict, program: str, test_input: str, *, timeout: float
+) -> RunResult:
     """Run `program` on one test input of a code problem (format "stdio" or "function", see the schema), once
     per process (run_once)."""
     if problem["format"] == "stdio":
@@ -68,8 +71,15 @@ def run_case(problem: dict, program: str, test_input: str, *, timeout: float) ->
     raise ValueError(f"unknown problem format {problem['format']!r}")
 
 
-def run_cases(problem: dict, program: str, inputs: list[str], *, timeout: float, workers: int = 4,
-              stop=None) -> list[RunResult | None]:
+def run_cases(
+    problem: dict,
+    program: str,
+    inputs: list[str],
+    *,
+    timeout: float,
+    workers: int = 4,
+    stop=None,
+) -> list[RunResult | None]:
     """run_case on each input, `workers` at a time (each is a separate process); results in input order. The
     verifier's golden-test check (App. F.6) runs through here.
     stop(i, result) -> bool: once it holds for a finished case, cases not yet started are skipped (None), so

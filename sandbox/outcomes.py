@@ -8,6 +8,7 @@ program speaks only after STDERR ("error: stderr: ZeroDivisionError: division by
 writes reads as the sandbox's. Readers that decide anything (the cache of cases.py, the verifier, the rewards)
 read the fields, never the line.
 """
+
 import signal
 from dataclasses import dataclass, field
 
@@ -24,9 +25,13 @@ NOT_RUN, TIMED_OUT, OVER_CAP = "not run", "timed out", "output over the cap"
 
 @dataclass(frozen=True)  # frozen: run_case hands the same result to every caller
 class RunResult:
-    stdout: str          # captured stdout (up to MAX_STDOUT bytes), also whatever was flushed before an error
-    error: str | None    # None: exited 0 within the timeout; else the one line the agents read, from ERROR on
-    condition: str | None = None  # the sandbox's own (NOT_RUN, TIMED_OUT, OVER_CAP); None: the program's outcome
+    stdout: str  # captured stdout (up to MAX_STDOUT bytes), also whatever was flushed before an error
+    error: (
+        str | None
+    )  # None: exited 0 within the timeout; else the one line the agents read, from ERROR on
+    condition: str | None = (
+        None  # the sandbox's own (NOT_RUN, TIMED_OUT, OVER_CAP); None: the program's outcome
+    )
     ok: bool = field(init=False)  # exited 0 within the timeout: error is None
 
     def __post_init__(self):

@@ -9,11 +9,15 @@ Sizes: P = parameter count (exact, `param_count`); C hidden, L layers, H / Hkv q
 dim, I intermediate, V vocabulary; Q = H*D, K = Hkv*D; p = parameter bytes (4: fp32 master weights), a = compute
 bytes (2 under bf16 autocast, 4 in fp32), t = teacher bytes.
 """
+
 from sampler import CACHE_BUCKET
+
 
 def _get(cfg, name, default=None):
     """A field of a plain dict or of a transformers config."""
-    value = cfg.get(name, default) if isinstance(cfg, dict) else getattr(cfg, name, default)
+    value = (
+        cfg.get(name, default) if isinstance(cfg, dict) else getattr(cfg, name, default)
+    )
     return default if value is None else value
 
 
@@ -21,10 +25,19 @@ def shape(cfg):
     """-> dict C, L, H, Hkv, D, I, V, Q, K, tie, qk_norm, attn_bias, mlp_bias from a dict or transformers config."""
     C, H = _get(cfg, "hidden_size"), _get(cfg, "num_attention_heads")
     D = _get(cfg, "head_dim", C // H)
-    s = dict(C=C, L=_get(cfg, "num_hidden_layers"), H=H, Hkv=_get(cfg, "num_key_value_heads", H), D=D,
-             I=_get(cfg, "intermediate_size"), V=_get(cfg, "vocab_size"), tie=bool(_get(cfg, "tie_word_embeddings")),
-             qk_norm=_get(cfg, "model_type") == "qwen3", attn_bias=bool(_get(cfg, "attention_bias", False)),
-             mlp_bias=bool(_get(cfg, "mlp_bias", False)))
+    s = dict(
+        C=C,
+        L=_get(cfg, "num_hidden_layers"),
+        H=H,
+        Hkv=_get(cfg, "num_key_value_heads", H),
+        D=D,
+        I=_get(cfg, "intermediate_size"),
+        V=_get(cfg, "vocab_size"),
+        tie=bool(_get(cfg, "tie_word_embeddings")),
+        qk_norm=_get(cfg, "model_type") == "qwen3",
+        attn_bias=bool(_get(cfg, "attention_bias", False)),
+        mlp_bias=bool(_get(cfg, "mlp_bias", False)),
+    )
     s["Q"], s["K"] = s["H"] * D, s["Hkv"] * D
     return s
 
@@ -37,7 +50,9 @@ def param_count(cfg):
     mlp_bias), two RMSNorms 2C]."""
     s = shape(cfg)
     C, Q, K, I, D = s["C"], s["Q"], s["K"], s["I"], s["D"]
-    attn = 2 * C * Q + 2 * C * K + (Q + 2 * K + C) * s["attn_bias"] + 2 * D * s["qk_norm"]
+    attn = (
+        2 * C * Q + 2 * C * K + (Q + 2 * K + C) * s["attn_bias"] + 2 * D * s["qk_norm"]
+    )
     mlp = 3 * C * I + (2 * I + C) * s["mlp_bias"]
     return s["V"] * C * (1 if s["tie"] else 2) + s["L"] * (attn + mlp + 2 * C) + C
 
@@ -123,7 +138,9 @@ def rollout_bytes(cfg, B, prompt_len, response_len, a, kvb, rollout_attention="f
     (8 x B x H x T^2). Each decode step attends over the whole cache: the math fallback upcasts it to fp32 and
     repeats it to H heads, one layer at a time; plus four (B, V) fp32 vocabulary rows."""
     s, T, TN = shape(cfg), prompt_len, _bucket(prompt_len + response_len)
-    prefill = B * T * nograd_token_bytes(cfg, a, a, kvb) + (2 + a) * B * T * T  # weights in a (copies)
+    prefill = (
+        B * T * nograd_token_bytes(cfg, a, a, kvb) + (2 + a) * B * T * T
+    )  # weights in a (copies)
     decode = 2 * B * TN * s["K"] * (a if kvb != a else 0) + 16 * B * s["V"]
     if rollout_attention == "math":
         prefill += 8 * B * s["H"] * T * T

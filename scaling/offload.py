@@ -13,6 +13,7 @@ checkpoint is the same with and without the flag, and either run resumes from it
 OpenRLHF's --adam_offload do the same. Under --fsdp a moment is a DTensor: its local shard (1/N of it) is what moves,
 the DTensor around it keeps its sharding.
 """
+
 from contextlib import contextmanager
 
 import torch
@@ -39,7 +40,12 @@ def teacher_on_device(teacher, device, offload):
 
 def _moments(opt):
     """(state dict, key) of every moment tensor the optimizer holds, in a fixed order."""
-    return [(st, k) for st in opt.state.values() for k in MOMENTS if torch.is_tensor(st.get(k))]
+    return [
+        (st, k)
+        for st in opt.state.values()
+        for k in MOMENTS
+        if torch.is_tensor(st.get(k))
+    ]
 
 
 def _local(t):
@@ -54,7 +60,14 @@ def _like(t, local):
     """`local` in t's place: wrapped in t's sharding when t is a DTensor, else local itself."""
     if not isinstance(t, DTensor):
         return local
-    return DTensor.from_local(local, t.device_mesh, t.placements, run_check=False, shape=t.shape, stride=t.stride())
+    return DTensor.from_local(
+        local,
+        t.device_mesh,
+        t.placements,
+        run_check=False,
+        shape=t.shape,
+        stride=t.stride(),
+    )
 
 
 def parked(t):
@@ -71,10 +84,14 @@ def park(opt):
     for st, k in _moments(opt):
         v = st[k]
         if not parked(v):
-            host = torch.empty(_local(v).shape, dtype=v.dtype, device="cpu", pin_memory=pin)
+            host = torch.empty(
+                _local(v).shape, dtype=v.dtype, device="cpu", pin_memory=pin
+            )
             host.copy_(_local(v))
             st[k] = _like(v, host)
-            st[k]._parked = True  # a host buffer of this module, reused by every later step
+            st[
+                k
+            ]._parked = True  # a host buffer of this module, reused by every later step
 
 
 def offload_moments(opt):
@@ -95,7 +112,9 @@ def offload_moments(opt):
     @torch.no_grad()
     def send_back(o, args, kwargs):
         for st, k, host in held:
-            _local(host).copy_(_local(st[k]))  # blocking: a checkpoint may read the buffer next
+            _local(host).copy_(
+                _local(st[k])
+            )  # blocking: a checkpoint may read the buffer next
             st[k] = host
         park(o)  # the moments this step created (the first step), into new buffers
 

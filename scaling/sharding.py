@@ -20,18 +20,25 @@ Checkpoints hold full states in the layout of an unsharded run (gathered to rank
 from_pretrained directories, the optimizers as torch's own state_dict, keyed by parameter index. So a run resumes
 under any number of ranks, with or without --fsdp.
 """
+
 import math
 from dataclasses import dataclass, field
 
 import torch
-from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
-                                                     set_optimizer_state_dict)
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_optimizer_state_dict,
+)
 from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
 from scaling import distributed
 
-FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)  # whole tensors, on rank 0's CPU
+FULL = StateDictOptions(
+    full_state_dict=True, cpu_offload=True
+)  # whole tensors, on rank 0's CPU
 
 
 class Sharded(torch.nn.Module):
@@ -59,7 +66,11 @@ def shard(model, offload=False):
     forward until the backward is done. offload (--fsdp-offload): FSDP2's CPUOffloadPolicy, the shards (weights,
     gradients, so the optimizer's moments and step too) in host memory, each unit's weights copied to the device for
     its forward and backward only."""
-    policy = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if offload else OffloadPolicy()
+    policy = (
+        CPUOffloadPolicy(pin_memory=torch.cuda.is_available())
+        if offload
+        else OffloadPolicy()
+    )
     for layer in model.base_model.layers:
         fully_shard(layer, offload_policy=policy)
     root = Sharded(model)
@@ -76,15 +87,18 @@ def whole(t):
     """A parameter's full value: gathered from every rank when sharded (a collective: every rank calls it)."""
     if not isinstance(t, DTensor):
         return t
-    return t.to(t.device_mesh.device_type).full_tensor()  # a host shard (--fsdp-offload) joins its device's gather
+    return t.to(
+        t.device_mesh.device_type
+    ).full_tensor()  # a host shard (--fsdp-offload) joins its device's gather
 
 
 @dataclass
 class Padding:
     """A response of weight 0 that keeps a rank in step with the others (FSDP2's SPMD): the fields update reads."""
+
     seat: str
-    episode: int = -1                      # no episode: metrics.logprob_gap leaves it out
-    response: object = None                # context_ids and tokens: one token each
+    episode: int = -1  # no episode: metrics.logprob_gap leaves it out
+    response: object = None  # context_ids and tokens: one token each
     lp_student: torch.Tensor = field(default_factory=lambda: torch.zeros(1))
     adv: torch.Tensor = field(default_factory=lambda: torch.zeros(1))
 
@@ -102,14 +116,22 @@ def lockstep(mb, weights, size, policies):
     of weight 0; a policy without a response of this mini-batch on any rank gets none."""
     models = list(dict.fromkeys(policies.values()))
     mine = [[k for k, it in enumerate(mb) if policies[it.seat] is m] for m in models]
-    runs = [max(counts) for counts in zip(*distributed.gather([math.ceil(len(ks) / size) for ks in mine]))]
+    runs = [
+        max(counts)
+        for counts in zip(
+            *distributed.gather([math.ceil(len(ks) / size) for ks in mine])
+        )
+    ]
     out = []
     for m, ks, n in zip(models, mine, runs):
         seat = next(s for s, p in policies.items() if p is m)
         for j in range(n):
-            part = ks[j * size:(j + 1) * size]
-            out.append(([mb[k] for k in part], [weights[k] for k in part]) if part else
-                       ([Padding(seat, response=_Ids([0], [0]))], [0.0]))
+            part = ks[j * size : (j + 1) * size]
+            out.append(
+                ([mb[k] for k in part], [weights[k] for k in part])
+                if part
+                else ([Padding(seat, response=_Ids([0], [0]))], [0.0])
+            )
     return out
 
 
@@ -126,15 +148,24 @@ def full_states(models, optims):
             continue
         weights.append(get_model_state_dict(model.lm, options=FULL))
         full = get_optimizer_state_dict(model, opt, options=FULL)
-        states.append(_rekeyed(full, {name: i for i, (name, _) in enumerate(model.named_parameters())}))
+        states.append(
+            _rekeyed(
+                full, {name: i for i, (name, _) in enumerate(model.named_parameters())}
+            )
+        )
     return weights, states
 
 
 def _rekeyed(state, key):
     """An optimizer state dict with every parameter key k (of its state and its param_groups) replaced by key[k]:
     names to torch's indices, or back."""
-    return {"state": {key[k]: v for k, v in state.get("state", {}).items()},
-            "param_groups": [{**g, "params": [key[k] for k in g["params"]]} for g in state.get("param_groups", [])]}
+    return {
+        "state": {key[k]: v for k, v in state.get("state", {}).items()},
+        "param_groups": [
+            {**g, "params": [key[k] for k in g["params"]]}
+            for g in state.get("param_groups", [])
+        ],
+    }
 
 
 def load_optimizer(model, opt, state):
@@ -143,4 +174,6 @@ def load_optimizer(model, opt, state):
         opt.load_state_dict(state)
         return
     full = _rekeyed(state, [name for name, _ in model.named_parameters()])
-    set_optimizer_state_dict(model, opt, full, options=StateDictOptions(full_state_dict=True))
+    set_optimizer_state_dict(
+        model, opt, full, options=StateDictOptions(full_state_dict=True)
+    )

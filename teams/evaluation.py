@@ -3,6 +3,7 @@
 agent's revise-or-keep decisions counted under its role, and the exchange of every agent m of a role with agent m
 of the teammate role. eval.py and train.py take it from here for --agents-per-role n > 1.
 """
+
 import time
 
 import torch
@@ -17,10 +18,14 @@ from teams.workflow import own_artefact, partner, run_team_episodes
 def play_team(problems, policies, tok, seed, cfg, *, n):
     """One evaluation run of a team: its episodes (generator seed `seed`) and every turn's verdicts (one list per
     episode)."""
-    device = next((p.device for p in policies.values() if isinstance(p, torch.nn.Module)), "cpu")
+    device = next(
+        (p.device for p in policies.values() if isinstance(p, torch.nn.Module)), "cpu"
+    )
     gen = torch.Generator(device=device).manual_seed(seed)
     episodes = run_team_episodes(problems, policies, tok, cfg, generator=gen, n=n)
-    return episodes, attribute_team_episodes(episodes, timeout=cfg.code_timeout, workers=cfg.workers)
+    return episodes, attribute_team_episodes(
+        episodes, timeout=cfg.code_timeout, workers=cfg.workers
+    )
 
 
 def team_solved(episode, atts):
@@ -30,8 +35,13 @@ def team_solved(episode, atts):
         return False
     if episode.problem["domain"] == "code":
         last = episode.turns[-1]
-        return bool(next(atts[-1].agents[coder] for (coder, _), art in last.pairs.items()
-                         if art.program == episode.final))
+        return bool(
+            next(
+                atts[-1].agents[coder]
+                for (coder, _), art in last.pairs.items()
+                if art.program == episode.final
+            )
+        )
     return answers_equivalent(episode.final, episode.problem["answer"])
 
 
@@ -43,7 +53,12 @@ def team_decisions(episodes, attributions):
             if not e.turns[t].agree:
                 for name, ok in atts[t].agents.items():
                     before = own_artefact(name, e.turns[t].pairs)
-                    yield role_of(name), ok, before, own_artefact(name, e.turns[t + 1].pairs)
+                    yield (
+                        role_of(name),
+                        ok,
+                        before,
+                        own_artefact(name, e.turns[t + 1].pairs),
+                    )
 
 
 def evaluate_team(problems, policies, tok, seeds, cfg, n, exchange=True, on_run=None):

@@ -2,6 +2,7 @@
 and for PAC's attribution model (--attribution model, App. E.1.3), whose verdicts are a team's. The paper's pair with
 its verifier takes neither: (None, None), the pair's own functions.
 """
+
 from functools import partial
 
 from teams.verdicts import attribute_by_model, attribute_team_episodes
@@ -15,5 +16,7 @@ def phases(args, judge=None, tokenizer=None):
     n = args.agents_per_role
     play = partial(run_team_episodes, n=n) if n > 1 else None
     if judge is not None:
-        return play, lambda episodes, **_: attribute_by_model(episodes, judge, tokenizer)
+        return play, lambda episodes, **_: attribute_by_model(
+            episodes, judge, tokenizer
+        )
     return play, attribute_team_episodes if n > 1 else None

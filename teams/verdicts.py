@@ -7,26 +7,45 @@ comes here.
     a^t = (a_1^t, ..., a_2n^t)   each agent's own check (ROLE_CHECK) of its own output   (Eq. 24)
     c^t = header + one line per agent, in seat order, naming that agent's output only (D15)
 """
+
 import re
 
-from attribution import (CODE_OUTCOMES, HEADER, MATH_OUTCOMES, ROLE_CHECK, Attribution, attribute_turn,
-                         over_turns, render_code, render_math, show)
+from attribution import (
+    CODE_OUTCOMES,
+    HEADER,
+    MATH_OUTCOMES,
+    ROLE_CHECK,
+    Attribution,
+    attribute_turn,
+    over_turns,
+    render_code,
+    render_math,
+    show,
+)
 from infra.seats import number_of, role_of
 from prompts import ROLE_NAMES, ROLES, encode_text
 from teams.workflow import TeamTurn, diagonal, pairs_of, seat_order
 
 # One line per agent (Eq. 24): what that agent produced and its own check, facts only.
 AGENT_LINES = {
-    "coder": ("printed {shown}; the program passes the reference tests.",
-              "printed {shown}; the program does not pass the reference tests."),
-    "tester": ("declared the expected output {shown}; it agrees with the reference behaviour on "
-               "that input.",
-               "declared the expected output {shown}; it does not agree with the reference "
-               "behaviour on that input."),
-    "reasoner": ("reported {shown}; the derived answer agrees with the reference answer.",
-                 "reported {shown}; the derived answer does not agree with the reference answer."),
-    "tool_user": ("printed {shown}; the printed result agrees with the reference answer.",
-                  "printed {shown}; the printed result does not agree with the reference answer."),
+    "coder": (
+        "printed {shown}; the program passes the reference tests.",
+        "printed {shown}; the program does not pass the reference tests.",
+    ),
+    "tester": (
+        "declared the expected output {shown}; it agrees with the reference behaviour on "
+        "that input.",
+        "declared the expected output {shown}; it does not agree with the reference "
+        "behaviour on that input.",
+    ),
+    "reasoner": (
+        "reported {shown}; the derived answer agrees with the reference answer.",
+        "reported {shown}; the derived answer does not agree with the reference answer.",
+    ),
+    "tool_user": (
+        "printed {shown}; the printed result agrees with the reference answer.",
+        "printed {shown}; the printed result does not agree with the reference answer.",
+    ),
 }
 
 
@@ -45,7 +64,9 @@ def agent_line(name: str, pairs: dict, ok: bool | None) -> str:
         missing = mine[0].test_input is None and "no test case was declared"
     elif role == "reasoner":
         shown = show(mine[0].derivation_answer or "")
-        missing = mine[0].derivation_answer is None and "no answer after '####' was given"
+        missing = (
+            mine[0].derivation_answer is None and "no answer after '####' was given"
+        )
     else:
         shown = show(mine[0].program_answer or "")
         missing = mine[0].program is None and "no program was produced"
@@ -68,24 +89,42 @@ def team_attribution(problem: dict, pairs: dict, agents: dict) -> Attribution:
         (first, second), art = next(iter(pairs.items()))
         if code:
             case = None if art.test_input is None else (art.test_input, art.test_output)
-            pair = render_code(art.program is not None, case, art.program_output, agents[first],
-                                 agents[second])
+            pair = render_code(
+                art.program is not None,
+                case,
+                art.program_output,
+                agents[first],
+                agents[second],
+            )
         else:
-            pair = render_math(art.derivation_answer, art.program_answer, agents[first],
-                                 agents[second])
+            pair = render_math(
+                art.derivation_answer, art.program_answer, agents[first], agents[second]
+            )
         pair.agents = agents
         return pair
     checks = {}
     for name, ok in agents.items():
         key = ROLE_CHECK[role_of(name)]
         before = checks.get(key, True)
-        checks[key] = False if False in (before, ok) else None if None in (before, ok) else True
+        checks[key] = (
+            False if False in (before, ok) else None if None in (before, ok) else True
+        )
     table = CODE_OUTCOMES if code else MATH_OUTCOMES
-    first, second = ("program_correct", "test_correct") if code else \
-        ("derivation_correct", "program_correct")
-    lines = [agent_line(name, pairs, agents[name]) for name in sorted(agents, key=seat_order(pairs))]
-    return Attribution(table[(checks[first], checks[second])][0],
-                       "\n".join([HEADER] + ["- " + x for x in lines]), checks, agents=agents)
+    first, second = (
+        ("program_correct", "test_correct")
+        if code
+        else ("derivation_correct", "program_correct")
+    )
+    lines = [
+        agent_line(name, pairs, agents[name])
+        for name in sorted(agents, key=seat_order(pairs))
+    ]
+    return Attribution(
+        table[(checks[first], checks[second])][0],
+        "\n".join([HEADER] + ["- " + x for x in lines]),
+        checks,
+        agents=agents,
+    )
 
 
 def attribute_team(problem: dict, turn, *, timeout: float) -> Attribution:
@@ -106,14 +145,17 @@ def attribute_team(problem: dict, turn, *, timeout: float) -> Attribution:
 JUDGE_PROMPT = (
     "Here is a problem, its reference {reference}, and what each agent of a team produced for it in "
     "one turn. For every agent, say whether its output is consistent with the reference. Answer with "
-    "one line per agent, exactly \"<agent>: consistent\" or \"<agent>: inconsistent\", and nothing "
-    "else.\n\nProblem:\n{question}\n\nReference {reference}:\n{shown}\n\nOutputs:\n{outputs}")
+    'one line per agent, exactly "<agent>: consistent" or "<agent>: inconsistent", and nothing '
+    "else.\n\nProblem:\n{question}\n\nReference {reference}:\n{shown}\n\nOutputs:\n{outputs}"
+)
 
 # What the attribution model reads of each agent: its own output, as the verifier checks it.
 JUDGED = {
     "coder": lambda a: "the program\n" + (a.program or "[none]").rstrip("\n"),
-    "tester": lambda a: (f"the test input {show(a.test_input or '')} with expected output "
-                         f"{show(a.test_output or '')}"),
+    "tester": lambda a: (
+        f"the test input {show(a.test_input or '')} with expected output "
+        f"{show(a.test_output or '')}"
+    ),
     "reasoner": lambda a: f"the answer {show(a.derivation_answer or '')}",
     "tool_user": lambda a: f"the printed result {show(a.program_answer or '')}",
 }
@@ -124,15 +166,32 @@ def judge_prompt(problem: dict, pairs: dict) -> str:
     reference (math: the answer; code: the reference solution, else the golden tests) and each
     agent's own output."""
     code = problem["domain"] == "code"
-    reference = "solution" if code and problem.get("solution") else "tests" if code else "answer"
-    shown = {"solution": problem.get("solution"), "answer": problem.get("answer")}.get(reference)
-    shown = shown or "\n".join(f"input {show(t['input'])} -> output {show(t['output'])}"
-                               for t in problem.get("tests", []))
+    reference = (
+        "solution"
+        if code and problem.get("solution")
+        else "tests"
+        if code
+        else "answer"
+    )
+    shown = {"solution": problem.get("solution"), "answer": problem.get("answer")}.get(
+        reference
+    )
+    shown = shown or "\n".join(
+        f"input {show(t['input'])} -> output {show(t['output'])}"
+        for t in problem.get("tests", [])
+    )
     names = sorted({n for key in pairs for n in key}, key=seat_order(pairs))
-    outputs = "\n".join(f"{ROLE_NAMES[role_of(n)]} {number_of(n)}: "
-                        f"{JUDGED[role_of(n)](pairs_of(n, pairs)[0])}" for n in names)
-    return JUDGE_PROMPT.format(reference=reference, question=problem["question"].strip(),
-                               shown=shown, outputs=outputs)
+    outputs = "\n".join(
+        f"{ROLE_NAMES[role_of(n)]} {number_of(n)}: "
+        f"{JUDGED[role_of(n)](pairs_of(n, pairs)[0])}"
+        for n in names
+    )
+    return JUDGE_PROMPT.format(
+        reference=reference,
+        question=problem["question"].strip(),
+        shown=shown,
+        outputs=outputs,
+    )
 
 
 def read_judgement(text: str, names: list) -> dict:
@@ -141,10 +200,17 @@ def read_judgement(text: str, names: list) -> dict:
     have no undecided program)."""
     said = {}
     for line in text.splitlines():
-        m = re.match(r"\W*([\w-]+) (\d+)\W*:\W*(consistent|inconsistent)\b", line.strip(), re.I)
+        m = re.match(
+            r"\W*([\w-]+) (\d+)\W*:\W*(consistent|inconsistent)\b", line.strip(), re.I
+        )
         if m:
-            said[(m.group(1).lower(), int(m.group(2)))] = m.group(3).lower() == "consistent"
-    return {n: said.get((ROLE_NAMES[role_of(n)].lower(), number_of(n)), False) for n in names}
+            said[(m.group(1).lower(), int(m.group(2)))] = (
+                m.group(3).lower() == "consistent"
+            )
+    return {
+        n: said.get((ROLE_NAMES[role_of(n)].lower(), number_of(n)), False)
+        for n in names
+    }
 
 
 def attribute_by_model(episodes, judge, tokenizer) -> list[list[Attribution]]:
@@ -154,12 +220,16 @@ def attribute_by_model(episodes, judge, tokenizer) -> list[list[Attribution]]:
     teacher, sampled greedily by the caller). Returns one list per episode, as
     attribution.attribute_episodes."""
     jobs = [(e, pairs_in(e.problem, turn)) for e in episodes for turn in e.turns]
-    prompts = [encode_text(tokenizer, judge_prompt(e.problem, pairs)) for e, pairs in jobs]
+    prompts = [
+        encode_text(tokenizer, judge_prompt(e.problem, pairs)) for e, pairs in jobs
+    ]
     answers = iter(judge(prompts).tokens if prompts else [])
     atts = []
     for e, pairs in jobs:
         names = sorted({n for key in pairs for n in key})
-        said = read_judgement(tokenizer.decode(next(answers), skip_special_tokens=True), names)
+        said = read_judgement(
+            tokenizer.decode(next(answers), skip_special_tokens=True), names
+        )
         atts.append(team_attribution(e.problem, pairs, said))
     atts = iter(atts)
     return [[next(atts) for _ in e.turns] for e in episodes]
@@ -175,4 +245,8 @@ def pairs_in(problem, turn):
 def attribute_team_episodes(episodes, *, timeout, workers):
     """a^t of every turn of every episode of a team (attribute_team), `workers` turns at a time: Phase 2a by the
     verifier, one list per episode as attribution.attribute_episodes."""
-    return over_turns(lambda e, turn: attribute_team(e.problem, turn, timeout=timeout), episodes, workers)
+    return over_turns(
+        lambda e, turn: attribute_team(e.problem, turn, timeout=timeout),
+        episodes,
+        workers,
+    )

@@ -1,4 +1,5 @@
 """Shared fixtures: the in-code tokenizer, tiny random models, scripted agents, a code + math problem file."""
+
 import json
 import multiprocessing
 import os
@@ -7,9 +8,9 @@ import signal
 import pytest
 
 from infra import data
-from sandbox import jail
 from infra.models import make_tokenizer, tiny_model
 from sampler import Generation
+from sandbox import jail
 from tests.test_workflows import APPLES, SUM
 
 
@@ -64,8 +65,12 @@ class Scripted:
     def __call__(self, prompts):
         k = min(len(self.seen), len(self.script) - 1)
         self.seen.append([self.tok.decode(p) for p in prompts])
-        ids = self.tok(self.script[k], add_special_tokens=False)["input_ids"] + [self.tok.convert_tokens_to_ids("<|im_end|>")]
-        return Generation([list(ids) for _ in prompts], [[-1.0] * len(ids) for _ in prompts])
+        ids = self.tok(self.script[k], add_special_tokens=False)["input_ids"] + [
+            self.tok.convert_tokens_to_ids("<|im_end|>")
+        ]
+        return Generation(
+            [list(ids) for _ in prompts], [[-1.0] * len(ids) for _ in prompts]
+        )
 
 
 @pytest.fixture
@@ -78,10 +83,13 @@ def finishes():
     """-> run(fn, *args): fn(*args) in a forked child, its result, or "still running" once 5 s have passed (the
     child is then killed). A guard against hangs on hostile input, not a timing: the calls it guards take
     milliseconds."""
+
     def run(fn, *args):
         ctx = multiprocessing.get_context("fork")
         receive, send = ctx.Pipe(duplex=False)
-        child = ctx.Process(target=lambda: send.send(fn(*args)))  # not daemonic: fn may fork children itself
+        child = ctx.Process(
+            target=lambda: send.send(fn(*args))
+        )  # not daemonic: fn may fork children itself
         child.start()
         send.close()
         try:
@@ -90,6 +98,7 @@ def finishes():
             child.kill()
             child.join()
             receive.close()
+
     return run
 
 
@@ -97,10 +106,12 @@ def finishes():
 def error_line(capsys):
     """-> check(start): what went to stderr since the last read is the one line 'error: {start}...' of the CLIs,
     after at most the progress lines of work done before the error (tqdm's, each ended by a carriage return)."""
+
     def check(start):
         err = capsys.readouterr().err
         err = err.rsplit("\r", 1)[-1]
         assert err.startswith(f"error: {start}") and err.count("\n") == 1, err
+
     return check
 
 
@@ -108,6 +119,7 @@ def error_line(capsys):
 def truncated_model(tok, capsys):
     """-> save(path): a tiny model saved at path whose model.safetensors is cut in half (a full disk, a killed
     copy); returns the path."""
+
     def save(path):
         tiny_model("qwen3", layers=1, hidden=32).save_pretrained(path)
         tok.save_pretrained(path)
@@ -115,6 +127,7 @@ def truncated_model(tok, capsys):
         os.truncate(weights, os.path.getsize(weights) // 2)
         capsys.readouterr()  # drop the save's progress bar: the tests read what the CLI alone writes to stderr
         return str(path)
+
     return save
 
 
