@@ -29,9 +29,8 @@ SHOW_CHARS = 200  # longest value rendered in the observation line; the rest is 
 class Attribution:
     outcome: str  # one of the outcome names of App. F.6 (see the tables below)
     description: str  # c^t: header, observation line, conclusion line
-    checks: dict[
-        str, bool | None
-    ]  # the two Boolean checks; None = could not be decided
+    # the two Boolean checks; None = could not be decided
+    checks: dict[str, bool | None]
     # code: index of the first golden test the program fails. Verifier-side bookkeeping only,
     # never rendered into c^t.
     first_failing_test: int | None = None

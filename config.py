@@ -152,9 +152,8 @@ MAX_TURNS = 4  # T, turns per episode (App. D.6.1)
 TEMPERATURE = 1.0
 TOP_P = 1.0  # ... top-p 1.0, ...
 TOP_K = 0  # ... top-k off (the paper's -1; 0 here)
-EVAL_DECODING = dict(
-    temperature=0.6, top_p=0.95, top_k=20, max_turns=MAX_TURNS
-)  # App. D.5
+# App. D.5
+EVAL_DECODING = dict(temperature=0.6, top_p=0.95, top_k=20, max_turns=MAX_TURNS)
 CODE_TIMEOUT = 30.0  # seconds of wall clock for a program in the sandbox (App. D.6.1)
 MATH_TIMEOUT = 20.0  # seconds for the Tool-User's program (App. D.6.1)
 # the answer a math episode submits when the roles never agree (DECISIONS.md D7)
@@ -166,9 +165,8 @@ TEACHER_BATCH_TOKENS = 16384
 WORKERS = 4  # ours: episodes whose sandboxed programs run at once
 ROLLOUT_CHUNK = 0  # ours: prompts per generate call, 0 = all of a turn at once
 GROUP_SIZE = 4  # G, rollouts per problem of the GRPO baselines (App. D.3, D.6.2)
-ALPHA = (
-    1.0  # alpha, the local reward's weight beside the team reward (App. D.4, Eq. 14)
-)
+# alpha, the local reward's weight beside the team reward (App. D.4, Eq. 14)
+ALPHA = 1.0
 # n: a team of 2n agents (App. E.1; the paper's main results use the pair, n = 1)
 AGENTS_PER_ROLE = 1
 # PAC's a^t: the verifier (§3.3), or an attribution model (App. E.1.3; DECISIONS.md D15)
@@ -253,9 +251,8 @@ def bounded(kind, low, high=math.inf, low_open=False):
     return parse
 
 
-COUNT = bounded(
-    int, 1
-)  # steps, batch sizes, token and turn limits, workers: 0 would do nothing
+# steps, batch sizes, token and turn limits, workers: 0 would do nothing
+COUNT = bounded(int, 1)
 # a seed every RNG we seed takes (torch refuses 2**64), seed + 1 too
 SEED = bounded(int, 0, 2**32 - 1)
 
@@ -323,12 +320,10 @@ def train_parser(what="MAS-OPD training (Algorithm 1)"):
         epilog="The laptop demo runs the toy world through this file: python -m toy. The GRPO "
         "baselines of Table 1: python -m baselines.grpo.",
     )
-    negative_values(
-        ap
-    )  # --lr -1e-3 refused as a number below 0, not as a flag without its value
-    ap.set_defaults(
-        objective="mas-opd"
-    )  # what a step optimises: a variant sets its own
+    # --lr -1e-3 refused as a number below 0, not as a flag without its value
+    negative_values(ap)
+    # what a step optimises: a variant sets its own
+    ap.set_defaults(objective="mas-opd")
     groups = {
         "data and models": data_flags,
         "the paper's schedule (App. D.6.3)": schedule_flags,
@@ -599,7 +594,8 @@ def get_args(argv=None, ap=None):
     parser, train_parser() unless a variant's (baselines/grpo.py)."""
     ap = ap or train_parser()
     argv = sys.argv[1:] if argv is None else argv
-    if not argv:  # a newcomer's first try: say where the demo is, not only which flags are missing
+    # a newcomer's first try: say where the demo is, not only which flags are missing
+    if not argv:
         ap.error(
             "--problems and --student are required; the laptop demo (the toy world, nothing "
             "to download) is python -m toy"
@@ -607,9 +603,8 @@ def get_args(argv=None, ap=None):
     args = ap.parse_args(argv)
     given_mini_batch = args.mini_batch is not None
     apply_preset(args)
-    if (
-        not given_mini_batch
-    ):  # a preset's mini-batch over the given batch: one update on the batch
+    # a preset's mini-batch over the given batch: one update on the batch
+    if not given_mini_batch:
         args.mini_batch = min(args.mini_batch, args.batch)
     if clash := conflict(args):
         ap.error(clash)

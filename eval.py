@@ -305,9 +305,8 @@ def start(args, outputs):
     print(preset_line(args))
     print("config:", json.dumps(vars(args)))
     print(cpu_threads(args.threads))
-    stop_on_signals(
-        partial(eval_stop_line, args)
-    )  # SIGINT, SIGTERM: exit 130, 143 and one line
+    # SIGINT, SIGTERM: exit 130, 143 and one line
+    stop_on_signals(partial(eval_stop_line, args))
     print("sandbox:", jail_line())
     if note := check_isolation(args.unisolated_programs):  # before anything loads
         print(note)
@@ -410,13 +409,11 @@ def main(argv=None):
                 "--episodes": args.episodes,
             },
         )
-        seats = team_seats(
-            problems, args.agents_per_role
-        )  # a seat per agent, 2n per domain
+        # a seat per agent, 2n per domain
+        seats = team_seats(problems, args.agents_per_role)
         spec, n_models, prompts = seat_plan(args, problems, seats)
-        if (
-            args.heatmap
-        ):  # the teacher scores the students' token ids (Eq. 7): one tokenizer
+        # the teacher scores the students' token ids (Eq. 7): one tokenizer
+        if args.heatmap:
             who = f"--run {args.run}" if args.run else f"--student {args.student}"
             same_tokenizer_specs(args.teacher, spec, (f"--teacher {args.teacher}", who))
         cfg = plan(

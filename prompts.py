@@ -197,9 +197,8 @@ PLACEHOLDERS = (NO_PROGRAM, NO_TEST, NO_ANSWER, NO_CODE_BLOCK, NOT_RUN)
 # these field names (dataclasses.asdict).
 @dataclass
 class CodeArtefacts:
-    program: (
-        str | None
-    )  # the Coder's program (extract_program); None when it wrote none
+    # the Coder's program (extract_program); None when it wrote none
+    program: str | None
     # the Tester's one test case (extract_test_case); None when it wrote none
     test_input: str | None
     test_output: str | None  # ... and its declared expected output
@@ -224,9 +223,8 @@ class MathArtefacts:
     # the program's printed answer (printed_answer) or its "error: ..." string
     program_answer: str
     parsed_by: dict  # role -> the rule that read its artefact, None when none could
-    program_ran: bool = (
-        False  # it ran to its end (RunResult.ok): program_answer is its print
-    )
+    # it ran to its end (RunResult.ok): program_answer is its print
+    program_ran: bool = False
 
     def own(self, role):
         """What `role` wrote itself, what it revises or keeps from turn to turn."""
@@ -476,9 +474,8 @@ def extract_answer(text):
             return line, "hash_line"
     if boxed := _last_boxed(text):
         return boxed, "boxed"
-    numbers = _LAST_NUMBER.findall(
-        _FENCE.sub("", text)
-    )  # a number inside a program is no answer
+    # a number inside a program is no answer
+    numbers = _LAST_NUMBER.findall(_FENCE.sub("", text))
     return (numbers[-1], "last_number") if numbers else (None, None)
 
 

@@ -70,9 +70,8 @@ class RolloutConfig:
     # domains; on a CPU the time of a rollout is its longest response, and small models' programs
     # need more tokens than their math answers (measured in docs/cpu.md).
     math_max_new_tokens: int = PAPER["math_max_new_tokens"]
-    max_prompt_tokens: int = PAPER[
-        "max_prompt_tokens"
-    ]  # student prompt limit (App. D.6.3)
+    # student prompt limit (App. D.6.3)
+    max_prompt_tokens: int = PAPER["max_prompt_tokens"]
     # training sampling (App. D.6.1); eval.py's is config.EVAL_DECODING (App. D.5)
     temperature: float = TEMPERATURE
     top_p: float = TOP_P
@@ -88,9 +87,8 @@ class RolloutConfig:
     # prompts per generate call (0 = all of a turn at once); bounds the KV cache
     rollout_chunk: int = ROLLOUT_CHUNK
     compile: bool = False  # the sampler's decode step through torch.compile
-    progress: bool = (
-        False  # a live line while episodes run: turn, responses done, tokens/s
-    )
+    # a live line while episodes run: turn, responses done, tokens/s
+    progress: bool = False
 
 
 def rollout_config(args, **overrides):
@@ -107,13 +105,11 @@ class Response:
     role: str  # the role whose prompt it answered: its template and condition (App. F)
     context: list[Segment]  # the student's input x_i^t, exactly as the student saw it
     tokens: list[int]  # y_i^t, as sampled (never re-tokenized)
-    logprobs: list[
-        float
-    ]  # log pi_theta_i(y_k | x, y_<k) per token, from the sampler (Eq. 8)
+    # log pi_theta_i(y_k | x, y_<k) per token, from the sampler (Eq. 8)
+    logprobs: list[float]
     text: str
-    truncated: bool = (
-        False  # cut by the response limit: it reached the limit without a stop token
-    )
+    # cut by the response limit: it reached the limit without a stop token
+    truncated: bool = False
 
     @property
     def context_ids(self):
@@ -124,9 +120,8 @@ class Response:
 class Turn:
     t: int
     responses: dict  # seat -> Response; the pair's seats are its roles
-    artefacts: (
-        CodeArtefacts | MathArtefacts
-    )  # what the environment read and observed (Table 3)
+    # what the environment read and observed (Table 3)
+    artefacts: CodeArtefacts | MathArtefacts
     agree: bool  # the roles agree: the workflow's stop (§2.1)
 
     @property
@@ -223,9 +218,8 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
     cfg = cfg or RolloutConfig()
     check_policies(problems, policies)
     episodes = [Episode(p, []) for p in problems]
-    with ThreadPoolExecutor(
-        max(1, cfg.workers)
-    ) as pool:  # the episodes' programs run at once
+    # the episodes' programs run at once
+    with ThreadPoolExecutor(max(1, cfg.workers)) as pool:
         for t in range(cfg.max_turns):  # at most T turns
             # Eq. 1: each role's input x_i^t = P_i(s^t, r_i), s^t = (q, e^{t-1}, h^t): the task, the
             # last feedback and the episode's history, within the prompt limit (None: it no longer
@@ -305,9 +299,8 @@ def sample_turn(policies, episodes, contexts, tokenizer, cfg, generator, live):
         policies[job[1]],
         response_limit(cfg, episodes[job[0]].problem["domain"]),
     )
-    for key in dict.fromkeys(
-        map(group, jobs)
-    ):  # each (model, limit) once, in the jobs' order
+    # each (model, limit) once, in the jobs' order
+    for key in dict.fromkeys(map(group, jobs)):
         mine = [j for j in jobs if group(j) == key]
         model, limit = key
         prompts = [[i for s in c for i in s.ids] for _, _, c in mine]

@@ -25,12 +25,10 @@ from torch.utils.checkpoint import checkpoint
 
 @dataclass
 class Generation:
-    tokens: list[
-        list[int]
-    ]  # per prompt: the new token ids (a produced stop token is included)
-    logprobs: list[
-        list[float]
-    ]  # same lengths: log-prob of each token under the unmodified model
+    # per prompt: the new token ids (a produced stop token is included)
+    tokens: list[list[int]]
+    # same lengths: log-prob of each token under the unmodified model
+    logprobs: list[list[float]]
 
 
 # cache lengths are rounded up to a multiple of this, so nearby prompt lengths share a graph
@@ -151,19 +149,16 @@ def sequence_logprobs(model, contexts, responses, *, chunk=1024):
     device = next(model.parameters()).device
     seqs = [list(c) + list(r) for c, r in zip(contexts, responses)]
     L = max(len(s) for s in seqs)
-    ids = torch.tensor(
-        [s + [0] * (L - len(s)) for s in seqs], device=device
-    )  # (B, L) right-padded
+    # (B, L) right-padded
+    ids = torch.tensor([s + [0] * (L - len(s)) for s in seqs], device=device)
     mask = torch.tensor(
         [[1] * len(s) + [0] * (L - len(s)) for s in seqs], device=device
     )  # (B, L)
-    h = model.base_model(
-        input_ids=ids, attention_mask=mask
-    ).last_hidden_state  # (B, L, C)
+    # (B, L, C)
+    h = model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
     # the position before each response token predicts it
-    rows = torch.tensor(
-        [b for b, r in enumerate(responses) for _ in r], device=device
-    )  # (N,)
+    # (N,)
+    rows = torch.tensor([b for b, r in enumerate(responses) for _ in r], device=device)
     cols = [len(c) - 1 + k for c, r in zip(contexts, responses) for k in range(len(r))]
     cols = torch.tensor(cols, device=device)  # (N,)
     targets = torch.tensor([t for r in responses for t in r], device=device)  # (N,)
@@ -291,9 +286,8 @@ def _sample(logits, temperature, top_p, top_k, generator):
     if temperature == 0:
         return logits.argmax(dim=-1)
     if temperature != 1:
-        logits = (
-            logits / temperature
-        )  # (B, V); skipped at 1, a pass over the vocabulary
+        # (B, V); skipped at 1, a pass over the vocabulary
+        logits = logits / temperature
     if top_k > 0:
         kth = torch.topk(logits, min(top_k, logits.size(-1)), dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -352,10 +346,8 @@ def decode_one(model, d, n, block=_block):
     only tensor reads and writes, no Python value depends on the position, so every step has the
     same shapes. n = d.cur + 1 (the used prefix) is the step run as a call, which reads no more of
     the cache than it needs."""
-    cos, sin = (
-        d.cos.index_select(2, d.cur),
-        d.sin.index_select(2, d.cur),
-    )  # (B, 1, 1, D)
+    # (B, 1, 1, D)
+    cos, sin = (d.cos.index_select(2, d.cur), d.sin.index_select(2, d.cur))
     mask = (d.valid[:, :n] & (d.slot[:n] <= d.cur))[:, None, None]  # (B, 1, 1, n)
     h = _forward(
         model, d.tok[:, None], cos, sin, mask, d.cache_k, d.cache_v, d.cur, n, block
@@ -445,9 +437,8 @@ def prefill(model, d, prompts):
     device = d.slot.device
     T = max(len(p) for p in prompts)
     pad = torch.tensor([T - len(p) for p in prompts], device=device)  # (B,)
-    ids = torch.tensor(
-        [[0] * (T - len(p)) + list(p) for p in prompts], device=device
-    )  # (B, T)
+    # (B, T)
+    ids = torch.tensor([[0] * (T - len(p)) + list(p) for p in prompts], device=device)
     d.valid.copy_(d.slot[None, :] >= pad[:, None])  # (B, Tmax) real tokens
     pos = (d.slot[None, :] - pad[:, None]).clamp(min=0)  # (B, Tmax)
     # RoPE tables for every slot, once; the model's own rotary module, so its rope scaling applies.

@@ -72,18 +72,16 @@ class Scored:
     """One student response on its way through Phases 2 and 3. Per-token tensors have shape (L,),
     L = its tokens."""
 
-    episode: (
-        int  # its episode's index in the step's batch (Eq. 13 averages per episode)
-    )
-    seat: str  # its author: its gradient goes to policies[seat] only (a pair's seats are its roles)
+    # its episode's index in the step's batch (Eq. 13 averages per episode)
+    episode: int
+    # its author: its gradient goes to policies[seat] only (a pair's seats are its roles)
+    seat: str
     response: Response  # the student's context x_i^t and its sampled tokens y_i^t
     ctx_target: list  # u~ (Eq. 12) under the target role's condition r_i, token ids
-    ctx_contrast: (
-        list  # u~ (Eq. 12) under the contrast condition kappa(r_i) (Eq. 23), token ids
-    )
-    lp_student: (
-        torch.Tensor
-    )  # log pi_theta_i(y_k | x, y_<k) kept from the sampler (App. C)
+    # u~ (Eq. 12) under the contrast condition kappa(r_i) (Eq. 23), token ids
+    ctx_contrast: list
+    # log pi_theta_i(y_k | x, y_<k) kept from the sampler (App. C)
+    lp_student: torch.Tensor
     lp_target: torch.Tensor = None  # l^(i)_k, the teacher under r_i (Eq. 7)
     lp_contrast: torch.Tensor = None  # l^(j)_k, the teacher under r_j, j = kappa(i)
     adv: torch.Tensor = None  # A^RAS_k (Eq. 10), detached
@@ -124,9 +122,8 @@ def train_step(step, s, args, log=None):
     with log.phase("rollout"):  # Phase 1: the students' joint rollout (Eq. 1-3)
         episodes = joint_rollout([batch[i] for i in ids], s, cfg, args)
         log.record(episodes)
-    with log.phase(
-        "attribution"
-    ):  # Phase 2a, PAC: a^t of every completed turn (Eq. 11)
+    # Phase 2a, PAC: a^t of every completed turn (Eq. 11)
+    with log.phase("attribution"):
         attributions = s.attribute(
             episodes, timeout=cfg.code_timeout, workers=args.workers
         )
@@ -165,9 +162,8 @@ def teacher_scores(episodes, attributions, ids, s, args):
         )
     for it, lp_target, lp_contrast in zip(items, *lps):
         it.lp_target, it.lp_contrast = lp_target, lp_contrast
-        it.adv = ras_advantage(
-            lp_target, lp_contrast, it.lp_student, args.lam
-        )  # Eq. 10
+        # Eq. 10
+        it.adv = ras_advantage(lp_target, lp_contrast, it.lp_student, args.lam)
     return items, overlong
 
 
@@ -226,27 +222,22 @@ def update(items, n_episodes, policies, optims, args):
     split = partial(lockstep, policies=policies) if args.fsdp else micro_batches
     for model in unique:
         model.train()
-    for first in range(
-        0, n_episodes, args.mini_batch
-    ):  # one optimizer step per mini-batch
+    # one optimizer step per mini-batch
+    for first in range(0, n_episodes, args.mini_batch):
         mb = [it for it in items if first <= it.episode < first + args.mini_batch]
-        n_mb = distributed.total(
-            len({it.episode for it in mb})
-        )  # E of Eq. 13, all ranks
+        # E of Eq. 13, all ranks
+        n_mb = distributed.total(len({it.episode for it in mb}))
         if not n_mb:
             continue
-        weights = eq13_weights(
-            [it.seat for it in mb], [it.episode for it in mb], n_mb
-        )  # w_i
+        # w_i
+        weights = eq13_weights([it.seat for it in mb], [it.episode for it in mb], n_mb)
         loss_sum = 0.0
         for chunk, w in split(mb, weights, args.micro_batch):  # gradients accumulated
             with autocast(args):
-                logps = author_logprobs(
-                    chunk, policies
-                )  # log pi_theta_i(y_k | x, y_<k)
-            gap = gap or logprob_gap(
-                logps, chunk
-            )  # the first micro-batch: still on-policy
+                # log pi_theta_i(y_k | x, y_<k)
+                logps = author_logprobs(chunk, policies)
+            # the first micro-batch: still on-policy
+            gap = gap or logprob_gap(logps, chunk)
             advs = [it.adv.to(lp.device) for it, lp in zip(chunk, logps)]
             loss = mas_opd_loss(logps, advs, w)  # Eq. 13
             loss.backward()
@@ -254,10 +245,8 @@ def update(items, n_episodes, policies, optims, args):
         optimizer_step(unique, optims, loss_sum, args, out)  # every policy at once
     for model in unique:
         model.eval()
-    return {
-        **out,
-        **gap_metrics(distributed.gather(gap)),
-    }  # over every rank's first micro-batch
+    # over every rank's first micro-batch
+    return {**out, **gap_metrics(distributed.gather(gap))}
 
 
 def nonfinite_advantage(items):
@@ -280,9 +269,8 @@ def optimizer_step(unique, optims, loss_sum, args, out):
         for model in unique
     ]
     if all(math.isfinite(x) for x in out["grad_norm"] + [loss_sum]):
-        for (
-            opt
-        ) in optims:  # one policy at a time (--optimizer-offload: scaling/offload.py)
+        # one policy at a time (--optimizer-offload: scaling/offload.py)
+        for opt in optims:
             opt.step()
         out["updates"] += 1
     else:
@@ -367,9 +355,8 @@ def start(args, teacher, say):
     if note := check_isolation(args.unisolated_programs):  # before anything loads
         say(note)
     check_writable(args.out, "--out", directory=True)  # before the models load
-    check_run(
-        args
-    )  # a run in OUT: never written over; resumed only with its own settings
+    # a run in OUT: never written over; resumed only with its own settings
+    check_run(args)
     held_out = load_problems(args.eval_problems) if args.eval_problems else None
     s = build(args, teacher)
     # Phase 1 and 2a: the pair's, unless a team of 2n agents or PAC by the attribution model

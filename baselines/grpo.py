@@ -46,25 +46,22 @@ from sampler import release_decoder
 from scaling import distributed
 from train import batch_for_step, joint_rollout, run, update
 
-VARIANTS = (
-    "mas",
-    "magrpo",
-    "sa-st",
-    "sa-mt",
-)  # MAS+GRPO, MAGRPO, SA+ST+GRPO, SA+MT+GRPO (App. D.3)
+# MAS+GRPO, MAGRPO, SA+ST+GRPO, SA+MT+GRPO (App. D.3)
+VARIANTS = ("mas", "magrpo", "sa-st", "sa-mt")
 
 
 @dataclass
 class Rewarded:
     """One response on its way to train.update, in train.Scored's place: the fields the update reads."""
 
-    episode: int  # its problem's index in the step's batch: a group's G rollouts share Eq. 13's episode
-    seat: str  # its author: its gradient goes to policies[seat] only (the per-role update)
+    # its problem's index in the step's batch: a group's G rollouts share Eq. 13's episode
+    episode: int
+    # its author: its gradient goes to policies[seat] only (the per-role update)
+    seat: str
     response: Response  # the student's context x_i^t and its sampled tokens y_i^t
     lp_student: torch.Tensor  # log pi_theta_i(y_k | x, y_<k) from the sampler, (L,)
-    reward: (
-        float  # R_i of its episode (Eq. 14), or its return-to-go from its turn (MAGRPO)
-    )
+    # R_i of its episode (Eq. 14), or its return-to-go from its turn (MAGRPO)
+    reward: float
     adv: torch.Tensor = None  # A_g on every token, (L,), detached
 
 
@@ -110,9 +107,8 @@ def group_items(problem_index, group, args, cfg):
             if args.grpo_variant == "magrpo":
                 r = turn_rewards(e, atts, role, args, cfg)
                 for t in range(len(r)):
-                    slots.setdefault((role, t), []).append(
-                        (g, sum(r[t:]))
-                    )  # Monte-Carlo return-to-go (gamma 1)
+                    # Monte-Carlo return-to-go (gamma 1)
+                    slots.setdefault((role, t), []).append((g, sum(r[t:])))
             else:  # the last turn's: what the episode submitted
                 last = turn_rewards(e, atts, role, args, cfg, first=len(e.turns) - 1)[0]
                 slots.setdefault((role, None), []).append((g, last))

@@ -42,9 +42,8 @@ from prompts import (
 )
 from rollout import Episode, Turn, final_answer, sample_turn
 
-MAIN_ROLES = tuple(
-    roles[0] for roles in ROLES.values()
-)  # ("coder", "reasoner"): who answers alone
+# ("coder", "reasoner"): who answers alone
+MAIN_ROLES = tuple(roles[0] for roles in ROLES.values())
 # The single-agent variants of the GRPO baselines (baselines/grpo.py) and their turn caps (App. D.3).
 SINGLE = {"sa-st": 1, "sa-mt": MAX_TURNS}
 REVISE_OWN = {  # SA+MT's later turns (App. D.3): no feedback, the agent's own earlier answers only
@@ -72,9 +71,8 @@ def own_entry(role, t, artefacts):
 def self_context(tokenizer, problem, role, turns):
     """x^t of the single agent as segments: turn 0 is the role's own prompt; later turns keep its head, task and
     tail, open with the role's refining line and put the earlier answers and REVISE_OWN before the answer format."""
-    segs = build_context(
-        tokenizer, problem, role, []
-    )  # head | opening | task | instruction | tail
+    # head | opening | task | instruction | tail
+    segs = build_context(tokenizer, problem, role, [])
     if not turns:
         return segs
     text = lambda kind, s, turn=-1: Segment(kind, encode_text(tokenizer, s), turn)
@@ -138,9 +136,8 @@ def run_single(problems, policies, tokenizer, cfg, generator, max_turns):
         if not contexts:
             break
         live = TurnProgress.open(t, cfg, len(contexts))
-        out = sample_turn(
-            policies, episodes, contexts, tokenizer, cfg, generator, live
-        )  # out[k]: role -> y^t
+        # out[k]: role -> y^t
+        out = sample_turn(policies, episodes, contexts, tokenizer, cfg, generator, live)
         live.close()
         for k in contexts:
             e, (role, resp) = episodes[k], next(iter(out[k].items()))
@@ -219,9 +216,8 @@ def main(argv=None):
     args.precision = precision(args.precision, args.device)
     try:
         problems = start(args, {"--json": args.json, "--episodes": args.episodes})
-        cfg = plan(
-            args, problems, args.model, 1, len(problems)
-        )  # one model, every problem's main role at once
+        # one model, every problem's main role at once
+        cfg = plan(args, problems, args.model, 1, len(problems))
         model, tok = load_model(args.model, seed=1, dtype=DTYPES[args.precision])
         check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
         forget_gguf()

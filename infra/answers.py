@@ -30,17 +30,15 @@ from sandbox.outcomes import MAX_STDOUT
 TOL = 1e-6
 LITERAL_CHARS = 1 << 15
 _INT = re.compile(r"[+-]?[0-9]+")
-NUMBER = re.compile(
-    r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
-)  # one reading per digit run: linear
+# one reading per digit run: linear
+NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _numbers_match(a: int | float, b: int | float) -> bool:
     try:
         return a == b or abs(a - b) <= TOL or abs(a - b) / max(1.0, abs(b)) <= TOL
-    except (
-        OverflowError
-    ):  # an int beyond a float's range against a float: no tolerance bridges that gap
+    # an int beyond a float's range against a float: no tolerance bridges that gap
+    except OverflowError:
         return False
 
 
@@ -59,10 +57,8 @@ def _tokens_match(a: str, b: str) -> bool:
         return _INT.fullmatch(a) is not None and _int_text(a) == _int_text(b)
     if not (NUMBER.fullmatch(a) and NUMBER.fullmatch(b)):
         return False
-    x, y = (
-        float(a),
-        float(b),
-    )  # float() reads a 400-digit number as inf: non-finite values match only the same token
+    # float() reads a 400-digit number as inf: non-finite values match only the same token
+    x, y = (float(a), float(b))
     return math.isfinite(x) and math.isfinite(y) and _numbers_match(x, y)
 
 
@@ -100,9 +96,8 @@ def _values_match(a, b) -> bool:
             == set(map(_hash_key, b))  # so each b[k] is a's key k, bools apart
             and all(_values_match(a[k], b[k]) for k in a)
         )
-    return (
-        type(a) is type(b) and a == b
-    )  # sets by equality; str, bytes, None, complex exactly
+    # sets by equality; str, bytes, None, complex exactly
+    return type(a) is type(b) and a == b
 
 
 def outputs_match(fmt: str, got: str, expected: str) -> bool:
@@ -112,10 +107,8 @@ def outputs_match(fmt: str, got: str, expected: str) -> bool:
         raise ValueError(f"unknown output format {fmt!r}")
     if max(len(got), len(expected)) > MAX_STDOUT:
         return False
-    g, e = (
-        got.strip(),
-        expected.strip(),
-    )  # strip(): blank lines at the ends, in one linear pass
+    # strip(): blank lines at the ends, in one linear pass
+    g, e = (got.strip(), expected.strip())
     if fmt == "stdio":
         g, e = g.splitlines(), e.splitlines()
         return len(g) == len(e) and all(
@@ -127,13 +120,8 @@ def outputs_match(fmt: str, got: str, expected: str) -> bool:
         return g == e
     try:
         return _values_match(ast.literal_eval(g), ast.literal_eval(e))
-    except (
-        ValueError,
-        TypeError,
-        SyntaxError,
-        MemoryError,
-        RecursionError,
-    ):  # not a literal, e.g. an object's repr
+    # not a literal, e.g. an object's repr
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False
 
 
@@ -161,9 +149,8 @@ def _clean(text: str) -> str:
 def _number(text: str) -> float | None:
     """A plain number, thousands-comma number ("1,000"), a/b or \\frac{a}{b} in ASCII digits; else None."""
     s = _clean(text)
-    if re.fullmatch(
-        r"[-+]?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?", s
-    ):  # only well-grouped commas: "1,2" is no number
+    # only well-grouped commas: "1,2" is no number
+    if re.fullmatch(r"[-+]?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?", s):
         s = s.replace(",", "")
     if frac := re.fullmatch(r"([-+]?)\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}", s):
         s = f"{frac.group(1)}{frac.group(2)}/{frac.group(3)}"
@@ -189,9 +176,8 @@ def _parse(text: str) -> list:
     symbols (so "garbage" would equal itself). Signal-based timeouts are off (see answers_equivalent)."""
     s = _clean(text)
     words = set(re.findall(r"(?<!\\)\b[A-Za-z]{3,}", s)) - _FUNCTION_WORDS
-    source = (
-        s if words else "$" + s.replace("**", "^") + "$"
-    )  # "**": Python-printed powers
+    # "**": Python-printed powers
+    source = s if words else "$" + s.replace("**", "^") + "$"
     return math_verify.parse(source, parsing_timeout=None)
 
 
@@ -224,7 +210,8 @@ def answers_equivalent(a: str | None, b: str | None, eps: float = 1e-6) -> bool:
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_symbolic_equal, args=(a, b, send), daemon=True)
     child.start()
-    send.close()  # the parent keeps only the read end, so a child that dies reads as EOF
+    # the parent keeps only the read end, so a child that dies reads as EOF
+    send.close()
     try:
         return receive.poll(SYMBOLIC_TIMEOUT) and receive.recv()
     except EOFError:  # the child died without answering

@@ -100,13 +100,11 @@ def check_disk(args, n_policies):
     Raises ValueError (one line) when --out has not the free disk space the next save_checkpoint needs at its
     peak: checkpoint.tmp is complete before the last checkpoint goes, so a run that saves twice needs two
     checkpoints' space, or one where a checkpoint is already there."""
-    grpo = (
-        args.objective == "grpo"
-    )  # G rollouts per problem and no teacher (App. D.6.2)
+    # G rollouts per problem and no teacher (App. D.6.2)
+    grpo = args.objective == "grpo"
     episodes = args.batch * (args.group_size if grpo else 1)
-    responses = (
-        episodes * 2 * args.agents_per_role * args.max_turns
-    )  # 2n agents per episode
+    # 2n agents per episode
+    responses = episodes * 2 * args.agents_per_role * args.max_turns
     limit = longest_response(args)
     sampled = responses * limit
     scored = 0 if grpo else 2 * responses * (args.teacher_max_prompt_tokens + limit)
@@ -167,15 +165,15 @@ def read_state(path):
     (pickle's global or reduce calls) and a damaged file are each a one-line ValueError naming it."""
     try:
         state = torch.load(path, weights_only=True)
-    except (
-        pickle.UnpicklingError
-    ) as e:  # what weights_only refuses; torch's reason follows a paragraph of advice
+    # what weights_only refuses; torch's reason follows a paragraph of advice
+    except pickle.UnpicklingError as e:
         why = next((ln for ln in str(e).splitlines()[1:] if ln.strip()), first_line(e))
         raise ValueError(
             f"{path}: refusing a checkpoint state that is not plain data, as loading it could run "
             f"code ({why})"
         ) from None
-    except Exception as e:  # truncated: RuntimeError (no zip directory) or EOFError; corrupt: whatever unpickling hits
+    # truncated: RuntimeError (no zip directory) or EOFError; corrupt: whatever unpickling hits
+    except Exception as e:
         raise ValueError(f"{path}: cannot load checkpoint ({first_line(e)})") from None
     missing = {"step", "optims", "skipped", "rng"} - (
         set(state) if isinstance(state, dict) else set()
@@ -212,7 +210,8 @@ def load_policies(ckpt, roles, device, dtype=torch.float32):
 
 # ----------------------------------------------------------------------------- the settings recorded with it
 
-SETTINGS = "settings.json"  # in a checkpoint: the step it holds, the run's --steps and settings (plain JSON)
+# in a checkpoint: the step it holds, the run's --steps and settings (plain JSON)
+SETTINGS = "settings.json"
 # The flags that change neither the method nor its data: memory, speed, where and what is written, the order of
 # float sums or of random draws (--micro-batch, --rollout-chunk, --threads, --fsdp), the jail, and --steps, which
 # a resumed run may raise to train further. Every other flag of train.py is a setting of the run, and a preset
@@ -239,10 +238,8 @@ FREE = (
     "save_episodes",
     "steps",
 )
-FILES = (
-    "problems",
-    "eval_problems",
-)  # compared by content: the same problems under another path are the same
+# compared by content: the same problems under another path are the same
+FILES = ("problems", "eval_problems")
 
 
 def settings(args):

@@ -251,9 +251,8 @@ def load_problems(path, judge=True):
     except (OSError, UnicodeDecodeError) as e:
         raise ProblemError(f"{path}: cannot read problem file ({e})") from None
     located = []
-    for n, line in enumerate(
-        text.split("\n"), 1
-    ):  # not splitlines(): U+2028 inside a JSON string is no break
+    # not splitlines(): U+2028 inside a JSON string is no break
+    for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
@@ -316,9 +315,8 @@ def judge_tests(located):
         if p["domain"] == "code" and p.get("solution")
         for i in range(len(p["tests"]))
     ]
-    with ThreadPoolExecutor(
-        max_workers=2 * (os.cpu_count() or 1)
-    ) as pool:  # runs mostly wait on process start
+    # runs mostly wait on process start
+    with ThreadPoolExecutor(max_workers=2 * (os.cpu_count() or 1)) as pool:
         results = list(
             pool.map(
                 lambda job: run_case(

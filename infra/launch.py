@@ -77,17 +77,14 @@ def build(args, teacher=None):
     state). teacher: an already-built teacher (any module sampler.sequence_logprobs can score, over the students'
     tokenizer) to use instead of loading --teacher."""
     problems = load_problems(args.problems)
-    roles = team_seats(
-        problems, args.agents_per_role
-    )  # a policy per agent: 2n per domain (App. E.1)
+    # a policy per agent: 2n per domain (App. E.1)
+    roles = team_seats(problems, args.agents_per_role)
     n_policies = 1 if args.shared_policy else len(roles)
-    if (
-        distributed.rank() == 0
-    ):  # the rank that writes checkpoints; configs only, before any weights load
+    # the rank that writes checkpoints; configs only, before any weights load
+    if distributed.rank() == 0:
         print(check_disk(args, n_policies))
-    ckpt = (
-        last_checkpoint(args.out)[0] if args.resume else None
-    )  # None: from step 0 (check_run)
+    # None: from step 0 (check_run)
+    ckpt = last_checkpoint(args.out)[0] if args.resume else None
     # state.pt first, so that a damaged checkpoint fails before any model loads
     state = read_state(os.path.join(ckpt, "state.pt")) if ckpt else None
     opd = args.objective == "mas-opd"  # the GRPO baselines load no teacher
@@ -101,9 +98,8 @@ def build(args, teacher=None):
             "--fsdp-offload is FSDP2's offload of --fsdp's shards, the moments included: give it with "
             "--fsdp and without --optimizer-offload"
         )
-    if (
-        teacher is None and opd
-    ):  # the tokenizers alone first: a mismatch is refused in seconds, before any weights load
+    # the tokenizers alone first: a mismatch is refused in seconds, before any weights load
+    if teacher is None and opd:
         if args.teacher is None:
             raise ValueError("--teacher is required (a model spec, as for --student)")
         same_tokenizer_specs(
@@ -119,10 +115,10 @@ def build(args, teacher=None):
             distributed.world_size(),
         )
 
-    if state:  # the policies of the checkpoint, in fresh aligned storage like a live run's: loaded
-        policies, tok = load_policies(
-            ckpt, roles, "cpu"
-        )  # tensors can sit at odd offsets, which changes
+    # the policies of the checkpoint, in fresh aligned storage like a live run's: loaded
+    if state:
+        # tensors can sit at odd offsets, which changes
+        policies, tok = load_policies(ckpt, roles, "cpu")
         for model in distinct(policies):  # BLAS summation order and breaks exact resume
             for p in model.parameters():
                 p.data = p.data.clone()
@@ -132,13 +128,13 @@ def build(args, teacher=None):
             r: base if args.shared_policy or i == 0 else copy.deepcopy(base)
             for i, r in enumerate(roles)
         }
-    check_prompt_limit(
-        problems, tok, args.max_prompt_tokens
-    )  # before the teacher, the longest load
+    # before the teacher, the longest load
+    check_prompt_limit(problems, tok, args.max_prompt_tokens)
     if teacher is None and opd:
         teacher = load_model(args.teacher, seed=args.seed + 1)[0]
     teacher = teacher if opd else None
-    forget_gguf()  # every model is loaded: the de-quantized GGUF kept for the next load would only take memory
+    # every model is loaded: the de-quantized GGUF kept for the next load would only take memory
+    forget_gguf()
     device = torch.device(args.device)
     if teacher is not None:
         to_dtype(teacher, DTYPES[args.precision]).to(
@@ -146,16 +142,15 @@ def build(args, teacher=None):
         ).eval()
         teacher.requires_grad_(False)
     unique = distinct(policies)
-    for model in unique:  # fp32 master weights in every precision: lr 1e-6 updates would vanish in bf16 weights
+    # fp32 master weights in every precision: lr 1e-6 updates would vanish in bf16 weights
+    for model in unique:
         model.to(device)
         if args.grad_checkpointing:
             model.activation_checkpointing_enable()
-    rollout_models = rollout_copies(
-        policies, args
-    )  # whole copies, before any policy is sharded
-    if (
-        args.fsdp
-    ):  # FSDP2 units, then the optimizers on the shards (scaling/sharding.py)
+    # whole copies, before any policy is sharded
+    rollout_models = rollout_copies(policies, args)
+    # FSDP2 units, then the optimizers on the shards (scaling/sharding.py)
+    if args.fsdp:
         roots = {model: shard(model, args.fsdp_offload) for model in unique}
         policies, unique = (
             {r: roots[m] for r, m in policies.items()},
@@ -170,35 +165,31 @@ def build(args, teacher=None):
     ]
     for model, opt in zip(unique, optims):
         seat = next(s for s, p in policies.items() if p is model)
-        if (
-            rollout_models[seat] is not model
-        ):  # Phase 1 samples the policy each step has just updated (on-policy)
+        # Phase 1 samples the policy each step has just updated (on-policy)
+        if rollout_models[seat] is not model:
             opt.register_step_post_hook(partial(follow, rollout_models[seat], model))
-        if (
-            args.optimizer_offload
-        ):  # the moments on the device inside their own step only
+        # the moments on the device inside their own step only
+        if args.optimizer_offload:
             offload_moments(opt)
     rank, world = distributed.rank(), distributed.world_size()
-    gen = torch.Generator(device=device).manual_seed(
-        args.seed + rank
-    )  # each rank samples its own episodes
+    # each rank samples its own episodes
+    gen = torch.Generator(device=device).manual_seed(args.seed + rank)
     start, skipped = 0, 0
     if state:
         for model, opt, s in zip(unique, optims, state["optims"]):
-            load_optimizer(
-                model, opt, s
-            )  # onto the device; with --optimizer-offload back to host memory at once
+            # onto the device; with --optimizer-offload back to host memory at once
+            load_optimizer(model, opt, s)
             if args.optimizer_offload:
                 park(opt)
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(state["rng"]["python"])
         start, skipped = state["step"] + 1, state["skipped"]
-        samplers = state["rng"][
-            "sampler"
-        ]  # one state per rank of the run that saved it
+        # one state per rank of the run that saved it
+        samplers = state["rng"]["sampler"]
         if len(samplers) == world:
             gen.set_state(samplers[rank])
-        else:  # another world size: a fresh stream per rank, fixed by seed, step and rank
+        # another world size: a fresh stream per rank, fixed by seed, step and rank
+        else:
             gen.manual_seed(
                 random.Random(f"{args.seed}-{start}-{rank}").getrandbits(63)
             )

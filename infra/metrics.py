@@ -169,9 +169,8 @@ def run_figures(episodes, attributions, solved, decisions):
             m[f"acc_{domain}"] = (
                 100 * sum(solved(e, atts) for e, atts in mine) / len(mine)
             )
-            m[f"turns_{domain}"] = sum(len(e.turns) for e, _ in mine) / len(
-                mine
-            )  # no agreement: T turns
+            # no agreement: T turns
+            m[f"turns_{domain}"] = sum(len(e.turns) for e, _ in mine) / len(mine)
     for role, s in revision_counts(decisions(episodes, attributions)).items():
         if s["n"]:
             m[f"revise_iff_wrong_{role}"] = 100 * s["success"] / s["n"]
@@ -211,9 +210,8 @@ class StepLog:
     step: int
     device: str = "cpu"  # whose peak memory the record reports
     show: bool = False
-    episodes: str | None = (
-        None  # append the step's episodes here (data.append_episodes)
-    )
+    # append the step's episodes here (data.append_episodes)
+    episodes: str | None = None
     samples: str | None = None  # append step_samples here
     tok: object = None  # the students' tokenizer, for the samples' token texts
     seconds: dict = field(default_factory=dict)  # phase -> seconds, as each ends

@@ -87,10 +87,10 @@ QWEN3 = {
         tie_word_embeddings=False,
     ),
 }
-THINK_OFF = "<think>\n\n</think>\n\n"  # what Qwen3's template appends with enable_thinking=False
-_HUB_ID = re.compile(
-    r"[\w.-]+/[\w.-]+"
-)  # owner/name; anything else that is not on disk is a typo
+# what Qwen3's template appends with enable_thinking=False
+THINK_OFF = "<think>\n\n</think>\n\n"
+# owner/name; anything else that is not on disk is a typo
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
 
 # ------------------------------------------------------------------------------ tiny models: tests and smoke runs
@@ -258,9 +258,8 @@ def load_tokenizer(spec):
                 f"model {spec!r}: cannot load its tokenizer ({first_line(e)})"
             )
         ) from None
-    except (
-        Exception
-    ) as e:  # a damaged tokenizer.json or GGUF file: whatever its parser hits
+    # a damaged tokenizer.json or GGUF file: whatever its parser hits
+    except Exception as e:
         raise ValueError(
             f"model {spec!r}: cannot load its tokenizer ({first_line(e)})"
         ) from None
@@ -284,7 +283,8 @@ def load_model(spec, *, seed=0, dtype=torch.float32, device="cpu"):
         try:
             model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype)
             tok = AutoTokenizer.from_pretrained(spec)
-        except Exception as e:  # missing files arrive as OSError, damaged ones as whatever their parser hits
+        # missing files arrive as OSError, damaged ones as whatever their parser hits
+        except Exception as e:
             # (a truncated model.safetensors: SafetensorError; a broken tokenizer.json: the tokenizers Exception)
             raise ValueError(
                 f"model {spec!r}: cannot load this directory ({first_line(e)})"
@@ -296,7 +296,8 @@ def load_model(spec, *, seed=0, dtype=torch.float32, device="cpu"):
                 spec, dtype=dtype, local_files_only=local
             )
             tok = AutoTokenizer.from_pretrained(spec, local_files_only=local)
-        except OSError as e:  # offline (HF_HUB_OFFLINE), no connection, unknown repo: all arrive as OSError
+        # offline (HF_HUB_OFFLINE), no connection, unknown repo: all arrive as OSError
+        except OSError as e:
             raise _hub_error(spec, e) from None
     check_chat_template(tok, spec)
     # Plain fp32 (or `dtype`) parameters on `device`, in eval mode: the sampler and the trainer expect no less.
@@ -439,7 +440,8 @@ def _load_gguf(path, mtime):
         model = AutoModelForCausalLM.from_pretrained(
             folder, gguf_file=name, dtype=torch.float32
         )
-    except Exception as e:  # not a GGUF file, an architecture transformers lacks, or a damaged file (a truncated
+    # not a GGUF file, an architecture transformers lacks, or a damaged file (a truncated
+    except Exception as e:
         # one fails wherever the parser runs out of bytes: struct.error, ValueError, ...)
         raise ValueError(
             f"model {path!r}: transformers cannot load this GGUF file ({first_line(e)})"
@@ -450,7 +452,8 @@ def _load_gguf(path, mtime):
     if getattr(model, "hf_quantizer", None) is not None:
         model.hf_quantizer.remove_quantization_config(model)
     packed = [n for n, m in model.named_modules() if "Gguf" in type(m).__name__]
-    if packed:  # newer architectures may keep GGUF blocks (with the `kernels` package); we need plain weights
+    # newer architectures may keep GGUF blocks (with the `kernels` package); we need plain weights
+    if packed:
         raise ValueError(
             f"model {path!r}: weights stayed packed in GGUF blocks ({packed[0]}); the sampler "
             f"and the trainer need plain weights"
@@ -561,14 +564,14 @@ def config_of(name):
         return QWEN3[short]
     if name in TINY:
         return tiny_model(name.split("-")[1]).config
-    model_kind(
-        name
-    )  # a text file, an empty folder, a typo: refused as the model spec it is not
+    # a text file, an empty folder, a typo: refused as the model spec it is not
+    model_kind(name)
     try:
         if name.endswith(".gguf") and os.path.isfile(name):
             return gguf_config(name)
         return AutoConfig.from_pretrained(name, local_files_only=local_files_only(name))
-    except Exception as e:  # a missing model arrives as OSError, a damaged or foreign file as whatever its parser hits
+    # a missing model arrives as OSError, a damaged or foreign file as whatever its parser hits
+    except Exception as e:
         raise ValueError(
             f"model {name!r}: no config to read (give one of {sorted(QWEN3)}, {', '.join(TINY)}, a "
             f".gguf file or a local model directory): {str(e).strip().splitlines()[0]}"

@@ -112,9 +112,8 @@ def chart_pixels(panels, panel_width=360, height=260):
 def write_png(path, img):
     """An (H, W, 3) uint8 image as an 8-bit RGB PNG file."""
     h, w, _ = img.shape
-    raw = b"".join(
-        b"\x00" + img[y].tobytes() for y in range(h)
-    )  # filter type 0 on every row
+    # filter type 0 on every row
+    raw = b"".join(b"\x00" + img[y].tobytes() for y in range(h))
     chunk = lambda kind, data: (
         struct.pack(">I", len(data))
         + kind

@@ -211,9 +211,8 @@ def chart(title, steps, lines, width=340, height=200):
         )
     out.append(f"<text x='2' y='{height - 8}' fill='#888'>step</text>")
     for name, values in lines.items():
-        colour = COLOURS.get(
-            role_of(name), "#000000"
-        )  # the agents of a role share its colour
+        # the agents of a role share its colour
+        colour = COLOURS.get(role_of(name), "#000000")
         for faint, vs in ((True, values), (False, smoothed(values))):
             for run in segments(steps, vs):
                 if len(run) == 1:
@@ -308,7 +307,8 @@ def results_html(results):
     return f"<table><tr><th>metric (mean ± std over the evaluation seeds)</th>{head}</tr>{body}</table>"
 
 
-CHECK = "teacher_check.json"  # {row: {teacher: value}}: what a caller measured of the teacher before training
+# {row: {teacher: value}}: what a caller measured of the teacher before training
+CHECK = "teacher_check.json"
 
 
 def check_html(rows):
@@ -503,9 +503,8 @@ def write_report(run_dir):
             "train.py records a few responses at its first and last step",
         ),
     ]
-    if os.path.isfile(
-        os.path.join(run_dir, CHECK)
-    ):  # only a run whose teacher was checked has one
+    # only a run whose teacher was checked has one
+    if os.path.isfile(os.path.join(run_dir, CHECK)):
         body += [
             "<h2>The teacher's check on held-out responses</h2>",
             section(run_dir, CHECK, read_json, check_html, ""),

@@ -17,7 +17,8 @@ from infra.checkpoint import last_checkpoint, read_json, settings, start_log, st
 from infra.data import json_text, write_atomic
 from scaling import distributed
 
-RUN = "run.json"  # OUT/run.json: the run's settings and every command that ran it, with its date
+# OUT/run.json: the run's settings and every command that ran it, with its date
+RUN = "run.json"
 # train.py's files in OUT: what a new run would write over
 RUN_FILES = (
     "checkpoint",
@@ -83,9 +84,8 @@ def check_run(args):
             f"--resume: no checkpoint in {args.out}, nor a run started there"
         )
     recorded = record.get("settings") if path else run.get("settings")
-    if (
-        recorded is None
-    ):  # a checkpoint of an older train.py: nothing recorded to compare
+    # a checkpoint of an older train.py: nothing recorded to compare
+    if recorded is None:
         return
     now = settings(args)
     differ = [
@@ -204,9 +204,8 @@ def open_logs(args, rank, start):
         os.path.join(args.out, name) if args.save_episodes else None,
     )
     if rank == 0:
-        begin_run(
-            args, start
-        )  # OUT made, run.json begun; --overwrite discards the run there
+        # OUT made, run.json begun; --overwrite discards the run there
+        begin_run(args, start)
         start_log(logs.metrics, start)
         start_log(logs.samples, start)
     distributed.barrier()  # OUT exists before any rank writes its episodes there

@@ -27,18 +27,16 @@ def stop_on_signals(say=None):
         for s in SIGNALS:
             signal.signal(s, signal.SIG_DFL)
         end_runs()
-        for bar in list(
-            tqdm._instances
-        ):  # the progress lines end first, so that this line is the last one
+        # the progress lines end first, so that this line is the last one
+        for bar in list(tqdm._instances):
             bar.close()
         if say:
             print(say(signal.Signals(signum).name), file=sys.stderr, flush=True)
         raise SystemExit(128 + signum)
 
     for s in SIGNALS:
-        if (
-            signal.getsignal(s) is not signal.SIG_IGN
-        ):  # a signal ignored by who started us (nohup) stays so
+        # a signal ignored by who started us (nohup) stays so
+        if signal.getsignal(s) is not signal.SIG_IGN:
             signal.signal(s, stop)
 
 

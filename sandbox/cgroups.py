@@ -63,9 +63,8 @@ def reclaim(homes: dict[str, str]) -> None:
                         socket.socket(socket.AF_UNIX) as claim,
                         contextlib.suppress(OSError),
                     ):
-                        claim.bind(
-                            uids.CLAIM.format(m[1])
-                        )  # held while we remove it: no run can take the uid
+                        # held while we remove it: no run can take the uid
+                        claim.bind(uids.CLAIM.format(m[1]))
                         os.rmdir(os.path.join(home, name))
 
 
@@ -85,16 +84,14 @@ def make_cgroups(uid: int, memory_mb: int, max_procs: int) -> list[str]:
     try:
         for c, home in homes.items():
             d = os.path.join(home, NAME.format(uid))
-            with contextlib.suppress(
-                OSError
-            ):  # left by a run of this uid that was killed before it cleaned up
+            # left by a run of this uid that was killed before it cleaned up
+            with contextlib.suppress(OSError):
                 os.rmdir(d)
             os.mkdir(d)
             made.append(d)
             for name, value in caps[c]:
-                with contextlib.suppress(
-                    FileNotFoundError
-                ):  # memsw exists only with swap accounting
+                # memsw exists only with swap accounting
+                with contextlib.suppress(FileNotFoundError):
                     with open(os.path.join(d, name), "w") as f:
                         f.write(str(value))
     except OSError:

@@ -61,17 +61,15 @@ from sandbox.outcomes import (
     not_run,
 )
 
-MAX_FILE_MB = (
-    64  # RLIMIT_FSIZE: bounds every file the program writes, its stdout file included
-)
+# RLIMIT_FSIZE: bounds every file the program writes, its stdout file included
+MAX_FILE_MB = 64
 JAIL_TMP_MB = 64  # size of the jail's private /tmp and of its /dev/shm
-MAX_FILES = 256  # RLIMIT_NOFILE per process: without it a run could hold the host's limit (> 1M)
-SECCOMP_FILTER = seccomp.program(
-    os.uname().machine
-)  # b"": no syscall table here, and jail_line() says so
-STARTED = (
-    b"STARTED"  # _BOOT's word on the status fd: the program's first instruction is next
-)
+# RLIMIT_NOFILE per process: without it a run could hold the host's limit (> 1M)
+MAX_FILES = 256
+# b"": no syscall table here, and jail_line() says so
+SECCOMP_FILTER = seccomp.program(os.uname().machine)
+# _BOOT's word on the status fd: the program's first instruction is next
+STARTED = b"STARTED"
 
 # Runs in the child before the program: an unprivileged process may lower its own limits, and doing it here
 # instead of in Popen(preexec_fn=...) keeps Popen thread-safe (run_cases spawns from several threads).
@@ -193,9 +191,8 @@ def _jailed(
 ) -> list[str]:
     """The argv that runs `command` in `jail` under `uid`, with the program's source from the inherited `fd` as
     /tmp/main.py (None: no program, the interpreter probe)."""
-    if (
-        jail.kind == "namespaces"
-    ):  # root until its mounts are made: it drops to the uid itself
+    # root until its mounts are made: it drops to the uid itself
+    if jail.kind == "namespaces":
         return jail_argv(
             interpreter,
             uid,
@@ -242,9 +239,8 @@ def _setup() -> tuple[str, Jail | None]:
         for exe in candidates
     ]
     with uids.fresh_uid() as uid:
-        for exe, jail in jails + [
-            (exe, None) for exe in candidates
-        ]:  # every jailed try before any bare one
+        # every jailed try before any bare one
+        for exe, jail in jails + [(exe, None) for exe in candidates]:
             probe = [exe, "-I", "-S", "-c", _PROBE]
             argv = (
                 _jailed(jail, exe, uid, None, probe)
@@ -352,18 +348,15 @@ def check_isolation(unisolated_ok: bool) -> str | None:
 
 # ----------------------------------------------------------------------------- killing and cleaning up
 
-_live, _live_lock = (
-    set(),
-    threading.Lock(),
-)  # Popen of every run in progress, for the SIGTERM handler
+# Popen of every run in progress, for the SIGTERM handler
+_live, _live_lock = (set(), threading.Lock())
 _terminating = threading.Event()
 
 
 def _signal_group(pid: int) -> None:
     try:
-        os.killpg(
-            pid, signal.SIGKILL
-        )  # pgid == pid (start_new_session); reserved while the group lives
+        # pgid == pid (start_new_session); reserved while the group lives
+        os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
 
@@ -416,9 +409,8 @@ def _status_pipe():
 def _kill_everything(proc: subprocess.Popen, uid: int | None) -> None:
     """End the run's process group and, with a uid of its own, every process of that uid; reap what is ours."""
     _end_group(proc)
-    if (
-        uid is not None
-    ):  # None (not root): no uid of its own, the group kill is all we can do
+    # None (not root): no uid of its own, the group kill is all we can do
+    if uid is not None:
         uids.kill_all(uid, _setup()[0], _env("/"))
 
 
@@ -456,7 +448,8 @@ def run_program(
         return not_run("the process is terminating")
     try:
         return _run(source, stdin, timeout, memory_mb, max_procs)
-    except OSError as e:  # the trainer's own resources around the run: temp files, workdir, fds, processes
+    # the trainer's own resources around the run: temp files, workdir, fds, processes
+    except OSError as e:
         return not_run(f"the sandbox failed: {e}")
 
 
@@ -464,9 +457,8 @@ def _run(
     source: str, stdin: str, timeout: float, memory_mb: int, max_procs: int
 ) -> RunResult:
     interpreter, jail = _setup()
-    code = source.encode(
-        "utf-8", "replace"
-    )  # a lone surrogate in generated text becomes a program error
+    # a lone surrogate in generated text becomes a program error
+    code = source.encode("utf-8", "replace")
     with (
         uids.fresh_uid() as uid,
         tempfile.TemporaryFile() as fsrc,
@@ -477,20 +469,17 @@ def _run(
     ):
         try:
             cgroups = make_cgroups(uid, memory_mb, max_procs) if uid is not None else []
-        except (
-            OSError
-        ) as e:  # caps expected here and not to be had: refused, never run uncapped
+        # caps expected here and not to be had: refused, never run uncapped
+        except OSError as e:
             return not_run(
                 f"its cgroups (memory, process, CPU caps) cannot be made: {e}"
             )
         workdir = None
         try:
-            workdir = (
-                None if jail else tempfile.mkdtemp(prefix="sandbox-")
-            )  # in the try: the cgroups go if it fails
-            nproc = (
-                max_procs if uid is not None else -1
-            )  # per uid: only a uid of the run's own may be capped
+            # in the try: the cgroups go if it fails
+            workdir = None if jail else tempfile.mkdtemp(prefix="sandbox-")
+            # per uid: only a uid of the run's own may be capped
+            nproc = max_procs if uid is not None else -1
             boot = [
                 interpreter,
                 "-I",
@@ -505,7 +494,8 @@ def _run(
                 SECCOMP_FILTER.hex(),
                 str(status),
             ]
-            if jail:  # the program goes in through an fd: it never exists on the host's file system
+            # the program goes in through an fd: it never exists on the host's file system
+            if jail:
                 fsrc.write(code)
                 fsrc.seek(0)
                 argv = _jailed(jail, interpreter, uid, fsrc.fileno(), boot)
@@ -557,16 +547,14 @@ def _run(
                 with _live_lock:
                     _live.discard(proc)
             boot_said = b""
-            with contextlib.suppress(
-                BlockingIOError
-            ):  # nothing there: the run never reached _BOOT's word
+            # nothing there: the run never reached _BOOT's word
+            with contextlib.suppress(BlockingIOError):
                 boot_said = os.read(said, 256)
             fout.seek(0)
             out = fout.read(MAX_STDOUT + 1)
             stdout = out[:MAX_STDOUT].decode("utf-8", "replace")
-            ferr.seek(
-                max(0, ferr.seek(0, os.SEEK_END) - 8192)
-            )  # the tail holds the exception line
+            # the tail holds the exception line
+            ferr.seek(max(0, ferr.seek(0, os.SEEK_END) - 8192))
             stderr = ferr.read().decode("utf-8", "replace")
             short = _disk_short((fout, ferr)) if proc.returncode else None
         finally:
@@ -575,9 +563,8 @@ def _run(
                 if uid is not None:
                     uids.remove_files_of(uid)
                 shutil.rmtree(workdir, ignore_errors=True)
-    if not boot_said.startswith(
-        STARTED
-    ):  # the jail, caps or interpreter failed before the program's first step
+    # the jail, caps or interpreter failed before the program's first step
+    if not boot_said.startswith(STARTED):
         why = (
             boot_said.decode("utf-8", "replace")
             or last_line(stderr)
@@ -590,13 +577,13 @@ def _run(
         return not_run(f"the sandbox did not start the program: {why}")
     if expired.is_set():
         return RunResult(stdout, f"{ERROR}timed out after {timeout:g} s", TIMED_OUT)
-    if short:  # its writes may have failed for the host's reasons: its failure says nothing of the program
+    # its writes may have failed for the host's reasons: its failure says nothing of the program
+    if short:
         return not_run(short)
     if proc.returncode != 0:
         return failed(stdout, stderr, ended(proc.returncode, bool(jail)))
-    if (
-        len(out) > MAX_STDOUT
-    ):  # not judged on its first MAX_STDOUT bytes: a right answer could lead a wrong one
+    # not judged on its first MAX_STDOUT bytes: a right answer could lead a wrong one
+    if len(out) > MAX_STDOUT:
         return RunResult(
             stdout, f"{ERROR}output over the cap of {MAX_STDOUT} bytes", OVER_CAP
         )

@@ -12,13 +12,8 @@ each run (as at the uid level), with no capabilities, so it can neither undo a m
 
 import os
 
-TOPS = (
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib32",
-    "/lib64",
-)  # top directories that a merged /usr makes symlinks into it
+# top directories that a merged /usr makes symlinks into it
+TOPS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64")
 
 # SETUP runs as root and as PID 1 of the new pid namespace (unshare --fork). argv: the run's uid, the size of /tmp
 # and /dev/shm in bytes, the fd holding the program's source (-1: none, the interpreter probe), the host paths to

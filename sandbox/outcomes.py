@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 
 MAX_STDOUT = 1 << 20  # bytes of stdout returned to the caller
 MAX_ERROR = 300  # chars of the error line
-ERROR = "error: "  # every failed run's line starts with this; agents see it verbatim (App. D.6.1)
-STDERR = "stderr: "  # then this, before the last line the program wrote to stderr: its words, never the sandbox's
+# every failed run's line starts with this; agents see it verbatim (App. D.6.1)
+ERROR = "error: "
+# then this, before the last line the program wrote to stderr: its words, never the sandbox's
+STDERR = "stderr: "
 
 # The sandbox's own conditions of a run (RunResult.condition). NOT_RUN: the trainer's reasons (its files and disk,
 # its caps, the jail not made, a trainer terminating), which say nothing of the program; TIMED_OUT: under load a
@@ -25,13 +27,12 @@ NOT_RUN, TIMED_OUT, OVER_CAP = "not run", "timed out", "output over the cap"
 
 @dataclass(frozen=True)  # frozen: run_case hands the same result to every caller
 class RunResult:
-    stdout: str  # captured stdout (up to MAX_STDOUT bytes), also whatever was flushed before an error
-    error: (
-        str | None
-    )  # None: exited 0 within the timeout; else the one line the agents read, from ERROR on
-    condition: str | None = (
-        None  # the sandbox's own (NOT_RUN, TIMED_OUT, OVER_CAP); None: the program's outcome
-    )
+    # captured stdout (up to MAX_STDOUT bytes), also whatever was flushed before an error
+    stdout: str
+    # None: exited 0 within the timeout; else the one line the agents read, from ERROR on
+    error: str | None
+    # the sandbox's own (NOT_RUN, TIMED_OUT, OVER_CAP); None: the program's outcome
+    condition: str | None = None
     ok: bool = field(init=False)  # exited 0 within the timeout: error is None
 
     def __post_init__(self):

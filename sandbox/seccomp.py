@@ -80,11 +80,10 @@ NEW_NAMESPACES = 0x7E020000
 # socket and socketpair: the families (argument 0) a program may use; the others get EAFNOSUPPORT
 FAMILIES = {"socket": (41, 198), "socketpair": (53, 199)}
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
-ARCHES = {
-    "x86_64": (0, 0xC000003E),
-    "aarch64": (1, 0xC00000B7),
-}  # os.uname().machine -> (column, AUDIT_ARCH_*)
-X32_BIT = 0x40000000  # x86_64's x32 ABI numbers its calls from here: another table, so it is refused whole
+# os.uname().machine -> (column, AUDIT_ARCH_*)
+ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}
+# x86_64's x32 ABI numbers its calls from here: another table, so it is refused whole
+X32_BIT = 0x40000000
 
 # classic BPF opcodes (linux/bpf_common.h) and seccomp return values (linux/seccomp.h)
 LD_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
@@ -98,9 +97,8 @@ def program(machine: str) -> bytes:
     if machine not in ARCHES:
         return b""
     col, audit_arch = ARCHES[machine]
-    low = (
-        0 if sys.byteorder == "little" else 4
-    )  # struct seccomp_data: args[i] at 16 + 8 i, its low 32 bits here
+    # struct seccomp_data: args[i] at 16 + 8 i, its low 32 bits here
+    low = 0 if sys.byteorder == "little" else 4
     code = [
         (LD_ABS, 0, 0, 4),
         (JEQ, 0, "kill", audit_arch),
@@ -111,11 +109,8 @@ def program(machine: str) -> bytes:
         (JEQ, "deny", 0, nrs[col]) for nrs in DENIED.values() if nrs[col] is not None
     ]
     arg0 = (LD_ABS, 0, 0, 16 + low)
-    for (
-        nrs,
-        arg,
-        values,
-    ) in DENIED_ARGS.values():  # another call skips its block; the block's end allows
+    # another call skips its block; the block's end allows
+    for nrs, arg, values in DENIED_ARGS.values():
         code += [
             (JEQ, 0, len(values) + 2, nrs[col]),
             (LD_ABS, 0, 0, 16 + 8 * arg + low),

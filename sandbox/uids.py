@@ -9,16 +9,10 @@ import socket
 import stat
 import subprocess
 
-UID_RANGE = (
-    200_000,
-    899_999,
-)  # no passwd entry needed for setuid; far above real users
-WORLD_WRITABLE = (
-    "/tmp",
-    "/var/tmp",
-    "/dev/shm",
-    "/run/lock",
-)  # where the uid fallback looks for leftovers
+# no passwd entry needed for setuid; far above real users
+UID_RANGE = (200_000, 899_999)
+# where the uid fallback looks for leftovers
+WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 IS_ROOT = os.geteuid() == 0
 
 # Started as root: kills every process of the run's uid (argv[1]) (atomic w.r.t. fork), incl. ones that left the
@@ -37,10 +31,10 @@ if 0 not in (uid, guard):
 """
 
 
-UIDS = (
-    random.SystemRandom()
-)  # not the global `random`: train.py seeds that, and two runs would draw alike
-CLAIM = "\0mas-opd-sandbox-uid-{}"  # the abstract unix socket whose binding claims a uid (fresh_uid)
+# not the global `random`: train.py seeds that, and two runs would draw alike
+UIDS = random.SystemRandom()
+# the abstract unix socket whose binding claims a uid (fresh_uid)
+CLAIM = "\0mas-opd-sandbox-uid-{}"
 
 
 @contextlib.contextmanager

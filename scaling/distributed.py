@@ -25,9 +25,8 @@ TIMEOUT = datetime.timedelta(hours=2)
 def init(device):
     """(rank, world size, device of this rank). Under torchrun: joins the process group (NCCL on CUDA, else gloo)
     and gives each rank its own GPU of the node (LOCAL_RANK); else (0, 1, device)."""
-    if (
-        "LOCAL_RANK" not in os.environ
-    ):  # not under torchrun (which also starts one process: --fsdp on one GPU)
+    # not under torchrun (which also starts one process: --fsdp on one GPU)
+    if "LOCAL_RANK" not in os.environ:
         return 0, 1, device
     if device.startswith("cuda"):
         device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
@@ -82,9 +81,8 @@ def sum_grads(models):
     if world_size() == 1:
         return
     params = [p for model in models for p in model.parameters()]
-    for p in (
-        params
-    ):  # FSDP2 (--fsdp) reduce-scattered these in backward, as the mean over ranks
+    # FSDP2 (--fsdp) reduce-scattered these in backward, as the mean over ranks
+    for p in params:
         if isinstance(p.grad, DTensor):
             p.grad.mul_(world_size())
     params = [p for p in params if not isinstance(p, DTensor)]

@@ -111,11 +111,8 @@ def check_eval_fits(
     )
     if rollout_chunk is None:
         c = largest()
-        chunk, pl, ok = (
-            (0 if c == kw["prompts"] else c),
-            at(c or 1),
-            c > 0,
-        )  # 0: all of them in one call
+        # 0: all of them in one call
+        chunk, pl, ok = ((0 if c == kw["prompts"] else c), at(c or 1), c > 0)
     else:
         chunk, pl = rollout_chunk, at(rollout_chunk)
         ok = fits(pl, free / GiB, reserve)

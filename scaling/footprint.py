@@ -138,9 +138,8 @@ def rollout_bytes(cfg, B, prompt_len, response_len, a, kvb, rollout_attention="f
     (8 x B x H x T^2). Each decode step attends over the whole cache: the math fallback upcasts it to fp32 and
     repeats it to H heads, one layer at a time; plus four (B, V) fp32 vocabulary rows."""
     s, T, TN = shape(cfg), prompt_len, _bucket(prompt_len + response_len)
-    prefill = (
-        B * T * nograd_token_bytes(cfg, a, a, kvb) + (2 + a) * B * T * T
-    )  # weights in a (copies)
+    # weights in a (copies)
+    prefill = B * T * nograd_token_bytes(cfg, a, a, kvb) + (2 + a) * B * T * T
     decode = 2 * B * TN * s["K"] * (a if kvb != a else 0) + 16 * B * s["V"]
     if rollout_attention == "math":
         prefill += 8 * B * s["H"] * T * T

@@ -162,9 +162,8 @@ def plan(
     # --optimizer-offload the stepping policy's moments (2 x fp32) are on the device beside it.
     Ls = prompt_len + response_len
     tok = micro_batch * Ls
-    masked = (
-        micro_batch if fsdp_ranks else math.ceil(micro_batch / n)
-    ) > 1  # --fsdp: one policy per micro-batch
+    # --fsdp: one policy per micro-batch
+    masked = (micro_batch if fsdp_ranks else math.ceil(micro_batch / n)) > 1
     mask_bool = micro_batch * Ls * Ls if masked else 0
     mask_layer = a * micro_batch * Ls * Ls if masked else 0
     lay = layer_act_bytes(student_cfg, p, a, masked)
@@ -582,9 +581,8 @@ def check_fits(args, configs, n_policies, world=1, reserve=0.1):
             f"{free_line(args.device, free)} ({reserve:.0%} kept in reserve); {hint} (python -m tools.memory "
             f"prints the whole plan)"
         )
-    procs = int(
-        os.environ.get("LOCAL_WORLD_SIZE", "1")
-    )  # torchrun's processes on this machine, each its own
+    # torchrun's processes on this machine, each its own
+    procs = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     host, ram = procs * sum(pl["host"].values()) + pl["gather"], available_bytes("cpu")
     if host > ram * (1 - reserve):
         held = " and ".join(f"{k} {v / GiB:.1f} GiB" for k, v in pl["host"].items())

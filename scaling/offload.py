@@ -89,9 +89,8 @@ def park(opt):
             )
             host.copy_(_local(v))
             st[k] = _like(v, host)
-            st[
-                k
-            ]._parked = True  # a host buffer of this module, reused by every later step
+            # a host buffer of this module, reused by every later step
+            st[k]._parked = True
 
 
 def offload_moments(opt):
@@ -112,9 +111,8 @@ def offload_moments(opt):
     @torch.no_grad()
     def send_back(o, args, kwargs):
         for st, k, host in held:
-            _local(host).copy_(
-                _local(st[k])
-            )  # blocking: a checkpoint may read the buffer next
+            # blocking: a checkpoint may read the buffer next
+            _local(host).copy_(_local(st[k]))
             st[k] = host
         park(o)  # the moments this step created (the first step), into new buffers
 

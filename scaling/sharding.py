@@ -36,9 +36,8 @@ from torch.distributed.tensor import DTensor
 
 from scaling import distributed
 
-FULL = StateDictOptions(
-    full_state_dict=True, cpu_offload=True
-)  # whole tensors, on rank 0's CPU
+# whole tensors, on rank 0's CPU
+FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
 class Sharded(torch.nn.Module):
@@ -87,9 +86,8 @@ def whole(t):
     """A parameter's full value: gathered from every rank when sharded (a collective: every rank calls it)."""
     if not isinstance(t, DTensor):
         return t
-    return t.to(
-        t.device_mesh.device_type
-    ).full_tensor()  # a host shard (--fsdp-offload) joins its device's gather
+    # a host shard (--fsdp-offload) joins its device's gather
+    return t.to(t.device_mesh.device_type).full_tensor()
 
 
 @dataclass

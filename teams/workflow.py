@@ -122,9 +122,8 @@ def team_answer(episode, cfg):
         votes = {}
         for (coder, tester), art in last.pairs.items():
             votes.setdefault(coder, [art.program, 0])[1] += last.agreed[(coder, tester)]
-        return max(votes.values(), key=lambda v: v[1])[
-            0
-        ]  # max keeps the first of equal counts
+        # max keeps the first of equal counts
+        return max(votes.values(), key=lambda v: v[1])[0]
     answers = {a: art.derivation_answer for (a, _), art in last.pairs.items()}
     for (_, b), art in last.pairs.items():
         answers[b] = art.program_answer if art.program_ran else None
@@ -148,9 +147,8 @@ def run_team_episodes(
                 f"run_team_episodes: problem {p['id']!r} needs a policy for {missing}"
             )
     episodes = [Episode(p, []) for p in problems]
-    with ThreadPoolExecutor(
-        max(1, cfg.workers)
-    ) as pool:  # the episodes' programs run at once
+    # the episodes' programs run at once
+    with ThreadPoolExecutor(max(1, cfg.workers)) as pool:
         for t in range(cfg.max_turns):
             # Eq. 1 for every agent, from completed turns only (None: it no longer fits)
             contexts = {
@@ -186,9 +184,8 @@ def run_team_episodes(
             )
             for k, (pairs, agreed) in zip(stepped, feedback):
                 agree = all(agreed.values())  # the roles agree: every pairing (D15)
-                episodes[k].turns.append(
-                    TeamTurn(t, out[k], pairs, agreed, agree)
-                )  # Eq. 3
+                # Eq. 3
+                episodes[k].turns.append(TeamTurn(t, out[k], pairs, agreed, agree))
                 if agree:
                     finish(
                         episodes[k], "agreed", team_answer(episodes[k], cfg), on_done

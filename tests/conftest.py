@@ -87,9 +87,8 @@ def finishes():
     def run(fn, *args):
         ctx = multiprocessing.get_context("fork")
         receive, send = ctx.Pipe(duplex=False)
-        child = ctx.Process(
-            target=lambda: send.send(fn(*args))
-        )  # not daemonic: fn may fork children itself
+        # not daemonic: fn may fork children itself
+        child = ctx.Process(target=lambda: send.send(fn(*args)))
         child.start()
         send.close()
         try:
@@ -125,7 +124,8 @@ def truncated_model(tok, capsys):
         tok.save_pretrained(path)
         weights = os.path.join(path, "model.safetensors")
         os.truncate(weights, os.path.getsize(weights) // 2)
-        capsys.readouterr()  # drop the save's progress bar: the tests read what the CLI alone writes to stderr
+        # drop the save's progress bar: the tests read what the CLI alone writes to stderr
+        capsys.readouterr()
         return str(path)
 
     return save

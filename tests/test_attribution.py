@@ -180,13 +180,8 @@ def test_code_description_never_leaks_reference():
         ],
         "solution": "print(7 * int(input()))\n",
     }
-    reference_values = [
-        "1111",
-        "7777",
-        "2222",
-        "15554",
-        "35",
-    ]  # "35": reference output on input 5
+    # "35": reference output on input 5
+    reference_values = ["1111", "7777", "2222", "15554", "35"]
     printed = {
         None: "",
         "print(7 * int(input()) + 1)\n": "36",
@@ -200,9 +195,8 @@ def test_code_description_never_leaks_reference():
             outcomes.add(att.outcome)
             agent_values = " ".join([output, *(case or ())])
             for value in reference_values:
-                if (
-                    value not in agent_values
-                ):  # a value an agent also produced may be restated
+                # a value an agent also produced may be restated
+                if value not in agent_values:
                     assert value not in att.description, (value, att.description)
     assert outcomes == {
         "PROGRAM_INCONSISTENT",
@@ -214,7 +208,8 @@ def test_code_description_never_leaks_reference():
 
 # ----------------------------------------------------------------------------- hostile cases: only a right oracle
 
-SQUARE_ECHO = "n = int(input())\nprint(n * n if n in (3, 4) else 50)\n"  # right on every golden test, else 50
+# right on every golden test, else 50
+SQUARE_ECHO = "n = int(input())\nprint(n * n if n in (3, 4) else 50)\n"
 
 
 @pytest.mark.parametrize(
@@ -271,7 +266,8 @@ COUNT = {  # stdio without a reference solution; its empty input and output are 
     "tests": [{"input": "a\nb\n", "output": "2\n"}, {"input": "", "output": "0\n"}],
     "solution": None,
 }
-SUM_LENIENT = "import sys\nprint(sum(map(int, sys.stdin.read().split())))\n"  # prints 0 on an empty input
+# prints 0 on an empty input
+SUM_LENIENT = "import sys\nprint(sum(map(int, sys.stdin.read().split())))\n"
 
 
 @pytest.mark.parametrize(
@@ -466,9 +462,8 @@ def test_answers_equivalent(a, b, expected):
 def test_answers_equivalent_bounds_its_cost(finishes):
     # a printed answer may be a megabyte; digits then a letter cost a backtracking number pattern quadratic time
     assert finishes(answers_equivalent, "1" * 100_000 + "x", "29") is False
-    long = (
-        "9" * 1001
-    )  # over ANSWER_CHARS: not compared, even with itself (sympy: up to SYMBOLIC_TIMEOUT)
+    # over ANSWER_CHARS: not compared, even with itself (sympy: up to SYMBOLIC_TIMEOUT)
+    long = "9" * 1001
     assert answers_equivalent(long, long) is False
 
 
@@ -541,8 +536,7 @@ def test_attribute_episodes_keeps_each_episodes_turns_in_order():
         ),
     ]
     got = attribution.attribute_episodes(eps, timeout=T, workers=3)
-    assert (
-        len(got) == 3 and got[1] == []
-    )  # one list per episode, in order, also for one without turns
+    # one list per episode, in order, also for one without turns
+    assert len(got) == 3 and got[1] == []
     assert [a.outcome for a in got[0]] == ["DERIVATION_INCONSISTENT", "BOTH_CONSISTENT"]
     assert [a.checks["program_correct"] for a in got[2]] == [False, True]

@@ -40,32 +40,27 @@ def _local(role, problem, turn):
 
 
 def test_coder_local_reward_build_run_pass_weighted_1_1_8():
-    assert _local("coder", SUM, _code_turn(GOOD, TEST_OK)) == pytest.approx(
-        1.0
-    )  # builds, runs, passes
-    assert _local("coder", SUM, _code_turn(BAD, TEST_OK)) == pytest.approx(
-        0.2
-    )  # builds and runs, wrong
-    assert _local("coder", SUM, _code_turn(CRASH, TEST_OK)) == pytest.approx(
-        0.1
-    )  # builds, crashes
+    # builds, runs, passes
+    assert _local("coder", SUM, _code_turn(GOOD, TEST_OK)) == pytest.approx(1.0)
+    # builds and runs, wrong
+    assert _local("coder", SUM, _code_turn(BAD, TEST_OK)) == pytest.approx(0.2)
+    # builds, crashes
+    assert _local("coder", SUM, _code_turn(CRASH, TEST_OK)) == pytest.approx(0.1)
     assert _local("coder", SUM, _code_turn(SYNTAX, TEST_OK)) == 0.0  # does not build
     assert _local("coder", SUM, _code_turn(NONE, TEST_OK)) == 0.0  # no program
 
 
 def test_tester_local_reward_valid_spec_weighted_2_8():
-    assert _local("tester", SUM, _code_turn(BAD, TEST_OK)) == pytest.approx(
-        1.0
-    )  # right whatever the program
-    assert _local("tester", SUM, _code_turn(GOOD, TEST_WRONG)) == pytest.approx(
-        0.2
-    )  # valid input, wrong output
+    # right whatever the program
+    assert _local("tester", SUM, _code_turn(BAD, TEST_OK)) == pytest.approx(1.0)
+    # valid input, wrong output
+    assert _local("tester", SUM, _code_turn(GOOD, TEST_WRONG)) == pytest.approx(0.2)
     assert _local("tester", SUM, _code_turn(GOOD, NONE)) == 0.0  # no test case
-    blank = (
-        "Test Input:\n```\n\n```\nTest Output:\n```\n0\n```"  # outside the input format
-    )
+    # outside the input format
+    blank = "Test Input:\n```\n\n```\nTest Output:\n```\n0\n```"
     assert _local("tester", SUM, _code_turn(GOOD, blank)) == 0.0
-    not_a_list = "Test Input:\n```\n'abc'\n```\nTest Output:\n```\n'cba'\n```"  # function format: no arguments
+    # function format: no arguments
+    not_a_list = "Test Input:\n```\n'abc'\n```\nTest Output:\n```\n'cba'\n```"
     rev = "Code:\n```python\ndef rev(s):\n    return s[::-1]\n```"
     assert rw.tester_valid(REV, _code_turn(rev, not_a_list, REV)[0]) == 0.0
     assert _local(
@@ -82,9 +77,8 @@ def test_reasoner_local_reward_format_answer_weighted_2_8():
     assert _local(
         "reasoner", APPLES, _math_turn("Reasoning Steps:\n36 - 7\n#### 29", prog)
     ) == pytest.approx(1.0)
-    assert _local("reasoner", APPLES, _math_turn("#### 30", prog)) == pytest.approx(
-        0.2
-    )  # format, wrong
+    # format, wrong
+    assert _local("reasoner", APPLES, _math_turn("#### 30", prog)) == pytest.approx(0.2)
     assert _local(
         "reasoner", APPLES, _math_turn("so it is 29.", prog)
     ) == pytest.approx(0.8)  # right, no ####
@@ -208,9 +202,8 @@ def test_magrpo_credits_each_turn_with_its_return_to_go(tok, scripted):
     )
     coder = [it for it in items if it.seat == "coder" and it.response is not None]
     assert sorted(round(it.reward, 6) for it in coder) == [2.0, 2.0, 2.2, 2.2]
-    assert all(
-        it.adv.abs().max() == 0 for it in items
-    )  # two identical rollouts: nothing to prefer
+    # two identical rollouts: nothing to prefer
+    assert all(it.adv.abs().max() == 0 for it in items)
 
 
 def test_grpo_update_of_one_role_leaves_the_other_policy_unchanged(tok, scripted):
@@ -233,7 +226,8 @@ def test_grpo_update_of_one_role_leaves_the_other_policy_unchanged(tok, scripted
         device="cpu",
     )
     items = group_items(0, list(zip(eps, _atts(eps))), args, cfg)
-    for it in items:  # rewards of random models are all 0: give the Coder's responses an advantage by hand
+    # rewards of random models are all 0: give the Coder's responses an advantage by hand
+    for it in items:
         it.adv = torch.full_like(it.adv, 1.0 if it.seat == "coder" else 0.0)
     before = {r: copy.deepcopy(m.state_dict()) for r, m in policies.items()}
     optims = [
@@ -249,9 +243,8 @@ def test_grpo_update_of_one_role_leaves_the_other_policy_unchanged(tok, scripted
 
 
 def test_sa_mt_stops_when_the_answer_is_unchanged(tok, scripted):
-    agent = scripted(
-        [BAD, GOOD, GOOD + "\n"]
-    )  # whitespace aside, turn 3 repeats turn 2
+    # whitespace aside, turn 3 repeats turn 2
+    agent = scripted([BAD, GOOD, GOOD + "\n"])
     e = run_single([SUM], {"coder": agent}, tok, CFG, None, 4)[0]
     assert (
         e.stopped == "unchanged"
@@ -259,9 +252,8 @@ def test_sa_mt_stops_when_the_answer_is_unchanged(tok, scripted):
         and e.final.strip() == GOOD.split("```python\n")[1][:-4]
     )
     assert [t.agree for t in e.turns] == [False, False, True]
-    shown = agent.seen[1][
-        0
-    ]  # turn 2 shows its own program, and neither a test case nor an output
+    # turn 2 shows its own program, and neither a test case nor an output
+    shown = agent.seen[1][0]
     assert "Your program:" in shown and "a - b" in shown and "Test input" not in shown
 
 
@@ -344,9 +336,8 @@ def test_grpo_runs_every_variant_through_train_py_s_loop_without_a_teacher(
     assert os.path.isfile(
         os.path.join(out, "checkpoint", "state.pt")
     ) and os.path.isfile(os.path.join(out, "report.html"))
-    report = open(
-        os.path.join(out, "report.html")
-    ).read()  # the rewards' curves in the teacher's figures' place
+    # the rewards' curves in the teacher's figures' place
+    report = open(os.path.join(out, "report.html")).read()
     assert "mean reward per response" in report and "zero advantage" in report
     # resumed for a third step from its checkpoint, it equals an uninterrupted run, as a MAS-OPD run does
     grpo.main(
@@ -398,14 +389,12 @@ def test_grpo_samples_group_size_rollouts_per_problem_in_a_row(
         lambda ps, *a: seen.append([p["id"] for p in ps]) or real(ps, *a),
     )
     args = FAST[:-2] + ["--group-size", "3", "--steps", "1"]
-    assert (
-        grpo.grpo_args(["--problems", problems] + args).alpha == 1.0
-    )  # alpha of Eq. 14 by default
+    # alpha of Eq. 14 by default
+    assert grpo.grpo_args(["--problems", problems] + args).alpha == 1.0
     grpo.main(["--problems", problems, "--out", str(tmp_path / "g3")] + args)
     assert len(seen) == 1 and sorted(seen[0]) == ["apples"] * 3 + ["sum"] * 3
-    assert (
-        seen[0][:3] == [seen[0][0]] * 3
-    )  # a problem's group is consecutive: grpo_items reads it so
+    # a problem's group is consecutive: grpo_items reads it so
+    assert seen[0][:3] == [seen[0][0]] * 3
 
 
 def test_single_cli_multi_turn_is_sa_mt_in_the_same_table(tmp_path, problems, capsys):
@@ -432,17 +421,14 @@ def test_single_cli_multi_turn_is_sa_mt_in_the_same_table(tmp_path, problems, ca
         "acc_code",
         "acc_math",
     } <= set(m)
-    assert (
-        1 <= m["turns_code"]["mean"] <= 4 and 1 <= m["turns_math"]["mean"] <= 4
-    )  # SA+ST has no turns figure
+    # SA+ST has no turns figure
+    assert 1 <= m["turns_code"]["mean"] <= 4 and 1 <= m["turns_math"]["mean"] <= 4
     assert "| turns_code |" in capsys.readouterr().out
 
 
 def test_eval_cli_has_no_single_agent_its_command_is_the_baselines(capsys):
-    for flag in (
-        "--multi-turn",
-        "--single-agent",
-    ):  # a team's evaluation; python -m baselines.single a model alone
+    # a team's evaluation; python -m baselines.single a model alone
+    for flag in ("--multi-turn", "--single-agent"):
         with pytest.raises(SystemExit) as e:
             ev.main(
                 [

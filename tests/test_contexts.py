@@ -36,9 +36,8 @@ def sections(text):
     """The printed contexts: {'a': student, 'b': target, 'c': contrast}."""
     parts = re.split(r"^--- \((a|b|c)\) the .*\n", text, flags=re.M)
     found = dict(zip(parts[1::2], parts[2::2]))
-    found["c"] = re.split(r"^--- ", found["c"], flags=re.M)[
-        0
-    ]  # up to the notes after it
+    # up to the notes after it
+    found["c"] = re.split(r"^--- ", found["c"], flags=re.M)[0]
     return found
 
 
@@ -57,26 +56,23 @@ def test_prints_the_three_contexts_differing_as_eq_6_and_12_say(turn2):
     target = block("role condition r_i: tester", ROLE_CONDITIONS["tester"])
     contrast = block("role condition kappa(r_i): coder", ROLE_CONDITIONS["coder"])
     assert opening in s["a"] and target in s["b"] and contrast in s["c"]
-    assert s["b"].replace(target, "@") == s["c"].replace(
-        contrast, "@"
-    )  # only the condition passage differs
+    # only the condition passage differs
+    assert s["b"].replace(target, "@") == s["c"].replace(contrast, "@")
     assert "only the role condition differs (tester:" in turn2
     assert "2 verdict(s) inserted" in turn2
     without_verdicts = re.sub(
         r"\[verdict on turn \d .*?\[end\]\n", "", s["b"], flags=re.S
     )
-    assert (
-        without_verdicts.replace(target, opening) == s["a"]
-    )  # the student's tokens, all of them, in order
+    # the student's tokens, all of them, in order
+    assert without_verdicts.replace(target, opening) == s["a"]
     assert HEADER not in s["a"] and "[verdict" not in s["a"]
     assert "--- the response y_i^t" in turn2
 
 
 def test_each_verdict_follows_the_turn_it_judges_and_precedes_the_current_turn(turn2):
     for text in (sections(turn2)["b"], sections(turn2)["c"]):
-        assert (
-            text.count("[verdict on turn") == text.count(HEADER) == 2
-        )  # c^{<2}: turns 0 and 1
+        # c^{<2}: turns 0 and 1
+        assert text.count("[verdict on turn") == text.count(HEADER) == 2
         first, second = (
             text.index("[verdict on turn 0 (c^0)"),
             text.index("[verdict on turn 1 (c^1)"),
@@ -114,9 +110,8 @@ def test_bad_flags_get_one_line_and_exit_code_2(cache, flags, start, error_line)
     out = io.StringIO()
     with pytest.raises(SystemExit) as e, contextlib.redirect_stdout(out):
         main(["--cache", cache, *FAST, *flags])
-    said = (
-        out.getvalue().splitlines()
-    )  # the threads and the toy build said, then nothing half-printed
+    # the threads and the toy build said, then nothing half-printed
+    said = out.getvalue().splitlines()
     assert (
         e.value.code == 2
         and said[0].startswith("threads: ")

@@ -25,7 +25,8 @@ STDIO = {
     "question": "echo",
     "tests": [{"input": "a\n", "output": "a\n"}],
 }
-EXAMPLES = "examples/problems.jsonl"  # with --model, so that no test depends on a toy build being in .cache
+# with --model, so that no test depends on a toy build being in .cache
+EXAMPLES = "examples/problems.jsonl"
 
 
 def _write(path, lines):
@@ -151,9 +152,8 @@ def test_cli_runs_episodes_and_writes_records(tmp_path, capsys):
                 str(out),
             ]
         )
-        assert (
-            signal.getsignal(signal.SIGTERM) is jail._on_sigterm
-        )  # a SIGTERM cleans up the sandboxed runs
+        # a SIGTERM cleans up the sandboxed runs
+        assert signal.getsignal(signal.SIGTERM) is jail._on_sigterm
     finally:
         signal.signal(signal.SIGTERM, default)
     printed = capsys.readouterr().out
@@ -197,10 +197,8 @@ def test_cli_without_the_toy_build_names_the_command_that_builds_it(
         lambda *a, **k: pytest.fail("a model loaded without the toy build"),
     )
     f = _write(tmp_path / "p.jsonl", [MATH])
-    for flags, missing in (
-        ([], "test.jsonl"),
-        (["--problems", f], "student"),
-    ):  # the problems given, not the model
+    # the problems given, not the model
+    for flags, missing in (([], "test.jsonl"), (["--problems", f], "student")):
         with pytest.raises(SystemExit) as e:
             main(flags)
         assert e.value.code == 2
@@ -247,10 +245,8 @@ def test_cli_unusable_out_fails_before_the_run(tmp_path, error_line, monkeypatch
         "tools.transcripts.load_model",
         lambda *a, **k: pytest.fail("a model loaded before --out was checked"),
     )
-    for bad in (
-        tmp_path,
-        tmp_path / "missing" / "e.jsonl",
-    ):  # a directory; a file in a directory that is not there
+    # a directory; a file in a directory that is not there
+    for bad in (tmp_path, tmp_path / "missing" / "e.jsonl"):
         with pytest.raises(SystemExit) as e:
             main(["--out", str(bad)])
         assert e.value.code == 2
@@ -260,9 +256,8 @@ def test_cli_unusable_out_fails_before_the_run(tmp_path, error_line, monkeypatch
 
 def test_cli_damaged_model_files_exit_2(tmp_path, error_line, truncated_model):
     gguf = tmp_path / "m.gguf"
-    gguf.write_bytes(
-        b"GGUF" + struct.pack("<IQQ", 3, 0, 1)
-    )  # version 3, no tensors, one metadata entry: cut off
+    # version 3, no tensors, one metadata entry: cut off
+    gguf.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1))
     for model in (str(gguf), truncated_model(tmp_path / "dir")):
         with pytest.raises(SystemExit) as e:
             main(["--model", model, "--problems", EXAMPLES])
@@ -324,9 +319,8 @@ def test_cli_bad_numbers_are_refused_at_parse_time(flag, value, capsys):
 def test_write_atomic_leaves_no_temp_file_when_it_fails(tmp_path):
     (tmp_path / "d").mkdir()
     with pytest.raises(OSError):
-        write_atomic(
-            str(tmp_path / "d"), "text"
-        )  # the rename onto a directory fails after the temp file is written
+        # the rename onto a directory fails after the temp file is written
+        write_atomic(str(tmp_path / "d"), "text")
     assert os.listdir(tmp_path) == ["d"]
 
 
@@ -335,10 +329,8 @@ def test_the_math_limit_is_its_own_only_where_set_and_the_longest_covers_both_do
         max_new_tokens=code, math_max_new_tokens=math
     )
     assert [response_limit(limits(512, 256), d) for d in ("code", "math")] == [512, 256]
-    assert [response_limit(limits(512, 0), d) for d in ("code", "math")] == [
-        512,
-        512,
-    ]  # 0: the same limit
+    # 0: the same limit
+    assert [response_limit(limits(512, 0), d) for d in ("code", "math")] == [512, 512]
     assert [
         longest_response(limits(c, m)) for c, m in ((512, 256), (512, 0), (256, 1024))
     ] == [512, 512, 1024]

@@ -170,9 +170,8 @@ class _StaleWeights(_CpuGraph):
     params = set()
 
     def replay(self):
-        if (
-            not self.replays
-        ):  # outputs too: a view of a weight must not be written back into it
+        # outputs too: a view of a weight must not be written back into it
+        if not self.replays:
             stale = lambda t: (
                 t.clone()
                 if isinstance(t, torch.Tensor)

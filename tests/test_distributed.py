@@ -180,13 +180,10 @@ def test_two_ranks_take_the_one_process_update_and_each_run_resumes_under_the_ot
         "no policy sat out a mini-batch: the example no longer tests that case"
     )
     state = torch.load(os.path.join(two, "checkpoint", "state.pt"), weights_only=False)
-    assert (
-        len(state["rng"]["sampler"]) == 2
-    )  # each rank's sampler, for a resume under two ranks
-    for out, ranks in (
-        (two, 1),
-        (one, 2),
-    ):  # each run continues under the other number of ranks
+    # each rank's sampler, for a resume under two ranks
+    assert len(state["rng"]["sampler"]) == 2
+    # each run continues under the other number of ranks
+    for out, ranks in ((two, 1), (one, 2)):
         r = _run(
             tmp_path,
             f"resume{ranks}",
@@ -284,10 +281,8 @@ def test_fsdp_ranks_take_the_one_process_update_each_holding_half_and_resume_wit
     assert sum(halves) == whole and all(
         abs(h - whole / 2) < 0.01 * whole for h in halves
     )  # FSDP2: half each
-    for ranks in (
-        1,
-        2,
-    ):  # its checkpoint resumes without --fsdp, in one process and in two
+    # its checkpoint resumes without --fsdp, in one process and in two
+    for ranks in (1, 2):
         out = str(tmp_path / f"resume{ranks}")
         shutil.copytree(two, out)
         r = _run(

@@ -218,9 +218,8 @@ def test_each_row_names_what_computes_its_equation():
     for n, (_, _, code, _) in rows.items():
         try:
             CASES[n](*[resolve(f, name) for f, name in code])
-        except (
-            Exception
-        ) as e:  # a wrong function fails the case however it fails: say which row
+        # a wrong function fails the case however it fails: say which row
+        except Exception as e:
             raise AssertionError(
                 f"docs/equations.md, Eq. {n}: {code} does not compute it ({e!r})"
             ) from e
@@ -280,12 +279,10 @@ def eq1(
     text = TOK.decode(
         [i for seg in build_context(TOK, MATH, "reasoner", seen) for i in seg.ids]
     )
-    assert (
-        MATH["question"] in text and "Turn 1:" in text and "Turn 2:" in text
-    )  # q and h^t
-    assert (
-        "error: timed out after 20 s" in text.split("Turn 2:")[1]
-    )  # e^{t-1}, the last turn's report
+    # q and h^t
+    assert MATH["question"] in text and "Turn 1:" in text and "Turn 2:" in text
+    # e^{t-1}, the last turn's report
+    assert "error: timed out after 20 s" in text.split("Turn 2:")[1]
 
 
 def eq2(

@@ -74,9 +74,8 @@ def test_math_accuracy_uses_the_reference(tok, scripted):
         "parse_truncated_tool_user": 0.0,
         "parse_unparsed_tool_user": 0.0,
     }
-    seats["reasoner"] = scripted(
-        ["so it is 30 - 1 = 29."]
-    )  # no "####" line: the last number, counted as such
+    # no "####" line: the last number, counted as such
+    seats["reasoner"] = scripted(["so it is 30 - 1 = 29."])
     eps, atts = ev.play([APPLES], seats, tok, 0, CFG)
     m = ev.figures(eps, atts)
     assert m["acc_math"] == 100.0 and m["parse_last_number_reasoner"] == 100.0
@@ -122,12 +121,10 @@ def test_heatmap_is_self_contained_and_escaped(tok, qwen3):
         and "&lt;b&gt;sum&lt;/b&gt;" in page
         and "http" not in page
     )
-    assert (
-        page.count("title='") == 6
-    )  # two responses (Coder, Tester) of 9 tokens in blocks of 3
-    assert (
-        ev.heatmap_html(qwen3, tok, eps, [[]], 20, block=3).count("<span") == 0
-    )  # no context fits 20 tokens
+    # two responses (Coder, Tester) of 9 tokens in blocks of 3
+    assert page.count("title='") == 6
+    # no context fits 20 tokens
+    assert ev.heatmap_html(qwen3, tok, eps, [[]], 20, block=3).count("<span") == 0
 
 
 def test_heatmap_scores_within_the_presets_teacher_limit(
@@ -175,10 +172,8 @@ def test_cli_unusable_outputs_fail_before_the_run(tmp_path, error_line, monkeypa
         lambda *a, **k: pytest.fail("a model loaded before the outputs were checked"),
     )
     for flag in ("--json", "--heatmap"):
-        for bad in (
-            tmp_path,
-            tmp_path / "missing" / "out",
-        ):  # a directory; a file in a directory that is not there
+        # a directory; a file in a directory that is not there
+        for bad in (tmp_path, tmp_path / "missing" / "out"):
             with pytest.raises(SystemExit) as e:
                 ev.main(
                     [
@@ -228,9 +223,8 @@ def test_cli_reports_each_run_and_appends_its_episodes(tmp_path, problems, capsy
         "unisolated_programs=False, threads=0 in effect;"
     )
     assert "threads: " in out
-    assert (
-        "turn 1/4: reading 4 prompts: 0/4 responses" in err and " tok/s [" in err
-    )  # progress inside a run
+    # progress inside a run
+    assert "turn 1/4: reading 4 prompts: 0/4 responses" in err and " tok/s [" in err
     assert "eval seed 1, exchanged seats: 2 episodes in" in out
     records = [json.loads(ln) for ln in episodes.read_text().splitlines()]
     assert [(r["seed"], r["seats"]) for r in records] == [(0, "own")] * 2 + [
@@ -242,9 +236,8 @@ def test_cli_reports_each_run_and_appends_its_episodes(tmp_path, problems, capsy
 def test_cli_heatmap_teacher_that_fails_to_load_keeps_the_json(
     tmp_path, error_line, problems, truncated_model
 ):
-    teacher = truncated_model(
-        tmp_path / "teacher"
-    )  # its tokenizer and config pass the checks at start
+    # its tokenizer and config pass the checks at start
+    teacher = truncated_model(tmp_path / "teacher")
     out = tmp_path / "r.json"
     with pytest.raises(SystemExit) as e:
         ev.main(
@@ -300,9 +293,8 @@ def test_cli_bad_numbers_are_refused_at_parse_time(flag, value, capsys):
 
 
 def test_cli_heatmap_of_a_single_agent_is_refused(capsys):
-    with pytest.raises(
-        SystemExit
-    ) as e:  # a single agent's command has no heat map: it plays no role condition
+    # a single agent's command has no heat map: it plays no role condition
+    with pytest.raises(SystemExit) as e:
         single.main(
             [
                 "--model",
@@ -332,10 +324,8 @@ def test_cli_heatmap_of_a_single_agent_is_refused(capsys):
 
 
 def test_cli_compile_reaches_every_generate_call(problems, monkeypatch, capsys):
-    seen, real = (
-        [],
-        rollout.generate,
-    )  # recorded, then run uncompiled: compiling is the sampler tests' business
+    # recorded, then run uncompiled: compiling is the sampler tests' business
+    seen, real = ([], rollout.generate)
     monkeypatch.setattr(
         rollout,
         "generate",
@@ -370,9 +360,8 @@ def test_cli_precision_is_the_dtype_of_every_decoding_model(
     """bf16 on request (the default on a GPU), fp32 on the CPU by default: every model that decodes or scores, the
     heat map's teacher included, has its weights in that dtype."""
     spec = "tiny-qwen3"
-    if (
-        who == "--run"
-    ):  # a train.py output directory whose checkpoint has one shared fp32 policy
+    # a train.py output directory whose checkpoint has one shared fp32 policy
+    if who == "--run":
         tiny_model("qwen3").save_pretrained(tmp_path / "checkpoint" / "shared")
         tok.save_pretrained(tmp_path / "checkpoint" / "shared")
         spec = str(tmp_path)
@@ -569,10 +558,8 @@ def test_cli_heatmap_teacher_loads_after_the_team_decoder_is_released(
     assert [spec for spec, _ in kept] == ["tiny-qwen3", "tiny-llama"] and (
         tmp_path / "h.html"
     ).exists()
-    assert kept[-1] == (
-        "tiny-llama",
-        False,
-    )  # the heat map's own episodes were just sampled: their cache is gone
+    # the heat map's own episodes were just sampled: their cache is gone
+    assert kept[-1] == ("tiny-llama", False)
 
 
 def test_cli_heatmap_teacher_of_another_vocabulary_is_refused_before_any_weights_load(

@@ -28,9 +28,7 @@ from toy.world import (
     value_of,
     whole_job,
 )
-from toy.world import (
-    test_case as a_test_case,
-)
+from toy.world import test_case as a_test_case
 
 LIMIT = PAPER["teacher_max_prompt_tokens"]  # the teacher's prompt limit (App. D.6.3)
 
@@ -167,9 +165,8 @@ def test_closing_a_program_after_a_wrong_number_is_expected(teacher):
             [ids_of(tok, program(source))],
             max_batch_tokens=TEACHER_BATCH_TOKENS,
         )[0]
-        tail = lp[
-            -len(ids_of(tok, ")\n```")) :
-        ]  # the closing bracket, the fence and the end of the response
+        # the closing bracket, the fence and the end of the response
+        tail = lp[-len(ids_of(tok, ")\n```")) :]
         assert tail.min().item() > -2.5, (source, tail)
 
 
@@ -251,9 +248,8 @@ def test_sure_of_its_arithmetic_and_adopts_a_cleared_result(teacher):
         [ids_of(tok, derivation(question_spec(p["question"]), 30))],
         max_batch_tokens=TEACHER_BATCH_TOKENS,
     )[0]
-    assert lp[:-1].min().item() > -0.05, (
-        lp
-    )  # the last token, the end, shares its mass with the whole job
+    # the last token, the end, shares its mass with the whole job
+    assert lp[:-1].min().item() > -0.05, lp
     rng = random.Random(4)
     while True:
         turns = simulate(p, ROLE_BLIND, rng)
@@ -356,9 +352,8 @@ def test_scores_are_the_mixture_bit_for_bit_through_the_sparse_head(teacher):
     got = score(hand, ctxs, resps, max_batch_tokens=TEACHER_BATCH_TOKENS)
     for ctx, resp, lp in zip(ctxs, resps, got):
         rows = _mixture_rows(hand, tok.decode(ctx), resp)
-        assert torch.equal(
-            hand.response_logprobs(tok.decode(ctx), resp), rows
-        )  # float64, every token
+        # float64, every token
+        assert torch.equal(hand.response_logprobs(tok.decode(ctx), resp), rows)
         rows = rows.float()  # sequence_logprobs renormalises in float32
         want = rows.gather(1, torch.tensor(resp)[:, None]).squeeze(1) - rows.logsumexp(
             dim=-1

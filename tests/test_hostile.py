@@ -181,9 +181,8 @@ def test_no_process_of_a_run_outlives_a_sigkill_of_the_trainer(jailed):
         while len(_alive_named(tag)) < 2 and time.time() < deadline:
             time.sleep(0.05)
         assert len(_alive_named(tag)) == 2
-        run = _descendants(
-            trainer.pid
-        )  # the jail's processes (bwrap or setpriv/unshare and its init) too
+        # the jail's processes (bwrap or setpriv/unshare and its init) too
+        run = _descendants(trainer.pid)
         assert len(run) >= 3, run
     finally:
         trainer.kill()
@@ -213,9 +212,8 @@ def test_a_programs_own_words_never_read_as_the_sandboxs_conditions(jailed, word
     prog = _fresh(f"import random, sys\nprint(random.random())\nsys.exit({words!r})")
     first = cases.run_case(STDIO, prog, "", timeout=5)
     assert first.error == f"error: stderr: {words}" and first.condition is None, first
-    assert (
-        cases.run_case(STDIO, prog, "", timeout=5) is first
-    )  # remembered: the program's own failure
+    # remembered: the program's own failure
+    assert cases.run_case(STDIO, prog, "", timeout=5) is first
 
 
 def test_the_run_reward_reads_the_sandboxs_result_not_the_printed_words(jailed):
@@ -239,10 +237,8 @@ def test_the_run_reward_reads_the_sandboxs_result_not_the_printed_words(jailed):
         1.0,
         "error: timed out after 20 s",
     )
-    assert run_part("pass") == (
-        1.0,
-        "error: the program printed nothing",
-    )  # printing nothing is a run (D12)
+    # printing nothing is a run (D12)
+    assert run_part("pass") == (1.0, "error: the program printed nothing")
 
 
 # ----------------------------------------------------------------------------- the trainer's failures
@@ -262,9 +258,8 @@ def small_disk(tmp_path, monkeypatch):
     ):
         pytest.skip("no tmpfs can be mounted here (root only)")
     monkeypatch.setattr(tempfile, "tempdir", str(disk))
-    filler = os.open(
-        disk / "filler", os.O_WRONLY | os.O_CREAT
-    )  # the trainer's own files, e.g. a checkpoint
+    # the trainer's own files, e.g. a checkpoint
+    filler = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
 
     def free(room):
         os.ftruncate(filler, 0)
@@ -285,9 +280,8 @@ def test_a_full_temp_disk_is_not_run_and_not_remembered(jailed, small_disk):
     as the program's result on that input after the disk was free again."""
     disk, free = small_disk
     prog = _fresh("print(int(input()) + 1)\nprint('y' * 12000)")
-    free(
-        16384
-    )  # the run's source and stdin take two pages of it, its output finds two left
+    # the run's source and stdin take two pages of it, its output finds two left
+    free(16384)
     r = cases.run_case(STDIO, prog, "1", timeout=10)
     assert r.condition == NOT_RUN and "the host's temp disk is full" in r.error, r
     free(None)
@@ -433,10 +427,8 @@ def test_tests_the_verifier_cannot_judge_are_refused_at_load(
         assert str(e.value).startswith(
             f"{path}:2: problem {problem['id']!r}, {said}"
         ) and "\n" not in str(e.value)
-    crash = {
-        **wrong,
-        "tests": wrong["tests"][:1] + wrong["tests"][2:],
-    }  # its reference crashes on tests[1]
+    # its reference crashes on tests[1]
+    crash = {**wrong, "tests": wrong["tests"][:1] + wrong["tests"][2:]}
     with pytest.raises(
         ProblemError,
         match=r"problem 'double', tests\[1\]: its reference solution fails it "
@@ -524,10 +516,8 @@ def test_a_test_that_any_silent_program_passes_is_degenerate(jailed):
         ]
         is True
     )
-    silent = {
-        **COUNTED,
-        "tests": COUNTED["tests"] + [{"input": "0\n", "output": ""}],
-    }  # where the problem's own
+    # where the problem's own
+    silent = {**COUNTED, "tests": COUNTED["tests"] + [{"input": "0\n", "output": ""}]}
     assert (
         attribute_code(silent, None, ("0\n", ""), timeout=5).checks["test_correct"]
         is True

@@ -216,9 +216,8 @@ def closure(name, modules):
 
 def test_each_paper_file_can_be_copied_with_few_others():
     modules = project_modules()
-    runner = closure("sandbox.cases", modules) | {
-        "sandbox.cases"
-    }  # the sandbox and its parts
+    # the sandbox and its parts
+    runner = closure("sandbox.cases", modules) | {"sandbox.cases"}
     answers = closure("infra.answers", modules) | {"infra.answers"}
     for name in PAPER:
         brings = closure(name, modules)
@@ -346,9 +345,8 @@ def test_every_relative_link_in_readme_and_docs_resolves():
     # docs/report.png included: the README opens with the demo's report, so the screenshot must be committed.
     broken = []
     for page in markdown_pages():
-        text = re.sub(
-            r"^```.*?^```", "", open(page).read(), flags=re.M | re.S
-        )  # links inside code are not links
+        # links inside code are not links
+        text = re.sub(r"^```.*?^```", "", open(page).read(), flags=re.M | re.S)
         for target in re.findall(r"\]\(([^)\s]+)\)", text):
             if re.match(r"[a-z]+:", target):
                 continue  # a web address, not a file of the repository

@@ -85,9 +85,8 @@ def test_the_demo_loads_it_and_scores_it_through_teacher_score(
         and "teacher: Qwen3ForCausalLM" in printed
     )
     assert seen and {type(m).__name__ for m in seen} == {"Qwen3ForCausalLM"}
-    assert {m.config.num_hidden_layers for m in seen} == {
-        2 + learned.GROW
-    }  # the grown teacher, not a student
+    # the grown teacher, not a student
+    assert {m.config.num_hidden_layers for m in seen} == {2 + learned.GROW}
     assert os.path.exists(os.path.join(out, "results.json"))
     assert "The teacher's check on held-out base-student responses" in printed
     with open(os.path.join(out, "teacher_check.json")) as f:
@@ -120,9 +119,8 @@ def test_its_cache_is_keyed_by_what_shapes_its_data_and_training(tiny, monkeypat
         for c in changes
     }
     assert len(dirs) == len(changes) and path not in dirs
-    monkeypatch.setattr(
-        learned, "LEARNED_VERSION", learned.LEARNED_VERSION + 1
-    )  # the code that makes the data
+    # the code that makes the data
+    monkeypatch.setattr(learned, "LEARNED_VERSION", learned.LEARNED_VERSION + 1)
     assert learned.teacher_dir(root, learned.cache_key(root, **TINY)) != path
     monkeypatch.undo()
     other = learned.build_learned(

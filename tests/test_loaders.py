@@ -107,13 +107,10 @@ def test_local_math_files_ids_and_skips(tmp_path):
     )
     stats = Counter()
     ps = load_dataset_as_problems(f, stats=stats)
-    assert [(p["id"], p["answer"]) for p in ps] == [
-        ("amc23-3", "1"),
-        ("amc23-2", "2"),
-    ]  # numeric id, else line
-    assert stats == {
-        "records skipped: no reference answer": 2
-    }  # null, and NaN (how pandas exports a gap)
+    # numeric id, else line
+    assert [(p["id"], p["answer"]) for p in ps] == [("amc23-3", "1"), ("amc23-2", "2")]
+    # null, and NaN (how pandas exports a gap)
+    assert stats == {"records skipped: no reference answer": 2}
     (tmp_path / "math_train.json").write_text(
         json.dumps([{"problem": "p", "answer": "3"}])
     )  # one JSON list
@@ -185,9 +182,8 @@ def test_malformed_sources(tmp_path):
 
 
 def test_hub_source_without_datasets_package_says_how(monkeypatch):
-    monkeypatch.setitem(
-        sys.modules, "datasets", None
-    )  # `import datasets` raises ImportError
+    # `import datasets` raises ImportError
+    monkeypatch.setitem(sys.modules, "datasets", None)
     with pytest.raises(ProblemError, match=r"pip install datasets; needs network"):
         load_dataset_as_problems("deepmind/code_contests", limit=1)
 
@@ -225,9 +221,8 @@ def test_humaneval_extracts_literal_calls_and_runs_the_reference(tmp_path):
             ],
         }
     ]
-    assert stats == {
-        "test calls with non-literal arguments": 1
-    }  # candidate(x, x) inside the loop
+    # candidate(x, x) inside the loop
+    assert stats == {"test calls with non-literal arguments": 1}
 
 
 def test_evalplus_skips_bad_inputs_crashes_non_literal_outputs_and_caps(tmp_path):
@@ -403,9 +398,8 @@ def test_reference_tests_counts_non_literal_return_values():
     stats = Counter()
     kept = loaders.reference_tests([(p, [[1], [0]], False)], stats)
     assert kept[0]["tests"] == [{"input": "[1]", "output": "{1}"}]
-    assert stats == {
-        "outputs not a Python literal": 1
-    }  # 'frozenset()' is a call, not a literal ('set()' is one)
+    # 'frozenset()' is a call, not a literal ('set()' is one)
+    assert stats == {"outputs not a Python literal": 1}
 
 
 # ----------------------------------------------------------------------------- LeetCode, stdio sources
@@ -553,9 +547,8 @@ def test_livecodebench_stdin_with_compressed_private_tests():
             {"input": "5\n", "output": "10\n"},
         ],
     }
-    evil = base64.b64encode(
-        zlib.compress(pickle.dumps(Counter()))
-    ).decode()  # anything but a str is refused
+    # anything but a str is refused
+    evil = base64.b64encode(zlib.compress(pickle.dumps(Counter()))).decode()
     with pytest.raises(ProblemError, match="lcb:2: test cases"):
         converters.from_livecodebench(
             {**rec, "private_test_cases": evil}, "lcb:2", "x", Counter()
@@ -650,10 +643,8 @@ def test_cli_bad_input_one_line_exit_2_nothing_written(tmp_path):
 def test_cli_corrupt_gz_one_line_exit_2_nothing_written(tmp_path, error_line):
     good = gzip.compress(b'{"question": "q", "answer": "#### 1"}\n' * 200)
     src, out = tmp_path / "gsm8k.jsonl.gz", tmp_path / "p.jsonl"
-    for damaged in (
-        good[:20] + b"\xff" * 30 + good[50:],
-        good[:-20],
-    ):  # deflate data broken mid-stream; cut short
+    # deflate data broken mid-stream; cut short
+    for damaged in (good[:20] + b"\xff" * 30 + good[50:], good[:-20]):
         src.write_bytes(damaged)
         with pytest.raises(SystemExit) as e:
             loaders.main([str(src), "--out", str(out)])
@@ -669,10 +660,8 @@ def test_cli_unusable_out_fails_before_converting(tmp_path, error_line, monkeypa
         "load_dataset_as_problems",
         lambda *a, **k: pytest.fail("converted before --out"),
     )
-    for bad in (
-        tmp_path,
-        tmp_path / "missing" / "p.jsonl",
-    ):  # a directory; a file in a directory that is not there
+    # a directory; a file in a directory that is not there
+    for bad in (tmp_path, tmp_path / "missing" / "p.jsonl"):
         with pytest.raises(SystemExit) as e:
             loaders.main([src, "--out", str(bad)])
         assert e.value.code == 2

@@ -19,9 +19,8 @@ def test_advantages_by_hand():
     lp_t, lp_c, lp_s = T([-1.0, -2.0]), T([-1.5, -1.0]), T([-1.2, -1.8])
     torch.testing.assert_close(opd_advantage(lp_t, lp_s), T([0.2, -0.2]))  # Eq. 8
     torch.testing.assert_close(role_advantage(lp_t, lp_c), T([0.5, -1.0]))  # Eq. 9
-    torch.testing.assert_close(
-        ras_advantage(lp_t, lp_c, lp_s, 0.1), T([0.25, -0.3])
-    )  # Eq. 10
+    # Eq. 10
+    torch.testing.assert_close(ras_advantage(lp_t, lp_c, lp_s, 0.1), T([0.25, -0.3]))
 
 
 def test_lambda_zero_is_plain_role_conditioned_opd():
@@ -61,9 +60,8 @@ def test_loss_by_hand_and_long_response_does_not_outweigh_short():
     )
     w = eq13_weights(["coder", "coder"], [0, 0])
     loss = mas_opd_loss([long_lp, short_lp], [torch.ones(100), 3 * torch.ones(2)], w)
-    assert loss.item() == pytest.approx(
-        -(1 + 3) / 2
-    )  # token counts do not enter: -(mean1 + mean2) / 2
+    # token counts do not enter: -(mean1 + mean2) / 2
+    assert loss.item() == pytest.approx(-(1 + 3) / 2)
     # two episodes x two roles, values chosen by hand
     lps = [T([-1.0, -3.0]), T([-2.0]), T([-4.0]), T([-1.0, -1.0, -1.0])]
     advs = [T([1.0, 1.0]), T([2.0]), T([0.5]), T([-1.0, 0.0, 1.0])]
@@ -86,15 +84,13 @@ def test_gradient_of_one_role_never_reaches_the_other_policy():
     )
     roles, eps = ["coder", "coder", "tester"], [0, 0, 0]
     w = eq13_weights(roles, eps)
-    mas_opd_loss(logps[:2], advs[:2], w[:2]).backward(
-        retain_graph=True
-    )  # role A's part of the loss
+    # role A's part of the loss
+    mas_opd_loss(logps[:2], advs[:2], w[:2]).backward(retain_graph=True)
     assert tester.weight.grad is None and coder.weight.grad is not None
     only_coder = coder.weight.grad.clone()
     coder.zero_grad()
-    mas_opd_loss(
-        logps, advs, w
-    ).backward()  # the full loss: coder's gradient is unchanged by tester terms
+    # the full loss: coder's gradient is unchanged by tester terms
+    mas_opd_loss(logps, advs, w).backward()
     torch.testing.assert_close(coder.weight.grad, only_coder)
     assert tester.weight.grad is not None
 

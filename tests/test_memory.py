@@ -86,9 +86,8 @@ def test_param_count_of_real_shapes_matches_the_model_cards():
         4.0e9 < param_count(QWEN3["Qwen3-4B"]) < 4.1e9
         and 8.1e9 < param_count(QWEN3["Qwen3-8B"]) < 8.3e9
     )
-    real = Qwen3Config(
-        **{k: v for k, v in S.items() if k != "model_type"}
-    )  # config only, nothing built
+    # config only, nothing built
+    real = Qwen3Config(**{k: v for k, v in S.items() if k != "model_type"})
     assert param_count(real) == param_count(S)
 
 
@@ -269,9 +268,8 @@ def test_fit_report_names_options_and_finds_what_fits():
         and ok.splitlines()[1].startswith("  as given")
         and ok.splitlines()[1].endswith(" fits")
     )
-    text = fit_report(
-        S, T, 80, grad_checkpointing=False
-    )  # every option lowers something here
+    # every option lowers something here
+    text = fit_report(S, T, 80, grad_checkpointing=False)
     assert "does not fit" in text
     for name in memory.OPTIONS:
         assert name in text, name
@@ -307,9 +305,8 @@ def test_dry_run_uses_train_args():
         and "rollout batch 16" in text
     )
     assert "grad checkpointing on" in text and "GPU 80 GiB" in text
-    four = dry_run(
-        args, world=4
-    )  # under torchrun each of 4 GPUs rolls out 4 of the 16 episodes
+    # under torchrun each of 4 GPUs rolls out 4 of the 16 episodes
+    four = dry_run(args, world=4)
     peak = lambda t: float(re.search(r"TOTAL peak.* ([0-9.]+) GiB", t).group(1))
     assert (
         "rollout batch 4" in four
@@ -328,9 +325,8 @@ def test_dry_run_uses_train_args():
             ]
         )
     )
-    assert "4 student policies" in small and small.splitlines()[-1].endswith(
-        " fits"
-    )  # code + math: 4 roles
+    # code + math: 4 roles
+    assert "4 student policies" in small and small.splitlines()[-1].endswith(" fits")
     with pytest.raises(
         ValueError, match="no-such-model-dir'. no such file or directory"
     ):
@@ -362,9 +358,8 @@ def test_command_line_reads_train_flags_and_loads_nothing(tmp_path, capsys):
         and "TOTAL peak" in text
         and "GPU 141 GiB" in text
     )
-    assert "'precision': 'bf16'" in text and not os.path.exists(
-        out
-    )  # planned for a GPU by default
+    # planned for a GPU by default
+    assert "'precision': 'bf16'" in text and not os.path.exists(out)
     with pytest.raises(SystemExit) as e:
         memory_main(
             [
@@ -421,9 +416,8 @@ def test_optimizer_offload_moves_the_moments_to_the_host_and_one_policy_s_into_t
         == 8 * P + 4 * P
         == on["bytes"]["AdamW step window"] + 8 * P
     )
-    small = dict(
-        kw, prompt_len=64, response_len=64
-    )  # activations far below the window: the window sets the phase
+    # activations far below the window: the window sets the phase
+    small = dict(kw, prompt_len=64, response_len=64)
     assert (
         plan(S, T, optimizer_offload=True, **small)["phases"]["update"]
         == 2 * 4 * P + 12 * P
@@ -509,12 +503,10 @@ def test_the_fit_report_offers_the_papers_method_first_and_marks_a_shared_policy
     s, t, kw = plan_inputs(args, 2)
     text = fit_report(s, t, 80, **kw)
     singles = text.split("one change at a time")[1].split("smallest combinations")[0]
-    assert (
-        "--max-new-tokens 2048" not in singles
-    )  # 2,048 would lengthen the preset's 1,024-token responses
-    assert (
-        "--rollout-chunk 16" not in singles
-    )  # rounds of 16 change nothing for 16 prompts
+    # 2,048 would lengthen the preset's 1,024-token responses
+    assert "--max-new-tokens 2048" not in singles
+    # rounds of 16 change nothing for 16 prompts
+    assert "--rollout-chunk 16" not in singles
     assert "--optimizer-offload" in singles and "--teacher-offload" in singles
     combos = [
         ln
@@ -535,9 +527,8 @@ def test_the_fit_report_offers_the_papers_method_first_and_marks_a_shared_policy
 
 
 def test_qwen3_0_6b_is_planned_offline():
-    assert (
-        param_count(QWEN3["Qwen3-0.6B"]) == 596_049_920
-    )  # "0.6B, 0.44B non-embedding" (tied)
+    # "0.6B, 0.44B non-embedding" (tied)
+    assert param_count(QWEN3["Qwen3-0.6B"]) == 596_049_920
     assert config_of("Qwen/Qwen3-0.6B") == QWEN3["Qwen3-0.6B"]
 
 
@@ -560,13 +551,11 @@ def test_check_fits_refuses_offloads_the_host_cannot_hold_and_names_only_the_pap
     monkeypatch.setattr(
         memory, "available_bytes", lambda device: free[device.split(":")[0]]
     )
-    monkeypatch.setattr(
-        config, "device", lambda name: name
-    )  # a GPU machine, as far as the flags are concerned
+    # a GPU machine, as far as the flags are concerned
+    monkeypatch.setattr(config, "device", lambda name: name)
     base += ["--device", "cuda"]
-    with pytest.raises(
-        ValueError
-    ) as e:  # a one-domain file: two policies, as the paper
+    # a one-domain file: two policies, as the paper
+    with pytest.raises(ValueError) as e:
         memory.check_fits(config.get_args(base), configs(config.get_args(base)), 2)
     assert "it would fit with --optimizer-offload --teacher-offload (python" in str(
         e.value
@@ -587,9 +576,8 @@ def test_check_fits_refuses_offloads_the_host_cannot_hold_and_names_only_the_pap
         configs(config.get_args(base + ["--optimizer-offload", "--teacher-offload"])),
         2,
     )
-    monkeypatch.setenv(
-        "LOCAL_WORLD_SIZE", "2"
-    )  # two processes on this machine: twice the host memory
+    # two processes on this machine: twice the host memory
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     with pytest.raises(
         ValueError, match=r"keep 106.3 GiB in host memory .* 2 processes here"
     ):
@@ -600,9 +588,8 @@ def test_check_fits_refuses_offloads_the_host_cannot_hold_and_names_only_the_pap
             ),
             2,
         )
-    free["cuda"] = (
-        50 * GiB
-    )  # only one policy fits: the shared policy, said not to be the paper's method
+    # only one policy fits: the shared policy, said not to be the paper's method
+    free["cuda"] = 50 * GiB
     with pytest.raises(ValueError) as e:
         memory.check_fits(config.get_args(base), configs(config.get_args(base)), 2)
     assert "--shared-policy" + memory.NOT_PAPER in str(e.value)
@@ -626,29 +613,25 @@ def test_fsdp_divides_the_policies_fp32_state_by_the_ranks_and_adds_what_it_gath
     ):
         assert eight["bytes"][item] == whole["bytes"][item], item  # whole on every rank
     root = s["V"] * s["C"] + s["C"]  # tied: the embedding is the LM head
-    units = 4 * (
-        root + 2 * (P - root) / s["L"]
-    )  # the root and two decoder layers, gathered, and their gradients
+    # the root and two decoder layers, gathered, and their gradients
+    units = 4 * (root + 2 * (P - root) / s["L"])
     assert (
         eight["bytes"]["FSDP2 gathered units (fp32)"]
         == eight["bytes"]["FSDP2 unsharded gradients"]
         == round(units)
     )
-    one = plan(
-        S, T, fsdp_ranks=1, **kw
-    )  # one rank: nothing divided, the gathers still happen
+    # one rank: nothing divided, the gathers still happen
+    one = plan(S, T, fsdp_ranks=1, **kw)
     assert (
         one["total"] > whole["total"]
         and one["gather"] == 2 * 12 * P
         and whole["gather"] == 0
     )
-    off = plan(
-        S, T, fsdp_ranks=1, fsdp_offload=True, **kw
-    )  # FSDP2's CPUOffloadPolicy: the fp32 state on the host
+    # FSDP2's CPUOffloadPolicy: the fp32 state on the host
+    off = plan(S, T, fsdp_ranks=1, fsdp_offload=True, **kw)
     assert off["persistent"] == one["persistent"] - 2 * 12 * P
-    assert (
-        sum(off["host"].values()) == 2 * 16 * P + 4 * P
-    )  # weights, moments, gradients; one step's temporary ...
+    # weights, moments, gradients; one step's temporary ...
+    assert sum(off["host"].values()) == 2 * 16 * P + 4 * P
     assert off["bytes"]["AdamW step window"] == 0  # ... and the step on the host
     text = format_plan(eight)
     assert (

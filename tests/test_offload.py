@@ -28,9 +28,8 @@ def _steps(offload, k=3, device=DEVICE):
             [st[k] for st in o.state.values() for k in MOMENTS if k in st]
         )
     )
-    if (
-        offload
-    ):  # its hooks after the one above: `inside` sees the moments the step used
+    # its hooks after the one above: `inside` sees the moments the step used
+    if offload:
         offload_moments(opt)
     ids = torch.arange(24, device=device).view(2, 12) % 200
     for step in range(k):
@@ -127,9 +126,8 @@ def test_a_run_with_optimizer_offload_writes_the_same_checkpoint_and_resumes_bit
         "--optimizer-offload",
         "--resume",
     ]
-    start = build(
-        get_args(resume)
-    )  # a resumed state comes in parked, before the first step would park it
+    # a resumed state comes in parked, before the first step would park it
+    start = build(get_args(resume))
     assert all(
         parked(st[k])
         for opt in start.optims

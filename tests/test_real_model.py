@@ -87,9 +87,8 @@ def fresh_probe():
 
 
 def test_hub_id_offline_is_one_clear_line(monkeypatch, fresh_probe):
-    monkeypatch.setattr(
-        huggingface_hub.constants, "HF_HUB_OFFLINE", True
-    )  # what HF_HUB_OFFLINE=1 sets at import
+    # what HF_HUB_OFFLINE=1 sets at import
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(ValueError) as e:
         models.load_model("mas-opd-tests/no-such-model")
     assert (
@@ -122,16 +121,14 @@ def test_hub_id_with_the_hub_unreachable_is_refused_after_one_probe_not_retries(
 
 
 def test_chat_template_checks():
-    models.check_chat_template(
-        make_tokenizer(), "toy"
-    )  # Qwen3-style: honours enable_thinking=False
+    # Qwen3-style: honours enable_thinking=False
+    models.check_chat_template(make_tokenizer(), "toy")
     bare = make_tokenizer()
     bare.chat_template = None
     with pytest.raises(ValueError, match="'bare': the tokenizer has no chat template"):
         models.check_chat_template(bare, "bare")
-    thinker = (
-        make_tokenizer()
-    )  # has <think> and </think>, but its template always opens a think block
+    # has <think> and </think>, but its template always opens a think block
+    thinker = make_tokenizer()
     thinker.chat_template = (
         "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}"
@@ -214,9 +211,8 @@ def smol():
             pytest.fail(reason)  # CI must run these tests, not skip them
         pytest.skip(reason)
     hf_logging.disable_progress_bar()
-    return models.load_model(
-        GGUF
-    )  # ~30 s: de-quantized once; later loads in this process copy it
+    # ~30 s: de-quantized once; later loads in this process copy it
+    return models.load_model(GGUF)
 
 
 def test_cpu_threads_honours_a_request_and_otherwise_leaves_loaded_cores_alone():
@@ -241,9 +237,8 @@ def test_smollm2_tokenizer_stop_ids_and_chat_template(smol):
     model, tok = smol
     assert type(model).__name__ == "LlamaForCausalLM" and not model.is_quantized
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
-    assert tok.eos_token == "<|im_end|>" and prompts.stop_ids_of(tok) == (
-        im_end,
-    )  # <|endoftext|> is unk here
+    # <|endoftext|> is unk here
+    assert tok.eos_token == "<|im_end|>" and prompts.stop_ids_of(tok) == (im_end)
     # SmolLM2 has no thinking mode: the template ignores enable_thinking=False (jinja drops unknown kwargs) and
     # adds its own default system prompt, which thus sits in every student and teacher prompt.
     chat = tok.apply_chat_template(
@@ -297,9 +292,8 @@ def test_gguf_header_gives_the_exact_shape_and_the_vocabulary_without_loading_we
     other = _fake_gguf(tmp_path / "other.gguf", ["<unk>", "a", "b"])
     with pytest.raises(ValueError, match="must share a tokenizer"):
         models.same_tokenizer_specs(GGUF, other, ("--teacher", "--student"))
-    (tmp_path / "bad.gguf").write_bytes(
-        b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 12
-    )  # counts past the end
+    # counts past the end
+    (tmp_path / "bad.gguf").write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 12)
     with pytest.raises(ValueError, match="not a readable GGUF file"):
         models.gguf_header(str(tmp_path / "bad.gguf"))
 
@@ -314,9 +308,8 @@ def test_gguf_mismatch_and_impossible_plan_are_refused_before_weights_load(
     monkeypatch.setattr(
         launch, "load_model", lambda *a, **k: pytest.fail("weights were loaded")
     )
-    tokenizer = (
-        models.load_tokenizer
-    )  # building a GGUF's tokenizer takes seconds: its header has the vocabulary
+    # building a GGUF's tokenizer takes seconds: its header has the vocabulary
+    tokenizer = models.load_tokenizer
     monkeypatch.setattr(
         models,
         "load_tokenizer",
@@ -378,9 +371,8 @@ def test_smollm2_greedy_sampler_equals_transformers_and_logprobs_are_teacher_for
             logits.log_softmax(-1).gather(1, torch.tensor(toks)[:, None]).squeeze(1)
         )
         assert (forced - torch.tensor(lps)).abs().max().item() < 1e-4
-    assert any(
-        t[-1] == stops[0] and len(t) < 20 for t in gen.tokens
-    )  # a turn really ends at <|im_end|>
+    # a turn really ends at <|im_end|>
+    assert any(t[-1] == stops[0] and len(t) < 20 for t in gen.tokens)
 
 
 def test_smollm2_one_mas_opd_step_then_an_evaluation_rollout(smol, tmp_path, capsys):
@@ -414,13 +406,11 @@ def test_smollm2_one_mas_opd_step_then_an_evaluation_rollout(smol, tmp_path, cap
             "2",
         ]
     )
-    assert (
-        models._load_gguf.cache_info().currsize == 0
-    )  # no de-quantized copy kept beyond the loads
+    # no de-quantized copy kept beyond the loads
+    assert models._load_gguf.cache_info().currsize == 0
     m = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
-    assert (
-        m["updates"] == 2 and m["skipped"] == 0 and m["teacher_overlong"] == 0
-    )  # the preset's mini-batch 2 of 4
+    # the preset's mini-batch 2 of 4
+    assert m["updates"] == 2 and m["skipped"] == 0 and m["teacher_overlong"] == 0
     assert set(m["roles"]) == {"coder", "tester", "reasoner", "tool_user"}
     assert all(
         math.isfinite(s["a_opd"]) and math.isfinite(s["a_role"])

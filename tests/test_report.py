@@ -92,10 +92,8 @@ def test_a_training_run_records_samples_at_its_first_and_last_step_and_writes_it
     assert f"report: {os.path.join(out, 'report.html')}" in capsys.readouterr().out
     samples = [json.loads(line) for line in open(os.path.join(out, "samples.jsonl"))]
     assert sorted({s["step"] for s in samples}) == [0, 2]
-    for step in (
-        0,
-        2,
-    ):  # the batch's 2 episodes: one code and one math problem, each role in one of them
+    # the batch's 2 episodes: one code and one math problem, each role in one of them
+    for step in (0, 2):
         mine = [s for s in samples if s["step"] == step]
         assert sorted(s["role"] for s in mine) == sorted(ROLES)
         assert {s["problem"] for s in mine} == {"sum", "apples"}
@@ -130,9 +128,8 @@ def test_a_resumed_run_shows_the_last_record_of_each_step_and_skips_lines_withou
         _metrics_record(1, conflict_rate=0.1),
         _metrics_record(2, conflict_rate=0.2),
     ]
-    path.write_text(
-        "".join(json.dumps(m) + "\n" for m in lines) + '{"step": 3, "ro'
-    )  # the last cut by a crash
+    # the last cut by a crash
+    path.write_text("".join(json.dumps(m) + "\n" for m in lines) + '{"step": 3, "ro')
     records = report.last_per_step(report.read_steps(str(path)))
     assert [(m["step"], m["conflict_rate"]) for m in records] == [
         (0, 0.5),
@@ -155,9 +152,8 @@ def test_non_finite_values_break_a_line_and_are_never_drawn(tmp_path):
     assert numbers and all(
         math.isfinite(float(v)) for n in numbers for v in re.split(r"[ ,]", n)
     )
-    assert (
-        svg.count("<polyline") == 4 and svg.count("<circle") == 2
-    )  # faint and smoothed: [1, 2], [3, 4], [5]
+    # faint and smoothed: [1, 2], [3, 4], [5]
+    assert svg.count("<polyline") == 4 and svg.count("<circle") == 2
     assert "no finite values" in report.chart(
         "t", [0, 1], {"coder": [None, float("nan")]}
     )
@@ -334,9 +330,8 @@ def test_token_pieces_keep_spaces_and_split_characters(tok):
     tokens = tok(text, add_special_tokens=False)["input_ids"]
     pieces = report.token_pieces(tok, tokens)
     assert len(pieces) == len(tokens) and "".join(pieces) == text
-    assert (
-        "" in pieces and "数" in pieces
-    )  # a three-byte character: its text goes to its last byte's token
+    # a three-byte character: its text goes to its last byte's token
+    assert "" in pieces and "数" in pieces
 
 
 def test_cli_writes_the_page_and_refuses_a_bad_directory_in_one_line(
@@ -382,10 +377,8 @@ def _png_rgb(path):
             row = np.cumsum(row.reshape(w, bpp), axis=0).reshape(-1)
         elif f == 2:  # Up
             row = row + prev
-        elif f in (
-            3,
-            4,
-        ):  # Average, Paeth: each byte needs the one reconstructed before it
+        # Average, Paeth: each byte needs the one reconstructed before it
+        elif f in (3, 4):
             out, up = [0] * len(row), prev.tolist()
             for i, v in enumerate(row.tolist()):
                 a, b = (out[i - bpp] if i >= bpp else 0), up[i]
@@ -437,9 +430,8 @@ def test_chromium_draws_a_learning_curve_per_role(tmp_path):
     run = _run_dir(tmp_path / "run")
     img = _screenshot(report.write_report(run), str(tmp_path / "report.png"))
     drawn = {r: _pixels_of(img, report.ROLE_COLOURS[r]) for r in ROLES}
-    assert all(n > 1000 for n in drawn.values()), (
-        drawn
-    )  # five per-role charts, each a solid line ~280 px long
+    # five per-role charts, each a solid line ~280 px long
+    assert all(n > 1000 for n in drawn.values()), drawn
     # the same page without curves: none of those colours (the heat maps and the table stay)
     open(os.path.join(run, "metrics.jsonl"), "w").close()
     img = _screenshot(report.write_report(run), str(tmp_path / "empty.png"))

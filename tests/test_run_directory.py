@@ -74,9 +74,8 @@ def test_a_second_run_into_the_same_out_is_refused_and_overwrite_names_the_loss(
         json.load(open(os.path.join(out, "checkpoint", checkpoint.SETTINGS)))["step"]
         == 0
     )
-    assert not os.path.exists(
-        os.path.join(out, "episodes.jsonl")
-    )  # the old run's, discarded with it
+    # the old run's, discarded with it
+    assert not os.path.exists(os.path.join(out, "episodes.jsonl"))
     assert [
         c["from_step"] for c in json.load(open(os.path.join(out, runs.RUN)))["commands"]
     ] == [0]
@@ -356,9 +355,8 @@ def test_a_signalled_evaluation_ends_in_one_line_and_its_command_runs_it_again(
         [sys.executable] + args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err
     )
     deadline = time.time() + 300
-    while (
-        not os.path.getsize(episodes) if os.path.exists(episodes) else True
-    ):  # a run has finished
+    # a run has finished
+    while not os.path.getsize(episodes) if os.path.exists(episodes) else True:
         assert proc.poll() is None and time.time() < deadline, open(err.name).read()[
             -2000:
         ]
@@ -413,16 +411,16 @@ def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(
 
     with monkeypatch.context() as m:
         m.setattr(train, "train_step", interrupted)
-        with pytest.raises(
-            BaseException
-        ) as e:  # a KeyboardInterrupt would end the whole session
+        # a KeyboardInterrupt would end the whole session
+        with pytest.raises(BaseException) as e:
             train.main(run)
     assert isinstance(e.value, SystemExit) and e.value.code == 130
     line = _last_line(capsys.readouterr().err)
     assert line.startswith(
         "stopped by SIGINT with 0 of 2 steps done, no checkpoint yet (one every 10 steps)"
     )
-    sandbox_continues()  # the resume below runs in this process, as a new one would run it
+    # the resume below runs in this process, as a new one would run it
+    sandbox_continues()
     train.main(run + ["--resume"])
     printed = capsys.readouterr().out
     assert (

@@ -72,12 +72,10 @@ def test_per_row_stop_keeps_and_scores_the_stop_token(qwen3):
     # sampled, same seed: finished rows keep drawing, so a stop does not shift the other rows' random stream
     free = generate(qwen3, prompts, 16, generator=torch.Generator().manual_seed(0))
     row0 = free.tokens[0]
-    k = next(
-        i for i in range(1, len(row0)) if row0[i] not in row0[:i]
-    )  # a token new at position k > 0
-    stop = row0[
-        k
-    ]  # row 0 must stop right after it; other rows at their first `stop`, if any
+    # a token new at position k > 0
+    k = next(i for i in range(1, len(row0)) if row0[i] not in row0[:i])
+    # row 0 must stop right after it; other rows at their first `stop`, if any
+    stop = row0[k]
     out = generate(
         qwen3, prompts, 16, stop_ids=[stop], generator=torch.Generator().manual_seed(0)
     )
@@ -143,9 +141,8 @@ def test_top_p_only_samples_inside_the_nucleus(llama):
             probs = (
                 llama(torch.tensor([p + toks])).logits[0, len(p) - 1 : -1].softmax(-1)
             )
-        for i, t in enumerate(
-            toks
-        ):  # mass of strictly more likely tokens must be below top_p
+        # mass of strictly more likely tokens must be below top_p
+        for i, t in enumerate(toks):
             assert probs[i][probs[i] > probs[i, t]].sum() < 0.05
 
 
@@ -253,9 +250,8 @@ def test_rows_stop_on_their_own_between_host_checks(qwen3):
     off the STOP_CHECK grid: each row ends at its own stop token, exactly as plain decoding ends it."""
     prompts = _prompts(12)
     free, _ = _reference(qwen3, prompts, 12, seed=5)
-    stops = sorted(
-        {free[0][0]} | {row[4] for row in free[1:]}
-    )  # row 0 stops at once, each other within 5 tokens
+    # row 0 stops at once, each other within 5 tokens
+    stops = sorted({free[0][0]} | {row[4] for row in free[1:]})
     out = _decodes_as_reference(qwen3, prompts, 3 * STOP_CHECK, stop_ids=stops, seed=5)
     assert all(len(t) <= 5 for t in out.tokens)
     assert len(out.tokens[0]) == 1 < max(len(t) for t in out.tokens)
@@ -265,16 +261,14 @@ def test_a_kept_bucket_is_reused_and_an_earlier_call_never_leaks(qwen3, llama):
     """Calls whose lengths round to the same bucket share its buffers; what an earlier call left in the cache
     (even a NaN) does not change a later call's tokens or log-probs; another batch size, another model or
     replaced weights get a new bucket, and release_decoder() frees the kept one."""
-    model = tiny_model(
-        "qwen3", layers=2, hidden=64, heads=4, kv_heads=2, seed=0
-    )  # qwen3's weights, own storage
+    # qwen3's weights, own storage
+    model = tiny_model("qwen3", layers=2, hidden=64, heads=4, kv_heads=2, seed=0)
     long, short = _prompts(13, (40, 33, 2, 7)), _prompts(14)[:3]
     fresh = generate(qwen3, short, 10, temperature=0)
 
     def poison():
-        with (
-            torch.inference_mode()
-        ):  # the buffers are made in generate's inference mode
+        # the buffers are made in generate's inference mode
+        with torch.inference_mode():
             for c in (
                 sampler._kept["decoder"].cache_k + sampler._kept["decoder"].cache_v
             ):
@@ -283,9 +277,8 @@ def test_a_kept_bucket_is_reused_and_an_earlier_call_never_leaks(qwen3, llama):
 
     generate(model, long, 30, temperature=0)
     d = poison()
-    again = generate(
-        model, short, 10, temperature=0
-    )  # another batch size: a new bucket
+    # another batch size: a new bucket
+    again = generate(model, short, 10, temperature=0)
     assert sampler._kept["decoder"] is not d
     d = poison()
     out = generate(model, short, 10, temperature=0)
@@ -321,9 +314,8 @@ def test_the_host_reads_the_device_once_per_STOP_CHECK_steps(qwen3, monkeypatch)
     n = 4 * STOP_CHECK + 3
     out = generate(qwen3, prompts, n, generator=torch.Generator().manual_seed(8))
     monkeypatch.undo()
-    assert all(
-        len(t) == n for t in out.tokens
-    )  # no stop ids: every row decodes all n tokens
+    # no stop ids: every row decodes all n tokens
+    assert all(len(t) == n for t in out.tokens)
     assert reads.count("tolist") == len(reads) == n // STOP_CHECK + 2, reads
 
 
@@ -339,13 +331,11 @@ def test_on_check_reports_the_tokens_kept_and_the_rows_stopped_at_each_host_read
         generator=torch.Generator().manual_seed(5),
         on_check=lambda *c: calls.append(c),
     )
-    assert calls == [(len(prompts) * STOP_CHECK, 0)] * (
-        n // STOP_CHECK
-    )  # no stop ids: nothing stops early
+    # no stop ids: nothing stops early
+    assert calls == [(len(prompts) * STOP_CHECK, 0)] * (n // STOP_CHECK)
     free = out.tokens
-    stops = sorted(
-        {free[0][0]} | {row[4] for row in free[1:]}
-    )  # every row stops within 5 tokens
+    # every row stops within 5 tokens
+    stops = sorted({free[0][0]} | {row[4] for row in free[1:]})
     calls.clear()
     out = generate(
         qwen3,
@@ -395,9 +385,8 @@ class _CpuGraph:
                     isinstance(o, torch.Tensor)
                     and o.untyped_storage().data_ptr() != n.untyped_storage().data_ptr()
                 ):
-                    o.copy_(
-                        n
-                    )  # out of place: into the capture's buffer (in-place ops and views wrote there already)
+                    # out of place: into the capture's buffer (in-place ops and views wrote there already)
+                    o.copy_(n)
 
 
 class _WrongGraph(_CpuGraph):
@@ -438,9 +427,8 @@ def test_the_recorded_step_replays_as_plain_decoding(arch, monkeypatch):
     call's recording with other prompts, another prompt length, and weights updated in place (as launch.refresh and
     optimizers write them). The step runs three times per recording (warm-up, capture, and as a call beside the
     first replay, which matches it: no warning); every other step is a replay."""
-    model = tiny_model(
-        arch, layers=2, hidden=64, heads=4, kv_heads=2, seed=3
-    )  # its weights change below
+    # its weights change below
+    model = tiny_model(arch, layers=2, hidden=64, heads=4, kv_heads=2, seed=3)
     steps = _record_on_cpu(monkeypatch, _CpuGraph)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -452,9 +440,8 @@ def test_the_recorded_step_replays_as_plain_decoding(arch, monkeypatch):
             for p in model.parameters():
                 p.mul_(1.5)
         updated = _decodes_as_reference(model, _prompts(18), 20, temperature=0, seed=0)
-    assert (
-        updated.tokens != first.tokens
-    )  # the update changed what the replayed step decodes
+    # the update changed what the replayed step decodes
+    assert updated.tokens != first.tokens
     d = sampler._kept["decoder"]
     assert (
         isinstance(d.graph, _CpuGraph) and d.graph.replays == 3 * 19 and len(steps) == 3
@@ -475,9 +462,8 @@ def test_a_recording_that_replays_wrongly_is_dropped_after_one_warning(
         _decodes_as_reference(model, _prompts(18), 20, temperature=0, seed=0)
     assert len(caught) == 1
     d = sampler._kept["decoder"]
-    assert (
-        d.graph is None and len(steps) == 2 + 1 + 18
-    )  # record (2), check (1), then every step as a call
+    # record (2), check (1), then every step as a call
+    assert d.graph is None and len(steps) == 2 + 1 + 18
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _decodes_as_reference(
@@ -522,6 +508,5 @@ def test_the_compiled_step_decodes_as_the_plain_one(arch, qwen3, llama, monkeypa
         _decodes_as_reference(
             model, prompts, 6, temperature=temperature, seed=6, compiled=True
         )
-    assert (
-        len(calls) == 3 * 5
-    )  # 6 tokens: the first from the prefill, five decode steps per call
+    # 6 tokens: the first from the prefill, five decode steps per call
+    assert len(calls) == 3 * 5

@@ -88,9 +88,8 @@ def mode(request, monkeypatch):
 def _marked(src: str) -> tuple[str, str]:
     """(a unique process name, src prefixed with a line that gives its process that name). Children inherit it,
     so the test finds every process of the run on the host, inside a pid namespace or not."""
-    tag = (
-        "sbx" + uuid.uuid4().hex[:12]
-    )  # PR_SET_NAME (15): the jail's /proc is read-only
+    # PR_SET_NAME (15): the jail's /proc is read-only
+    tag = "sbx" + uuid.uuid4().hex[:12]
     return (
         tag,
         f"__import__('ctypes').CDLL(None).prctl(15, {tag.encode()!r})\n"
@@ -115,9 +114,8 @@ def _alive_named(tag: str) -> list[int]:
 
 
 def _assert_all_dead(tag: str) -> None:
-    deadline = (
-        time.time() + 2
-    )  # SIGKILL is sent, not awaited: a process may take a moment to die
+    # SIGKILL is sent, not awaited: a process may take a moment to die
+    deadline = time.time() + 2
     while _alive_named(tag) and time.time() < deadline:
         time.sleep(0.01)
     assert _alive_named(tag) == []
@@ -199,9 +197,8 @@ def test_timeout_kills_and_cleans_up(mode):
     t = time.time()
     r = run_program(src, timeout=1)
     assert time.time() - t < 3
-    assert r == RunResult(
-        "started\n", "error: timed out after 1 s", TIMED_OUT
-    )  # output flushed before it is kept
+    # output flushed before it is kept
+    assert r == RunResult("started\n", "error: timed out after 1 s", TIMED_OUT)
     _assert_all_dead(tag)
     assert _workdirs() == before
 
@@ -255,9 +252,8 @@ def test_child_that_escapes_the_process_group_is_killed(mode):
 @needs_root
 def test_uid_kill_helper_runs_only_when_a_process_of_the_uid_is_left(monkeypatch):
     interpreter = jail._setup()[0]
-    monkeypatch.setattr(
-        jail, "_setup", lambda: (interpreter, None)
-    )  # the uid level, where the helper matters
+    # the uid level, where the helper matters
+    monkeypatch.setattr(jail, "_setup", lambda: (interpreter, None))
     assert uids.processes_of(os.getuid()) and not uids.processes_of(
         uids.UID_RANGE[1] + 1
     )
@@ -268,18 +264,16 @@ def test_uid_kill_helper_runs_only_when_a_process_of_the_uid_is_left(monkeypatch
         "run",
         lambda argv, **kw: helpers.append(argv) or real_run(argv, **kw),
     )
-    assert (
-        run_program("print(2)", timeout=3).stdout == "2\n" and helpers == []
-    )  # nothing left: no helper process
+    # nothing left: no helper process
+    assert run_program("print(2)", timeout=3).stdout == "2\n" and helpers == []
     tag, src = _marked(
         "import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid(); os.write(w, b'x'); "
         "time.sleep(60)\nos.read(r, 1)\nprint('ok')"
     )
     r = run_program(src, timeout=3)
     assert r.ok, r.error
-    assert (
-        len(helpers) == 1
-    )  # the child that left the group is found, so the helper kills it
+    # the child that left the group is found, so the helper kills it
+    assert len(helpers) == 1
     _assert_all_dead(tag)
 
 
@@ -424,9 +418,8 @@ def jailed(request, monkeypatch):
             lambda name, *a, **k: None if name == "bwrap" else which(name, *a, **k),
         )
         jail._setup.cache_clear()
-        request.addfinalizer(
-            jail._setup.cache_clear
-        )  # before monkeypatch gives bubblewrap back
+        # before monkeypatch gives bubblewrap back
+        request.addfinalizer(jail._setup.cache_clear)
     if jail._setup()[1] is None:
         pytest.skip("no jail here at this level")
     return HIDE_BUBBLEWRAP if request.param == "no bubblewrap" else ""
@@ -481,11 +474,8 @@ print(libc.shmget({key}, 1 << 20, 0o1666) >= 0, libc.msgget({key}, 0o1666) >= 0,
         timeout=3,
     )
     assert r.stdout == "True True True True True\n", r.error  # it could make them ...
-    for kind in (
-        "shm",
-        "msg",
-        "sem",
-    ):  # ... and none of them is left in the host's IPC namespace
+    # ... and none of them is left in the host's IPC namespace
+    for kind in ("shm", "msg", "sem"):
         with open(f"/proc/sysvipc/{kind}") as f:
             assert not [
                 ln for ln in f.read().splitlines()[1:] if int(ln.split()[0]) == key
@@ -594,10 +584,8 @@ def test_no_zombies_when_the_trainer_is_pid_1(level):
         text=True,
         timeout=120,
     )
-    assert r.stdout.split() == ["1", "0"], (
-        r.stdout,
-        r.stderr[-2000:],
-    )  # PID 1, no zombie
+    # PID 1, no zombie
+    assert r.stdout.split() == ["1", "0"], (r.stdout, r.stderr[-2000:])
 
 
 @needs_jail
@@ -691,12 +679,10 @@ def test_keyrings_are_out_of_reach(mode):
     """Under container runtimes and systemd the trainer has a session keyring; a run inherits it and, possessing
     it whatever its uid, could read the trainer's keys and leave one behind for a later run."""
     libc = ctypes.CDLL(None, use_errno=True)
-    assert (
-        libc.syscall(NR["keyctl"], 1, None) > 0
-    )  # KEYCTL_JOIN_SESSION_KEYRING: a fresh one for this process
-    key = libc.syscall(
-        NR["add_key"], b"user", b"trainer-token", b"hunter2", 7, -3
-    )  # -3: the session keyring
+    # KEYCTL_JOIN_SESSION_KEYRING: a fresh one for this process
+    assert libc.syscall(NR["keyctl"], 1, None) > 0
+    # -3: the session keyring
+    key = libc.syscall(NR["add_key"], b"user", b"trainer-token", b"hunter2", 7, -3)
     assert key > 0
     r = run_program(
         f"""
@@ -711,9 +697,8 @@ print(libc.syscall({NR["add_key"]}, b"user", b"left-by-run", b"x", 1, -3), ctype
     assert r.stdout == f"-1 {errno.ENOSYS} b''\n-1 {errno.ENOSYS}\n", r
     buf = ctypes.create_string_buffer(16)
     assert libc.syscall(NR["keyctl"], 11, key, buf, 16) == 7 and buf.value == b"hunter2"
-    assert (
-        libc.syscall(NR["keyctl"], 10, -3, b"user", b"left-by-run", 0) == -1
-    )  # KEYCTL_SEARCH: nothing left
+    # KEYCTL_SEARCH: nothing left
+    assert libc.syscall(NR["keyctl"], 10, -3, b"user", b"left-by-run", 0) == -1
 
 
 @needs_filter
@@ -851,9 +836,8 @@ def test_a_missing_or_broken_syscall_filter_is_never_silent(monkeypatch):
     assert ("NO seccomp filter" in jail.jail_line()) is not bool(jail.SECCOMP_FILTER)
     monkeypatch.setattr(jail, "SECCOMP_FILTER", b"")
     assert "NO seccomp filter (no syscall table for" in jail.jail_line()
-    monkeypatch.setattr(
-        jail, "SECCOMP_FILTER", bytes(8)
-    )  # a filter the kernel refuses: the run fails
+    # a filter the kernel refuses: the run fails
+    monkeypatch.setattr(jail, "SECCOMP_FILTER", bytes(8))
     assert run_program("print('ran')", timeout=5) == RunResult(
         "",
         "error: not run: the sandbox did not start the program: seccomp filter not loaded: Invalid argument",
@@ -881,9 +865,8 @@ def test_sigterm_kills_the_runs_and_leaves_nothing(tmp_path):
         [sys.executable, "-c", script], cwd=root, stderr=subprocess.PIPE, text=True
     )
     deadline = time.time() + 20
-    while (
-        len(_alive_named(tag)) < 4 and time.time() < deadline
-    ):  # two runs, each a program and its child
+    # two runs, each a program and its child
+    while len(_alive_named(tag)) < 4 and time.time() < deadline:
         time.sleep(0.05)
     assert len(_alive_named(tag)) >= 4
     t = time.time()
@@ -934,9 +917,8 @@ def test_a_hanging_program_costs_one_timeout_not_one_per_test():
     }
     t = time.time()
     att = attribute_code(prob, "import time\ntime.sleep(60)", None, timeout=1)
-    assert (
-        time.time() - t < 2.5
-    )  # 12 tests, 4 at a time: three timeouts without the early stop
+    # 12 tests, 4 at a time: three timeouts without the early stop
+    assert time.time() - t < 2.5
     assert att.checks["program_correct"] is False and att.first_failing_test == 0
     results = run_cases(
         prob,
@@ -1178,9 +1160,8 @@ def test_run_case_reuses_the_result_of_a_program_on_the_same_input():
     first = run_case(prob, prog, "1\n", timeout=3)
     assert first.ok and run_case(prob, prog, "1\n", timeout=3) == first
     assert run_case(prob, prog, "2\n", timeout=3).stdout.split()[0] == "2"
-    assert (
-        run_program(prog, "1\n", timeout=3).stdout != first.stdout
-    )  # run_program itself always runs
+    # run_program itself always runs
+    assert run_program(prog, "1\n", timeout=3).stdout != first.stdout
 
 
 def test_a_run_that_timed_out_or_printed_a_lot_is_run_again(monkeypatch):
@@ -1200,12 +1181,8 @@ def test_a_run_that_timed_out_or_printed_a_lot_is_run_again(monkeypatch):
     assert cases.run_once("slow", timeout=1).error.startswith("error: timed out")
     assert cases.run_once("slow", timeout=1).ok and cases.run_once("slow", timeout=1).ok
     cases.run_once("long", timeout=1), cases.run_once("long", timeout=1)
-    assert calls == [
-        "slow",
-        "slow",
-        "long",
-        "long",
-    ]  # the finished short run was remembered, the others not
+    # the finished short run was remembered, the others not
+    assert calls == ["slow", "slow", "long", "long"]
 
 
 @needs_filter
@@ -1297,9 +1274,8 @@ def test_the_trainers_io_errors_are_the_runs_error_and_not_remembered(
     assert _workdirs() == before and not [d for d in groups if os.path.exists(d)]
     monkeypatch.setattr(tempfile, "TemporaryFile", real_file)
     monkeypatch.setattr(tempfile, "mkdtemp", real_mkdtemp)
-    assert run_case(prob, src, "1", timeout=5) == RunResult(
-        "2\n", None
-    )  # run again, not the remembered failure
+    # run again, not the remembered failure
+    assert run_case(prob, src, "1", timeout=5) == RunResult("2\n", None)
 
 
 def test_a_run_refused_while_terminating_is_not_remembered(monkeypatch):
@@ -1374,12 +1350,10 @@ show("madvise4", lambda: libc.madvise(ctypes.c_void_p(p), 1 << 16, 4))  # MADV_D
         "cachestat",
         "io_setup",
     ]
-    expected = [
-        f"{n} ENOSYS" if n != "preadv2" else "preadv2 ENOTSUP" for n in names
-    ]  # glibc's answer to ENOSYS
-    assert r.stdout.splitlines() == expected + ["madvise4 ok"], (
-        r
-    )  # with a flag: it cannot fall back to preadv
+    # glibc's answer to ENOSYS
+    expected = [f"{n} ENOSYS" if n != "preadv2" else "preadv2 ENOTSUP" for n in names]
+    # with a flag: it cannot fall back to preadv
+    assert r.stdout.splitlines() == expected + ["madvise4 ok"], r
 
 
 def test_programs_see_only_the_standard_library(mode):
@@ -1413,9 +1387,8 @@ exit(0)
         timeout=10,
     )
     assert r == RunResult("[]\n", None), r
-    assert (
-        run_program("quit(3)", timeout=5).error == "error: exit code 3"
-    )  # exit and quit, which site defines
+    # exit and quit, which site defines
+    assert run_program("quit(3)", timeout=5).error == "error: exit code 3"
 
 
 @needs_cgroups
@@ -1434,9 +1407,8 @@ def test_cgroups_left_by_a_killed_trainer_are_reclaimed_at_the_next_start():
         try:
             cgroups.cgroup_homes.cache_clear()
             assert cgroups.cgroup_homes() == homes
-            assert [os.path.isdir(d) for d in left] == [True, False] * len(
-                homes
-            )  # the live run's stay
+            # the live run's stay
+            assert [os.path.isdir(d) for d in left] == [True, False] * len(homes)
         finally:
             cgroups.cgroup_homes.cache_clear()
             cgroups.remove_cgroups([d for d in left if os.path.isdir(d)])
@@ -1521,13 +1493,11 @@ except OSError as e:
                 timeout=5,
             )
         assert os.listdir(shared) == [] and r.stdout.startswith("True\n"), r
-        if (
-            not jail._own_ipc_and_network()
-        ):  # unshare cannot make them here: the level says so
+        # unshare cannot make them here: the level says so
+        if not jail._own_ipc_and_network():
             libc = ctypes.CDLL(None)
-            libc.shmctl(
-                libc.shmget(key, 0, 0), 0, None
-            )  # IPC_RMID: the segment the run left on the host
+            # IPC_RMID: the segment the run left on the host
+            libc.shmctl(libc.shmget(key, 0, 0), 0, None)
             assert (
                 jail.jail_line().startswith("uid (")
                 and "its network and IPC out of reach" in jail.jail_line()

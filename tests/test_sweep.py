@@ -50,9 +50,8 @@ def test_sweep_of_two_lambdas_writes_its_table_and_figure(tmp_path, problems, ca
     )
     results = json.load(open(os.path.join(out, "sweep.json")))
     assert list(results) == ["0", "0.5"]
-    for m in (
-        results.values()
-    ):  # accuracy per benchmark (Fig. 6), exchange penalty (Fig. 3b), alone (Fig. 3c)
+    # accuracy per benchmark (Fig. 6), exchange penalty (Fig. 3b), alone (Fig. 3c)
+    for m in results.values():
         assert {
             "p/acc_code",
             "p/acc_math",

@@ -71,9 +71,8 @@ def test_teacher_context_replaces_only_the_opening_line(tok, episode):
                 text = tok.decode(ids)
                 opening = OPENING[role][min(turn.t, 1)]
                 assert opening not in text and ROLE_CONDITIONS[r] in text
-                assert text == student.replace(
-                    opening, ROLE_CONDITIONS[r]
-                )  # every other token verbatim
+                # every other token verbatim
+                assert text == student.replace(opening, ROLE_CONDITIONS[r])
                 assert HEADER not in text  # PAC off: student-visible context only
 
 
@@ -83,9 +82,8 @@ def test_verdicts_come_only_from_completed_turns_each_before_the_turn_it_guides(
     atts = _atts(len(episode.turns))
     for turn in episode.turns:
         for role, resp in turn.responses.items():
-            assert HEADER not in tok.decode(
-                resp.context_ids
-            )  # students never see a verdict
+            # students never see a verdict
+            assert HEADER not in tok.decode(resp.context_ids)
             text = tok.decode(
                 teacher_contexts(
                     tok,
@@ -98,16 +96,14 @@ def test_verdicts_come_only_from_completed_turns_each_before_the_turn_it_guides(
             assert text.count(HEADER) == turn.t
             for t in range(len(episode.turns)):
                 assert (f"verdict on turn {t}" in text) == (t < turn.t)
-            for t in range(
-                turn.t
-            ):  # after the record of turn t, before the record of turn t + 1
+            # after the record of turn t, before the record of turn t + 1
+            for t in range(turn.t):
                 at = text.index(f"verdict on turn {t}")
                 assert text.index(f"Turn {t + 1}:") < at
                 if t + 1 < turn.t:
                     assert at < text.index(f"Turn {t + 2}:")
-            last = turn.responses[role].context[
-                -2
-            ]  # the instruction segment follows all verdicts
+            # the instruction segment follows all verdicts
+            last = turn.responses[role].context[-2]
             assert text.rindex(tok.decode(last.ids)) > max(
                 [text.index(f"verdict on turn {t}") for t in range(turn.t)], default=-1
             )
@@ -185,9 +181,8 @@ def test_force_decoding_matches_a_full_forward_in_chunks(arch, qwen3, llama):
         got = sequence_logprobs(model, ctxs, resps, chunk=4)
         for c, r, lp in zip(ctxs, resps, got):
             torch.testing.assert_close(lp, _naive(model, c, r), atol=1e-5, rtol=0)
-    scored = score(
-        model, ctxs, resps, max_batch_tokens=16
-    )  # forces one sequence per forward
+    # forces one sequence per forward
+    scored = score(model, ctxs, resps, max_batch_tokens=16)
     assert all(not s.requires_grad for s in scored)
     for a, b in zip(scored, got):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)

@@ -149,9 +149,8 @@ def test_each_replicas_verdict_line_names_only_its_own_output(tok, scripted):
         assert own[who] in line and not any(
             v in line for w, v in own.items() if w != who
         )
-        assert (
-            "does not agree" in line
-        )  # every value is wrong; the reference 29 is never shown
+        # every value is wrong; the reference 29 is never shown
+        assert "does not agree" in line
     assert "29" not in att.description and att.agents == dict.fromkeys(
         _math_team(scripted), False
     )
@@ -247,9 +246,8 @@ def test_a_replicas_teacher_contexts_differ_only_in_the_role_condition_and_no_st
             assert target == [i for p in pieces[0] for i in p[2]] and contrast == [
                 i for p in pieces[1] for i in p[2]
             ]
-            assert (
-                tok.decode(target).count(HEADER) == turn.t
-            )  # one c^t per completed turn, for every agent
+            # one c^t per completed turn, for every agent
+            assert tok.decode(target).count(HEADER) == turn.t
 
 
 def _args(tmp_path, *extra):
@@ -308,9 +306,8 @@ def test_two_agents_per_role_roll_out_attribute_score_and_update_each_policy_fro
     assert {it.seat for it in items} == set(policies) & {
         s for e in episodes for t in e.turns for s in t.responses
     }
-    for name in sorted(
-        {it.seat for it in items}
-    ):  # one agent's responses alone: only its policy moves
+    # one agent's responses alone: only its policy moves
+    for name in sorted({it.seat for it in items}):
         before = {
             s: [p.detach().clone() for p in m.parameters()] for s, m in policies.items()
         }
@@ -333,14 +330,8 @@ def test_eq13_over_agents_by_hand():
     # one episode: coder played 2 turns, coder2 1, tester 2, tester2 1 -> four agents, each a quarter of the episode
     names = ["coder", "coder", "coder2", "tester", "tester", "tester2"]
     w = eq13_weights(names, [0] * 6)
-    assert w == [
-        1 / 8,
-        1 / 8,
-        1 / 4,
-        1 / 8,
-        1 / 8,
-        1 / 4,
-    ]  # tokens, then that agent's turns, then agents
+    # tokens, then that agent's turns, then agents
+    assert w == [1 / 8, 1 / 8, 1 / 4, 1 / 8, 1 / 8, 1 / 4]
     lps = [
         torch.tensor([-1.0, -3.0]),
         torch.tensor([-2.0]),
@@ -397,9 +388,8 @@ def test_checkpoint_holds_one_directory_per_agent_and_resumes_exactly(
     assert sorted(
         d for d in os.listdir(ckpt) if d not in ("state.pt", checkpoint.SETTINGS)
     ) == team_seats(train.load_problems(problems), 2)
-    loaded, _ = checkpoint.load_policies(
-        ckpt, ["coder2", "tool_user2"], "cpu"
-    )  # from_pretrained per agent
+    # from_pretrained per agent
+    loaded, _ = checkpoint.load_policies(ckpt, ["coder2", "tool_user2"], "cpu")
     assert len(checkpoint.distinct(loaded)) == 2
     whole = [json.loads(x) for x in open(os.path.join(out, "metrics.jsonl"))]
     train.main(base + ["--steps", "1", "--out", str(tmp_path / "r2")])
@@ -437,9 +427,8 @@ def test_memory_plan_scales_with_the_agents(problems):
     s, t, kw = plan_inputs(args, 8)
     one = memory.plan(s, t, **{**kw, "n_policies": 4, "agents_per_role": 1})
     two = memory.plan(s, t, **kw)
-    assert (
-        two["settings"]["generate_batch"] == one["settings"]["generate_batch"]
-    )  # 2n prompts over 2n policies
+    # 2n prompts over 2n policies
+    assert two["settings"]["generate_batch"] == one["settings"]["generate_batch"]
     assert two["persistent"] > one["persistent"]  # twice the policies and AdamW states
 
 
@@ -578,12 +567,10 @@ def test_the_toy_teacher_reads_its_own_line_of_a_larger_teams_verdict(tok, scrip
         conclusion_of("reasoner", verdict, last("reasoner2"))
         == "in the program's computation"
     )
-    assert (
-        conclusion_of("reasoner", verdict, last("reasoner")) == "in both"
-    )  # its own 5 and the programs
-    assert (
-        conclusion_of("tool_user", verdict, last("tool_user")) == "in both"
-    )  # reasoner 1 is wrong too
+    # its own 5 and the programs
+    assert conclusion_of("reasoner", verdict, last("reasoner")) == "in both"
+    # reasoner 1 is wrong too
+    assert conclusion_of("tool_user", verdict, last("tool_user")) == "in both"
     pair = "\n".join(
         [HEADER, "- observed", "- the inconsistency originates in the program."]
     )

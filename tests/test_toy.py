@@ -105,10 +105,8 @@ def test_phrase_tokenizer_round_trips_keeps_digits_apart_and_decisions_alone():
     pieces = [
         tok.decode([i]) for i in tok(corpus[0], add_special_tokens=False)["input_ids"]
     ]
-    assert pieces[:2] == [
-        "I keep my test case.\n",
-        "Test Input:\n```\n",
-    ]  # a decision, then a label with its fence
+    # a decision, then a label with its fence
+    assert pieces[:2] == ["I keep my test case.\n", "Test Input:\n```\n"]
 
 
 def test_sft_fits_a_small_set():
@@ -147,9 +145,8 @@ def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path, small_toy, c
     cache, held = small_toy
     root = os.path.join(cache, TOY_VERSION)
     assert os.listdir(cache) == [TOY_VERSION]  # no temporary directory left behind
-    assert (
-        build_toy(cache, student_steps=10**9) == root
-    )  # cached: built once, never rebuilt
+    # cached: built once, never rebuilt
+    assert build_toy(cache, student_steps=10**9) == root
     for split in SPLITS:
         assert [
             p["id"] for p in load_problems(os.path.join(root, f"{split}.jsonl"))
@@ -179,9 +176,8 @@ def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path, small_toy, c
     )
     printed = capsys.readouterr().out
     assert '"teacher": null' in printed and "teacher: HandTeacher" in printed
-    assert any(
-        line.startswith("preset: toy (") for line in printed.splitlines()
-    )  # names the preset that runs
+    # names the preset that runs
+    assert any(line.startswith("preset: toy (") for line in printed.splitlines())
     with open(os.path.join(out, "results.json")) as f:
         results = json.load(f)
     assert set(results) == {"before", "after"}
@@ -190,9 +186,8 @@ def test_short_toy_run_builds_caches_trains_and_evaluates(tmp_path, small_toy, c
     with open(os.path.join(out, "metrics.jsonl")) as f:
         lines = [json.loads(line) for line in f]
     assert [m["step"] for m in lines] == [0, 1]
-    assert all(
-        v["reverse_kl"] == v["reverse_kl"] for v in lines[0]["roles"].values()
-    )  # scored, finite
+    # scored, finite
+    assert all(v["reverse_kl"] == v["reverse_kl"] for v in lines[0]["roles"].values())
     # the run report, with the hand-written teacher's role advantage of responses from both steps
     assert f"report: {os.path.join(out, 'report.html')}" in printed
     page = open(os.path.join(out, "report.html"), encoding="utf-8").read()
@@ -253,16 +248,16 @@ def test_a_demo_interrupted_twice_and_resumed_keeps_its_evaluation_before_traini
 
         with monkeypatch.context() as m:
             m.setattr(train, "train_step", interrupted)
-            with pytest.raises(
-                BaseException
-            ) as e:  # a KeyboardInterrupt would end the whole session
+            # a KeyboardInterrupt would end the whole session
+            with pytest.raises(BaseException) as e:
                 toy_main(demo + (["--resume"] if stop_at > 1 else []))
         assert isinstance(e.value, SystemExit) and e.value.code == 130
         assert (
             f"stopped by SIGINT with {stop_at} of 3 steps done"
             in capsys.readouterr().err
         )
-        sandbox_continues()  # the resume below runs in this process, as a new one would run it
+        # the resume below runs in this process, as a new one would run it
+        sandbox_continues()
         if stop_at == 1:
             before = json.load(open(os.path.join(out, "results.json")))["before"]
     toy_main(demo + ["--resume"])
@@ -352,9 +347,8 @@ def test_a_build_another_process_finished_first_is_kept(tmp_path, monkeypatch):
 
     def other_process_first(src, dst):
         if dst.endswith(TOY_VERSION):
-            shutil.copytree(
-                src, dst
-            )  # the other process's build of the same version lands first
+            # the other process's build of the same version lands first
+            shutil.copytree(src, dst)
         real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", other_process_first)
@@ -409,9 +403,8 @@ def test_ablation_trains_each_variant_per_seed_and_tables_four_systems(
             "exchange_penalty_code",
             "exchange_penalty_math",
         } <= set(m)
-    assert (
-        results["untrained"]["exchange_penalty_code"]["mean"] == 0
-    )  # one model in both seats
+    # one model in both seats
+    assert results["untrained"]["exchange_penalty_code"]["mean"] == 0
     assert "Table 2 analogue" in capsys.readouterr().out
     # --reuse evaluates the trained runs again without training them
     stamp = os.path.getmtime(
@@ -563,9 +556,8 @@ def test_a_study_refuses_a_run_folder_that_holds_a_run_before_training_any(
     cache, held = small_toy
     run = tmp_path / "study" / first
     run.mkdir(parents=True)
-    (run / "metrics.jsonl").write_text(
-        '{"step": 0}\n'
-    )  # a run stopped before its first checkpoint
+    # a run stopped before its first checkpoint
+    (run / "metrics.jsonl").write_text('{"step": 0}\n')
     monkeypatch.setattr(
         toy_build,
         "build_toy",
@@ -698,9 +690,8 @@ def test_the_shipped_student_is_refused_for_other_settings_weights_or_data(
     )
     toy_build.shipped_fingerprint.cache_clear()
     try:
-        assert (
-            toy_build.shipped_record() is None
-        )  # other data: the simulated students slip more often
+        # other data: the simulated students slip more often
+        assert toy_build.shipped_record() is None
     finally:
         monkeypatch.undo()
         toy_build.shipped_fingerprint.cache_clear()
@@ -729,9 +720,8 @@ def test_an_empty_cache_gets_the_shipped_student_without_training_and_it_is_the_
     ex = sft_examples(tok, toy_problems("valid"), 64, 99, progress=False)
     with torch.no_grad():
         nll = -torch.cat(sequence_logprobs(model, *zip(*ex))).mean().item()
-    assert (
-        nll < 0.5
-    )  # the trained student (0.40 nats on held-out responses), not a fresh model (7)
+    # the trained student (0.40 nats on held-out responses), not a fresh model (7)
+    assert nll < 0.5
 
 
 def test_a_build_is_followed_by_the_time_it_took_here_and_a_copied_or_cached_one_by_nothing(

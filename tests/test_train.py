@@ -95,9 +95,8 @@ def test_three_steps_write_metrics_and_a_loadable_checkpoint(
         assert 0 <= m["conflict_rate"] <= 1 and 1 <= m["turns_per_episode"] <= 2
         assert m["updates"] == 2 and m["skipped"] == 0 and m["peak_memory_mb"] > 0
         assert sum(m["outcomes"].values()) == round(m["turns_per_episode"] * 2)
-        assert set(m["format"]) == set(
-            m["roles"]
-        )  # per role, % of responses parsed by each rule or unparsed
+        # per role, % of responses parsed by each rule or unparsed
+        assert set(m["format"]) == set(m["roles"])
         assert all(
             abs(sum(shares.values()) - 100) < 1e-9 and "unparsed" in shares
             for shares in m["format"].values()
@@ -134,9 +133,8 @@ def test_three_steps_write_metrics_and_a_loadable_checkpoint(
     start = tiny_model("qwen3", layers=2, hidden=64, seed=0)
     assert not torch.equal(coder.lm_head.weight, start.lm_head.weight)  # it trained
     tester = AutoModelForCausalLM.from_pretrained(os.path.join(ckpt, "tester"))
-    assert not torch.equal(
-        coder.lm_head.weight, tester.lm_head.weight
-    )  # separate policies
+    # separate policies
+    assert not torch.equal(coder.lm_head.weight, tester.lm_head.weight)
 
 
 def test_interrupted_and_resumed_run_equals_uninterrupted(tmp_path, problems, capsys):
@@ -146,21 +144,18 @@ def test_interrupted_and_resumed_run_equals_uninterrupted(tmp_path, problems, ca
         + FAST
     )
     err = capsys.readouterr().err
-    assert (
-        "step 2: update (done: rollout" in err
-    )  # the phase line inside a step, and the rollout's own line:
+    # the phase line inside a step, and the rollout's own line:
+    assert "step 2: update (done: rollout" in err
     assert "turn 1/2: reading " in err and " tok/s [" in err
     train.main(
         ["--problems", problems, "--out", part, "--steps", "1", "--save-episodes"]
         + FAST
     )
     for name in ("metrics.jsonl", "episodes.jsonl"):
-        with open(
-            os.path.join(part, name), "a"
-        ) as f:  # a line written just before a crash
-            f.write(
-                json.dumps({"step": 1, "stale": True}) + "\n" + '{"step": 2, "lo'
-            )  # and one the crash cut short
+        # a line written just before a crash
+        with open(os.path.join(part, name), "a") as f:
+            # and one the crash cut short
+            f.write(json.dumps({"step": 1, "stale": True}) + "\n" + '{"step": 2, "lo')
     train.main(
         [
             "--problems",
@@ -253,9 +248,8 @@ def test_non_finite_teacher_skips_the_step_and_never_checkpoints_bad_weights(
         and ms[-1]["skipped_total"] == 2
         and ms[0]["updates"] == 0
     )
-    assert (
-        ms[0]["roles"]["coder"]["a_opd"] is None
-    )  # NaN is written as null: metrics.jsonl stays JSON
+    # NaN is written as null: metrics.jsonl stays JSON
+    assert ms[0]["roles"]["coder"]["a_opd"] is None
     assert "non-finite advantage" in capsys.readouterr().err
     coder = AutoModelForCausalLM.from_pretrained(
         os.path.join(out, "checkpoint", "coder")
@@ -279,9 +273,8 @@ def test_a_teacher_with_another_tokenizer_is_refused_before_any_weights_load(
     other = make_tokenizer()
     other.add_tokens(["<extra>"])
     other.save_pretrained(tmp_path / "teacher")
-    (tmp_path / "teacher" / "config.json").write_text(
-        "{}"
-    )  # no weights at all: loading them would fail otherwise
+    # no weights at all: loading them would fail otherwise
+    (tmp_path / "teacher" / "config.json").write_text("{}")
     with pytest.raises(SystemExit) as e:
         train.main(
             FAST
@@ -304,9 +297,8 @@ def test_a_run_that_cannot_fit_is_refused_before_any_weights_load_with_flags_tha
     monkeypatch.setattr(
         launch, "load_model", lambda *a, **k: pytest.fail("weights were loaded")
     )
-    monkeypatch.setattr(
-        memory, "available_bytes", lambda device: 2 * memory.GiB
-    )  # a machine with 2 GiB free
+    # a machine with 2 GiB free
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 2 * memory.GiB)
     big = FAST + [
         "--problems",
         problems,
@@ -389,10 +381,8 @@ def test_presets_fill_only_the_flags_not_given():
             "48",
         ]
     )
-    assert (alone.max_new_tokens, alone.math_max_new_tokens) == (
-        48,
-        0,
-    )  # one limit for both, not 48 and 256
+    # one limit for both, not 48 and 256
+    assert (alone.max_new_tokens, alone.math_max_new_tokens) == (48, 0)
     both = config.get_args(
         [
             "--problems",
@@ -437,10 +427,8 @@ def test_presets_fill_only_the_flags_not_given():
         gpu.grad_checkpointing,
         gpu.rollout_chunk,
     ) == (50, 16, 8, 2, 1e-6, 1024, 2048, 3072, 3, False, 0)  # --save-every 3 given
-    assert (paper.save_every, cpu.save_every) == (
-        10,
-        1,
-    )  # the checkpoint interval is a preset value too
+    # the checkpoint interval is a preset value too
+    assert (paper.save_every, cpu.save_every) == (10, 1)
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -528,9 +516,8 @@ def test_help_groups_the_flags_and_each_default_is_typed_once(capsys, monkeypatc
     base = ["--problems", "p.jsonl", "--student", "tiny-qwen3"]
     # the defaults train.py shares with the rollout (and the paper preset's limits) reach it unchanged
     assert rollout.rollout_config(config.get_args(base)) == rollout.RolloutConfig()
-    monkeypatch.setitem(
-        config.PRESETS["paper"], "steps", 77
-    )  # a preset value typed once: in effect and in --help
+    # a preset value typed once: in effect and in --help
+    monkeypatch.setitem(config.PRESETS["paper"], "steps", 77)
     assert config.get_args(base).steps == 77
     with pytest.raises(SystemExit) as e:
         config.get_args(["--help"])
@@ -596,9 +583,8 @@ def test_every_preset_has_every_key_and_help_lists_each_value(capsys):
     ):
         with pytest.raises(SystemExit):
             main(["--help"])
-        text = " ".join(
-            capsys.readouterr().out.split("options:")[1].split()
-        )  # the flags, past the usage line
+        # the flags, past the usage line
+        text = " ".join(capsys.readouterr().out.split("options:")[1].split())
         for key in flags:
             flag = "--" + key.replace("_", "-")
             listed = ", ".join(
@@ -623,9 +609,8 @@ def test_a_run_without_disk_space_for_its_next_checkpoint_is_refused_before_any_
     monkeypatch.setattr(
         launch, "load_model", lambda *a, **k: (_ for _ in ()).throw(Loaded())
     )
-    size = footprint.checkpoint_bytes(
-        tiny_model("qwen3").config, 4
-    )  # the problems' four roles: four policies
+    # the problems' four roles: four policies
+    size = footprint.checkpoint_bytes(tiny_model("qwen3").config, 4)
     free = [0]
     monkeypatch.setattr(
         checkpoint.shutil,
@@ -634,9 +619,8 @@ def test_a_run_without_disk_space_for_its_next_checkpoint_is_refused_before_any_
     )
     out = tmp_path / "run"
     run = FAST + ["--problems", problems, "--out", str(out), "--save-every", "2"]
-    free[0] = (
-        2 * size - 1
-    )  # the second save writes checkpoint.tmp beside the first checkpoint: two must fit
+    # the second save writes checkpoint.tmp beside the first checkpoint: two must fit
+    free[0] = 2 * size - 1
     with pytest.raises(SystemExit) as e:
         train.main(run + ["--steps", "3"])
     assert e.value.code == 2 and not out.exists()
@@ -644,9 +628,8 @@ def test_a_run_without_disk_space_for_its_next_checkpoint_is_refused_before_any_
     free[0] = 2 * size
     with pytest.raises(Loaded):
         train.main(run + ["--steps", "3"])
-    free[0] = (
-        size - 1
-    )  # one save (steps <= --save-every), or a checkpoint already there: one must fit
+    # one save (steps <= --save-every), or a checkpoint already there: one must fit
+    free[0] = size - 1
     with pytest.raises(SystemExit):
         train.main(run + ["--steps", "2"])
     free[0] = size
@@ -722,16 +705,14 @@ def test_bad_input_exits_2(tmp_path, capsys, problems):
     assert e.value.code == 2 and "no checkpoint" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         config.get_args(FAST + ["--problems", problems, "--steps", "0"])
-    with pytest.raises(
-        SystemExit
-    ) as e:  # no problems, student or teacher: usage error, nothing runs
+    # no problems, student or teacher: usage error, nothing runs
+    with pytest.raises(SystemExit) as e:
         config.get_args([])
     assert e.value.code == 2
     i = FAST.index("--teacher")
     no_teacher = FAST[:i] + FAST[i + 2 :]
-    with pytest.raises(
-        SystemExit
-    ) as e:  # no --teacher and no teacher object: one line, nothing written
+    # no --teacher and no teacher object: one line, nothing written
+    with pytest.raises(SystemExit) as e:
         train.main(no_teacher + ["--problems", problems, "--out", str(tmp_path / "w")])
     assert e.value.code == 2 and "--teacher is required" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "w")
@@ -747,17 +728,14 @@ def test_unusable_out_fails_before_any_model_loads(
     )
     taken = tmp_path / "file"
     taken.write_text("")
-    for out in (
-        taken,
-        taken / "run",
-    ):  # an existing file; a directory that would have to be made inside one
+    # an existing file; a directory that would have to be made inside one
+    for out in (taken, taken / "run"):
         with pytest.raises(SystemExit) as e:
             train.main(FAST + ["--problems", problems, "--out", str(out)])
         assert e.value.code == 2
         error_line(f"--out {out}: ")
-    monkeypatch.setattr(
-        os, "access", lambda *a, **k: False
-    )  # an unwritable directory (root may write anywhere)
+    # an unwritable directory (root may write anywhere)
+    monkeypatch.setattr(os, "access", lambda *a, **k: False)
     with pytest.raises(SystemExit) as e:
         train.main(FAST + ["--problems", problems, "--out", str(tmp_path / "new")])
     assert e.value.code == 2
@@ -871,9 +849,8 @@ def test_bf16_autocast_and_gradient_checkpointing_path_runs(tmp_path, problems):
     coder = AutoModelForCausalLM.from_pretrained(
         os.path.join(out, "checkpoint", "coder")
     )
-    assert (
-        coder.dtype == torch.float32
-    )  # master weights stay fp32 (lr 1e-6 steps would vanish in bf16)
+    # master weights stay fp32 (lr 1e-6 steps would vanish in bf16)
+    assert coder.dtype == torch.float32
     # sampled by bf16 copies, re-scored under autocast over the fp32 masters: close, not equal
     assert 0 < m["logprob_gap_mean"] <= m["logprob_gap"] < 0.5
 
@@ -900,9 +877,8 @@ def test_bf16_rollout_copies_follow_the_fp32_masters():
     launch.refresh(copies, policies)
     for c, p in zip(copies["coder"].parameters(), policies["coder"].parameters()):
         assert torch.equal(c, p.detach().to(torch.bfloat16))
-    assert [
-        c.data_ptr() for c in copies["coder"].parameters()
-    ] == storage  # in place: a recording stays valid
+    # in place: a recording stays valid
+    assert [c.data_ptr() for c in copies["coder"].parameters()] == storage
 
 
 def test_every_bf16_model_made_here_keeps_rope_in_fp32_as_transformers_loads_it(
@@ -1032,9 +1008,8 @@ def test_bf16_evaluation_runs_on_the_rollout_copies_of_the_final_masters(
         os.path.join(out, "checkpoint", "coder")
     ).parameters()
     assert all(torch.equal(a, m.to(torch.bfloat16)) for a, m in zip(after, masters))
-    assert any(
-        not torch.equal(a, b) for a, b in zip(after, before)
-    )  # the update moved the copies
+    # the update moved the copies
+    assert any(not torch.equal(a, b) for a, b in zip(after, before))
 
 
 @pytest.mark.parametrize("command", ["train", "eval"])
@@ -1043,9 +1018,8 @@ def test_without_a_jail_the_programs_are_refused_unless_given_up_by_name(
 ):
     """Where the sandbox has no jail a student's program could read the golden tests: train.py and eval.py refuse in
     one line before anything loads, unless --unisolated-programs (the toy preset's choice) gives that up."""
-    monkeypatch.setattr(
-        jail, "_setup", lambda: ("/usr/bin/python3", None)
-    )  # the uid or process level
+    # the uid or process level
+    monkeypatch.setattr(jail, "_setup", lambda: ("/usr/bin/python3", None))
     monkeypatch.setattr(
         launch, "load_model", lambda *a, **k: (_ for _ in ()).throw(Loaded())
     )
@@ -1064,9 +1038,8 @@ def test_without_a_jail_the_programs_are_refused_unless_given_up_by_name(
         "the sandbox has no jail here (no bubblewrap, and not root with util-linux's unshare)"
     )
     for given_up in (["--unisolated-programs"], ["--preset", "toy"]):
-        with pytest.raises(
-            Loaded
-        ):  # past the check: on to loading the models, having said what is given up
+        # past the check: on to loading the models, having said what is given up
+        with pytest.raises(Loaded):
             main(flags + ["--problems", problems] + given_up)
         assert (
             "sandbox: NO jail here, and the students' programs run all the same"

@@ -96,9 +96,8 @@ class Recorder:
 
         def build(args, teacher=None):
             built = real_build(args, teacher)
-            self.policies.update(
-                built.policies
-            )  # role -> the policy trained for that role
+            # role -> the policy trained for that role
+            self.policies.update(built.policies)
             return built
 
         monkeypatch.setattr(train, "build", build)
@@ -121,9 +120,8 @@ def test_two_passes_per_response_on_contexts_that_differ_only_in_the_role_condit
 ):
     rec, metrics = run(monkeypatch, tmp_path, problems)
     assert rec.items and len(rec.scored) == 2 * len(rec.items)
-    assert any(
-        turn_of(it) == 1 for it in rec.items
-    )  # random students disagree: turn 2 happens, verdicts play
+    # random students disagree: turn 2 happens, verdicts play
+    assert any(turn_of(it) == 1 for it in rec.items)
     for it in rec.items:
         target, contrast = (
             rec.tok.decode(it.ctx_target),
@@ -136,9 +134,8 @@ def test_two_passes_per_response_on_contexts_that_differ_only_in_the_role_condit
             target.replace(ROLE_CONDITIONS[it.seat], ROLE_CONDITIONS[KAPPA[it.seat]])
             == contrast
         )
-        assert (
-            target.count(HEADER) == contrast.count(HEADER) == turn_of(it)
-        )  # c^{<t}: one per completed turn
+        # c^{<t}: one per completed turn
+        assert target.count(HEADER) == contrast.count(HEADER) == turn_of(it)
         assert (target, it.response.tokens) in rec.scored and (
             contrast,
             it.response.tokens,
@@ -160,9 +157,8 @@ def test_advantages_are_eq10_with_the_sampler_logprobs(
     for it in rec.items:
         lp_s = torch.tensor(it.response.logprobs)
         a_opd = TEACHER_LP[it.seat] - lp_s  # Eq. 8: teacher minus student
-        a_role = (
-            TEACHER_LP[it.seat] - TEACHER_LP[KAPPA[it.seat]]
-        )  # Eq. 9: target minus contrast
+        # Eq. 9: target minus contrast
+        a_role = TEACHER_LP[it.seat] - TEACHER_LP[KAPPA[it.seat]]
         torch.testing.assert_close(it.adv, a_opd + lam * a_role)  # Eq. 10
         torch.testing.assert_close(
             it.adv, ras_advantage(it.lp_target, it.lp_contrast, it.lp_student, lam)
@@ -216,9 +212,8 @@ def test_each_response_is_rescored_with_grad_by_its_authors_policy_only(
     by_context = {}
     for it in rec.items:
         by_context.setdefault(tuple(it.response.context_ids), set()).add(it.seat)
-    assert (
-        len({id(m) for m in rec.policies.values()}) == len(rec.policies) == 4
-    )  # one policy per role
+    # one policy per role
+    assert len({id(m) for m in rec.policies.values()}) == len(rec.policies) == 4
     seen = set()
     for model, contexts in rec.rescored:
         for c in contexts:

@@ -104,12 +104,10 @@ def test_revision_then_agreement(tok, scripted):
     coder, tester = scripted([BAD, GOOD]), scripted([TEST_OK])
     e = run_episodes([SUM], {"coder": coder, "tester": tester}, tok, CFG)[0]
     assert [t.agree for t in e.turns] == [False, True]
-    assert (
-        "print(a - b)" in coder.seen[1][0] and "-1" in tester.seen[1][0]
-    )  # the mismatch is shown to both
-    assert (
-        "print(a - b)" not in tester.seen[1][0]
-    )  # the Tester sees the program's output, not its code
+    # the mismatch is shown to both
+    assert "print(a - b)" in coder.seen[1][0] and "-1" in tester.seen[1][0]
+    # the Tester sees the program's output, not its code
+    assert "print(a - b)" not in tester.seen[1][0]
 
 
 def test_crash_is_shown_to_both_next_turn(tok, scripted):
@@ -246,9 +244,8 @@ INJECTION = (
 def test_printed_control_tokens_and_fences_reach_no_prompt_as_such(tok, scripted):
     """A program that prints a closing fence, a fake verdict and chat control tokens: in both agents' next prompts
     and in the teacher's verdict the text stays text, inside a fence it cannot close."""
-    payload = base64.b64encode(
-        INJECTION.encode()
-    ).decode()  # so that the program text itself holds none of it
+    # so that the program text itself holds none of it
+    payload = base64.b64encode(INJECTION.encode()).decode()
     evil = f"Code:\n```python\nimport base64\nprint(base64.b64decode({payload!r}).decode(), end='')\n```"
     e = run_episodes(
         [SUM],
@@ -276,9 +273,8 @@ def test_printed_control_tokens_and_fences_reach_no_prompt_as_such(tok, scripted
         history = tok.decode(
             [i for s in resp.context if s.kind == "history" for i in s.ids]
         )
-        assert (
-            "````\n" + INJECTION + "````" in history
-        )  # a fence one backtick longer than the run inside
+        # a fence one backtick longer than the run inside
+        assert "````\n" + INJECTION + "````" in history
         for ctx in teacher_contexts(
             tok, resp.context, (role, "coder"), verdicts, limit=LIMIT
         ):
@@ -299,9 +295,8 @@ def test_a_question_over_the_prompt_limit_is_refused_at_load(tok):
             tokenized.append(len(text))
             return tok(text, **kw)
 
-    with pytest.raises(
-        ValueError, match="'huge'"
-    ):  # 5 MB: refused by its length, without tokenizing it
+    # 5 MB: refused by its length, without tokenizing it
+    with pytest.raises(ValueError, match="'huge'"):
         check_prompt_limit(
             [{**long, "question": "x" * 5_000_000}], Watched(), limit=200
         )
@@ -411,14 +406,10 @@ def test_tolerant_parsing_rules_name_the_rule_that_read_each_artefact():
         "last_number",
     )
     assert extract_answer("It is -2.5 or 1/3") == ("1/3", "last_number")
-    assert extract_answer("It is 12, not \u0663") == (
-        "12",
-        "last_number",
-    )  # only ASCII digits are numbers
-    assert extract_answer("Code:\n```python\nprint(3 * 4)\n```") == (
-        None,
-        None,
-    )  # a program's numbers are no answer
+    # only ASCII digits are numbers
+    assert extract_answer("It is 12, not \u0663") == ("12", "last_number")
+    # a program's numbers are no answer
+    assert extract_answer("Code:\n```python\nprint(3 * 4)\n```") == (None, None)
     # the project's own placeholders, copied from a history, are no artefacts (NO_ANSWER even holds "####")
     for placeholder in PLACEHOLDERS:
         assert extract_answer(placeholder) == (None, None) and extract_program(
@@ -535,13 +526,11 @@ def test_a_response_cut_by_the_limit_is_truncated_and_one_that_ended_without_an_
         tok,
         RolloutConfig(max_turns=1, max_new_tokens=n + 1, code_timeout=5),
     )[0]
-    assert (
-        format_counts([e])["coder"]["unparsed"] == 1
-    )  # shorter than the limit: it ended, not cut
+    # shorter than the limit: it ended, not cut
+    assert format_counts([e])["coder"]["unparsed"] == 1
     said = "The sum is easy to check."
-    n = (
-        len(tok(said, add_special_tokens=False)["input_ids"]) + 1
-    )  # and <|im_end|>: it ends at the limit exactly
+    # and <|im_end|>: it ends at the limit exactly
+    n = len(tok(said, add_special_tokens=False)["input_ids"]) + 1
     e = run_episodes(
         [SUM],
         {"coder": scripted([GOOD]), "tester": scripted([said])},
@@ -592,9 +581,8 @@ def test_the_progress_line_counts_the_turn_s_responses_and_the_tokens_kept(
         ln for ln in lines if ln.startswith("turn 1/2: sampling: ") and "tokens" in ln
     ]
     assert len(live) > 2  # updated while the calls run, not only as they return
-    assert (
-        "turn 1/2: reading 4 prompts: 0/6 responses [00:00]" in lines
-    )  # the code call's prefill, before a token
+    # the code call's prefill, before a token
+    assert "turn 1/2: reading 4 prompts: 0/6 responses [00:00]" in lines
 
 
 def test_each_domain_samples_with_its_own_response_limit(tok, qwen3, monkeypatch):
@@ -684,9 +672,8 @@ def test_examples_file_is_valid():
     with open("examples/problems.jsonl") as f:
         for line in f:
             check_problem(p := json.loads(line))
-            if p.get(
-                "solution"
-            ):  # a reference solution passes its own golden tests under the output comparison
+            # a reference solution passes its own golden tests under the output comparison
+            if p.get("solution"):
                 assert attribute_code(p, p["solution"], None, timeout=10).checks[
                     "program_correct"
                 ], p["id"]

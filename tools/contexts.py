@@ -32,11 +32,8 @@ from teacher import KAPPA, teacher_pieces, verdicts_before
 from toy.build import start_toy, toy_root, train_args
 
 DOMAIN_OF = {r: d for d, roles in ROLES.items() for r in roles}
-COLOUR = {
-    "opening": "35",
-    "condition": "36",
-    "verdict": "33",
-}  # ANSI magenta, cyan, yellow (on a terminal only)
+# ANSI magenta, cyan, yellow (on a terminal only)
+COLOUR = {"opening": "35", "condition": "36", "verdict": "33"}
 
 
 def choose(problems, path, args):

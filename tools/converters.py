@@ -412,9 +412,8 @@ def from_apps(rec, where, pid, stats):
         raise ProblemError(f"{where}: field 'input_output' must hold a JSON object")
     if spec.get("fn_name"):
         raise Skip("APPS call-based problem (fn_name)")
-    lines = lambda x: (
-        x if isinstance(x, str) else "\n".join(map(str, x)) + "\n"
-    )  # some tests are lists of lines
+    # some tests are lists of lines
+    lines = lambda x: x if isinstance(x, str) else "\n".join(map(str, x)) + "\n"
     tests = [
         {"input": lines(i), "output": lines(o)}
         for i, o in zip(spec.get("inputs", []), spec.get("outputs", []))

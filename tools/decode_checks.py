@@ -68,8 +68,10 @@ def sdpa_ops(fn):
 # turn, replayed after an in-place refresh -- is held against teacher forcing: sequence_logprobs of the very tokens
 # generated (Eq. 7's scorer, the reference Eq. 13 trains on). Same seed, temperature 1: every variant makes the same
 # draws, so its tokens must equal plain decoding's.
-TOL = 1e-4  # fp32 decode vs fp32 teacher forcing: the same arithmetic in another order, not another precision
-GAP_RATIO = 2.0  # bf16 copy: mean log-prob gap at the long position <= this x the gap at the start (GAP_LINE says why)
+# fp32 decode vs fp32 teacher forcing: the same arithmetic in another order, not another precision
+TOL = 1e-4
+# bf16 copy: mean log-prob gap at the long position <= this x the gap at the start (GAP_LINE says why)
+GAP_RATIO = 2.0
 GAP_LINE = (
     "bf16 rounding of the arithmetic does not grow with the position, a position error (e.g. rounded "
     "rotary frequencies) does"
@@ -99,10 +101,8 @@ def peak(model, entropy=2.0):
         device
     )
     logits = model(ids).logits[0].float()  # (64, V)
-    lo, hi = (
-        -4.0,
-        8.0,
-    )  # log2 of the logits' scale: bisect the entropy, which falls as the scale grows
+    # log2 of the logits' scale: bisect the entropy, which falls as the scale grows
+    lo, hi = (-4.0, 8.0)
     for _ in range(30):
         mid = (lo + hi) / 2
         lp = (logits * 2**mid).log_softmax(-1)
@@ -291,9 +291,8 @@ def check_bf16_gap(log, master, short, long, new):
 
     def _gap_line(name, out_short, out_long):
         g_short, g_long = gaps(master, short, out_short), gaps(master, long, out_long)
-        ratio = g_long.mean().item() / max(
-            g_short.mean().item(), 1e-3
-        )  # below 1e-3: bf16's resolution
+        # below 1e-3: bf16's resolution
+        ratio = g_long.mean().item() / max(g_short.mean().item(), 1e-3)
         log.check(
             ratio <= GAP_RATIO,
             f"{'bf16 copy, ' + name:<46} gap mean {g_short.mean():.1e} -> {g_long.mean():.1e}"

@@ -167,9 +167,8 @@ def main(argv=None):
     log = Log(args.out)
     unit, uname = (2**20, "MiB") if args.tiny else (memory.GiB, "GiB")
     start = time.perf_counter()
-    amp = lambda: torch.autocast(
-        dev.split(":")[0], dtype=torch.bfloat16
-    )  # train.py's --precision bf16
+    # train.py's --precision bf16
+    amp = lambda: torch.autocast(dev.split(":")[0], dtype=torch.bfloat16)
     torch.manual_seed(0)
     gen_ids = torch.Generator().manual_seed(0)
     rand_ids = lambda n: torch.randint(0, 256, (n,), generator=gen_ids).tolist()
@@ -310,9 +309,8 @@ def main(argv=None):
             )
 
     Bl, Pl, Nl = sizes["long"]
-    long_prompts = [
-        rand_ids(Pl - Pl // 64 * i) for i in range(Bl)
-    ]  # mixed lengths, as in real batches
+    # mixed lengths, as in real batches
+    long_prompts = [rand_ids(Pl - Pl // 64 * i) for i in range(Bl)]
     fused = predict("rollout", prompt_len=Pl, response_len=Nl, rollout_batch=Bl)
     mathp = predict(
         "rollout",
@@ -399,7 +397,8 @@ def main(argv=None):
     )
     measure("(c) warm-up: micro-batch 2 x (64 + 32)", lambda: update(64, 32, 2))
     for ctx_len, resp_len, mb, ckpt in sizes["update"]:
-        for model in students:  # transformers >= 5.2x: activation_checkpointing_*; older: gradient_checkpointing_*
+        # transformers >= 5.2x: activation_checkpointing_*; older: gradient_checkpointing_*
+        for model in students:
             if ckpt:
                 (
                     getattr(model, "activation_checkpointing_enable", None)
@@ -521,9 +520,8 @@ def main(argv=None):
     # produces exactly `new` tokens; each timed after a warm-up of the same shapes (our recording and compiling,
     # theirs). Then the training path before the copies, for reference: ours under bf16 autocast over the fp32
     # weights (eager: autocast's casts cannot be recorded).
-    bf = build(S, torch.bfloat16, dev).requires_grad_(
-        False
-    )  # as launch.rollout_copies makes them
+    # as launch.rollout_copies makes them
+    bf = build(S, torch.bfloat16, dev).requires_grad_(False)
     bf.load_state_dict(student.state_dict())
     batches, P, N = sizes["decode"]
     weight_bytes = 2 * base["params"]["student"]
@@ -582,11 +580,10 @@ def main(argv=None):
             lambda: ours(N, True),
             warm=lambda: ours(4, True),
         )
-        if B in (
-            batches[0],
-            batches[-1],
-        ):  # which fused kernel the recorded step should use (cuDNN may lead)
-            release_decoder()  # the bucket's recording was made with the default kernel choice
+        # which fused kernel the recorded step should use (cuDNN may lead)
+        if B in (batches[0], batches[-1]):
+            # the bucket's recording was made with the default kernel choice
+            release_decoder()
             # the decode step's attention has no GQA left, so the memory-efficient kernel takes it; the prefill's
             # (GQA and a mask) then needs the math kernel
             with sdpa_kernel(

@@ -166,12 +166,8 @@ def read_records(path):
             path, "rt", encoding="utf-8"
         ) as f:
             text = f.read()
-    except (
-        OSError,
-        UnicodeDecodeError,
-        EOFError,
-        zlib.error,
-    ) as e:  # zlib.error: damaged .gz data
+    # zlib.error: damaged .gz data
+    except (OSError, UnicodeDecodeError, EOFError, zlib.error) as e:
         raise ProblemError(f"{path}: cannot read ({e})") from None
     if path.removesuffix(".gz").endswith(".json"):
         try:
@@ -229,9 +225,8 @@ def hub_records(name, split=None, limit=None):
             (f"{hub}[{split}]: row {i}", i, r)
             for i, r in enumerate(itertools.islice(rows, limit), 1)
         ]
-    except (
-        Exception
-    ) as e:  # offline, unknown split, a changed hub layout: one line, no traceback
+    # offline, unknown split, a changed hub layout: one line, no traceback
+    except Exception as e:
         raise ProblemError(
             f"{name}: cannot load {hub} [{split}] from the hub (needs network): "
             f"{type(e).__name__}: {str(e)[:200]}"
@@ -289,9 +284,8 @@ def load_dataset_as_problems(
         _count(stats, "problems without tests", len(converted) - len(kept))
         converted = [(w, c[0]) for w, c in converted if id(c[0]) in kept]
     for where, p in converted:
-        if (
-            p["domain"] == "code"
-        ):  # a test the verifier cannot judge is refused at load (data.over_cap): left out
+        # a test the verifier cannot judge is refused at load (data.over_cap): left out
+        if p["domain"] == "code":
             judged = [t for t in p["tests"] if not over_cap(p["format"], t["output"])]
             _count(
                 stats,
@@ -320,9 +314,8 @@ def main(argv=None):
         description="Convert a benchmark file (.jsonl, .jsonl.gz, .json) or a hub source "
         f"({', '.join(HUB)}) into a problem file."
     )
-    negative_values(
-        ap
-    )  # --timeout -1e-3 refused as a number, not as a flag without its value
+    # --timeout -1e-3 refused as a number, not as a flag without its value
+    negative_values(ap)
     ap.add_argument("source")
     ap.add_argument("--out", required=True, help="problem file to write (JSONL)")
     ap.add_argument(
@@ -350,9 +343,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     stats = Counter()
     try:
-        check_writable(
-            args.out, "--out"
-        )  # before the conversion, which can take minutes
+        # before the conversion, which can take minutes
+        check_writable(args.out, "--out")
         problems = load_dataset_as_problems(
             args.source,
             args.split,
@@ -364,10 +356,8 @@ def main(argv=None):
         )
         # ASCII JSON: a raw U+2028 in a question would split the line for load_problems' splitlines()
         write_atomic(args.out, "".join(json.dumps(p) + "\n" for p in problems))
-    except (
-        ValueError,
-        OSError,
-    ) as e:  # ValueError: ProblemError or the --out check, both naming what is wrong
+    # ValueError: ProblemError or the --out check, both naming what is wrong
+    except (ValueError, OSError) as e:
         print(
             f"error: {e}" if isinstance(e, ValueError) else f"error: {args.out}: {e}",
             file=sys.stderr,

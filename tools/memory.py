@@ -52,9 +52,8 @@ def main(argv=None):
         help="GPUs under torchrun (train.py's ranks); each rolls out its share of --batch",
     )
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
-    targs = get_args(
-        rest + ([] if "--precision" in rest else ["--precision", "bf16"])
-    )  # plan for a GPU
+    # plan for a GPU
+    targs = get_args(rest + ([] if "--precision" in rest else ["--precision", "bf16"]))
     print(
         "config:",
         vars(targs),

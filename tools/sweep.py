@@ -37,14 +37,8 @@ from infra.runs import study_run
 from infra.seats import team_seats
 from rollout import rollout_config
 
-LAMBDAS = [
-    0.0,
-    0.05,
-    0.1,
-    0.2,
-    0.4,
-    0.5,
-]  # Fig. 6's six values; the sixth not legible, 0.4 (DECISIONS.md D14)
+# Fig. 6's six values; the sixth not legible, 0.4 (DECISIONS.md D14)
+LAMBDAS = [0.0, 0.05, 0.1, 0.2, 0.4, 0.5]
 PALETTE = [
     "#e69f00",
     "#cc79a7",
@@ -68,9 +62,8 @@ def evaluate_run(run, benchmarks, targs):
     mean_std entry}."""
     cfg, out = rollout_config(targs, progress=True, **EVAL_DECODING), {}
     for name, problems in benchmarks.items():
-        roles = team_seats(
-            problems, targs.agents_per_role
-        )  # a policy per agent (App. E.1)
+        # a policy per agent (App. E.1)
+        roles = team_seats(problems, targs.agents_per_role)
         policies, tok = load_policies(
             os.path.join(run, "checkpoint"), roles, targs.device
         )

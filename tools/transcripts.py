@@ -29,9 +29,8 @@ from rollout import RolloutConfig, rollout_config, run_episodes
 from sandbox.jail import stop_on_sigterm
 from toy.build import toy_root
 
-TOY = toy_root(
-    ".cache"
-)  # where `python -m toy` builds the toy student and its problem files
+# where `python -m toy` builds the toy student and its problem files
+TOY = toy_root(".cache")
 
 
 def toy_built(path):
@@ -56,9 +55,8 @@ def print_transcript(e, attributions, width=400):
     )
     for turn, att in zip(e.turns, attributions):
         for seat, resp in turn.responses.items():
-            name = (
-                ROLE_NAMES[role_of(seat)] + seat[len(role_of(seat)) :]
-            )  # "Coder", "Coder2"
+            # "Coder", "Coder2"
+            name = ROLE_NAMES[role_of(seat)] + seat[len(role_of(seat)) :]
             print(
                 f"--- turn {turn.t + 1} · {name} ({len(resp.tokens)} tokens)\n{cut(resp.text)}"
             )
@@ -73,9 +71,8 @@ def main(argv=None):
         description="Run two-agent episodes with the student models and "
         "print them. Defaults in brackets."
     )
-    d = (
-        RolloutConfig()
-    )  # the defaults below are RolloutConfig's, except this demo's short responses
+    # the defaults below are RolloutConfig's, except this demo's short responses
+    d = RolloutConfig()
     ap.add_argument(
         "--problems",
         default=os.path.join(TOY, "test.jsonl"),

@@ -92,9 +92,8 @@ def walk(steps_args):
         callee = module_of(frame.f_code.co_filename)
         caller = frame.f_back
         while caller is not None and module_of(caller.f_code.co_filename) is None:
-            caller = (
-                caller.f_back
-            )  # through the standard library's frames (a thread pool's worker)
+            # through the standard library's frames (a thread pool's worker)
+            caller = caller.f_back
         if callee in PAPER:
             paper[callee].add(frame.f_code.co_name)
         elif (

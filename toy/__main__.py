@@ -100,19 +100,18 @@ def main(argv=None):
         + ["--eval-problems", os.path.join(root, "test.jsonl")]
         + rest
     )
-    targs = get_args(
-        targv
-    )  # a bad flag stops the demo here, before the build; --threads holds for the build too
+    # a bad flag stops the demo here, before the build; --threads holds for the build too
+    targs = get_args(targv)
     start_toy(args.cache, targs.threads, args.rebuild)
     if args.build_only:
         return
     student, tok = load_model(os.path.join(root, "student"))
     teacher = hand = HandTeacher(tok)
     check = None
-    if args.learned_teacher:  # a model directory, loaded as a real teacher is (as object: train.py's memory plan
-        path = build_learned(
-            root
-        )  # is written for real models, and refuses the toy preset's limits)
+    # a model directory, loaded as a real teacher is (as object: train.py's memory plan
+    if args.learned_teacher:
+        # is written for real models, and refuses the toy preset's limits)
+        path = build_learned(root)
         print(f"teacher: the learned toy teacher, {path}", flush=True)
         teacher = load_model(path)[0]
         check = check_rows(

@@ -99,9 +99,8 @@ def main(argv=None):
         "in one --reuse run",
     )
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
-    common = (
-        train_args(toy_root(args.cache), args.out) + rest
-    )  # e.g. --eval-seeds, over the toy preset's
+    # e.g. --eval-seeds, over the toy preset's
+    common = train_args(toy_root(args.cache), args.out) + rest
     print("config:", json.dumps({**vars(args), "train_args": common}))
     targs = get_args(common)  # the shared settings, also those of the evaluation below
     plans = plan_runs(VARIANTS, args.train_seeds, args.out, args.reuse, targs.overwrite)

@@ -116,9 +116,8 @@ def main(argv=None):
         print(
             f"== evaluating {name} ({len(runs[name])} runs) on {len(problems)} held-out problems"
         )
-        evaluate = (
-            evaluate_policies if name == "MAS-OPD" else grpo.evaluate
-        )  # SA+ST+GRPO: its agent alone
+        # SA+ST+GRPO: its agent alone
+        evaluate = evaluate_policies if name == "MAS-OPD" else grpo.evaluate
         results[name] = over_runs(
             [
                 with_means(

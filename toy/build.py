@@ -24,16 +24,8 @@ import shutil
 import time
 
 import torch
-from tokenizers import (
-    Regex,
-    Tokenizer,
-    decoders,
-    pre_tokenizers,
-    trainers,
-)
-from tokenizers import (
-    models as bpe,
-)
+from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers, trainers
+from tokenizers import models as bpe
 from tqdm import tqdm
 
 from infra.models import (
@@ -88,9 +80,8 @@ def sft_examples(tok, problems, n, seed, first_turns=0.3, progress=True):
     by_domain = [[p for p in problems if p["domain"] == d] for d in ("code", "math")]
     bar = tqdm(total=n, desc="toy examples", leave=False, disable=not progress)
     while len(out) < n:
-        p = rng.choice(
-            rng.choice([ps for ps in by_domain if ps])
-        )  # domains equally often, whatever their sizes
+        # domains equally often, whatever their sizes
+        p = rng.choice(rng.choice([ps for ps in by_domain if ps]))
         turns = simulate(p, ROLE_BLIND, rng)
         for t in range(len(turns)):
             if t == 0 and rng.random() >= first_turns:
@@ -142,16 +133,18 @@ def sft(model, examples, steps, batch=32, lr=3e-3, seed=0, desc="sft"):
     return model.eval()
 
 
-TOY_VERSION = "toy-v10"  # bump when the world, the prompts, parsing or teacher contexts change what gets built
+# bump when the world, the prompts, parsing or teacher contexts change what gets built
+TOY_VERSION = "toy-v10"
 # Untied input and output embeddings: with tied ones, every push down on a sampled token (a guessed digit, say)
 # would also move how that token is read in the question, and the toy students drifted into garbage.
 SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2, tie_word_embeddings=False)
-STUDENT_STEPS = 4000  # the base student's SFT steps: the bulk of the build's minutes on a 2-core CPU
+# the base student's SFT steps: the bulk of the build's minutes on a 2-core CPU
+STUDENT_STEPS = 4000
 SFT = dict(batch=32, lr=3e-3)  # the base student's SFT batch and peak learning rate
-SHIPPED = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "student"
-)  # build_toy's student, as built
-FINGERPRINT = 256  # the SFT examples hashed into a build's fingerprint (with the tokenizer and every setting)
+# build_toy's student, as built
+SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "student")
+# the SFT examples hashed into a build's fingerprint (with the tokenizer and every setting)
+FINGERPRINT = 256
 
 
 def toy_root(cache):
@@ -359,21 +352,18 @@ def build_toy(
             fingerprint(tok, train, student_steps, examples, seed),
             time.monotonic() - start,
         )
-    for split in (
-        SPLITS
-    ):  # the problems as files, so train.py and eval.py read them like any others
+    # the problems as files, so train.py and eval.py read them like any others
+    for split in SPLITS:
         with open(os.path.join(tmp, f"{split}.jsonl"), "w") as f:
             f.writelines(json.dumps(p) + "\n" for p in toy_problems(split))
     os.makedirs(cache, exist_ok=True)
-    if rebuild and os.path.isdir(
-        root
-    ):  # the cache is ours to replace: nothing in it is a user's
+    # the cache is ours to replace: nothing in it is a user's
+    if rebuild and os.path.isdir(root):
         shutil.rmtree(root)
     try:
         os.replace(tmp, root)
-    except (
-        OSError
-    ):  # another process (say, a second ablation process) finished the same build first
+    # another process (say, a second ablation process) finished the same build first
+    except OSError:
         if not built(root):
             raise
         shutil.rmtree(tmp)

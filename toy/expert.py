@@ -49,21 +49,19 @@ from teacher import KAPPA, ROLE_CONDITIONS
 from toy.world import FIRST, NOUN, calc, question_spec, value_of
 
 DECIDE = 0.97  # P(keep) or P(revise) when the verdict names the side at fault (PAC)
-TEAMMATE_WORK = 0.5  # share of its responses that also do the teammate's part: under the seat's own condition
-CONTRAST_WORK = (
-    1 - 1e-4
-)  # ... and under the contrast condition kappa(r), whose core duty that part is
+# share of its responses that also do the teammate's part: under the seat's own condition
+TEAMMATE_WORK = 0.5
+# ... and under the contrast condition kappa(r), whose core duty that part is
+CONTRAST_WORK = 1 - 1e-4
 SMOOTH = 1e-3  # share of each plan's mass spread over every token
-SURE = (
-    0.99  # its confidence in a digit of its own arithmetic, and in where a number ends
-)
-PRINT_VALUE = (
-    0.2  # a Tool-User's share of programs that print the value rather than compute it
-)
-ADOPT = 0.9  # P(adopt what the program printed | revise) when the verdict clears the program
-CANONICAL = (
-    0.99  # share of a continuation's mass on the tokenizer's own first token for it
-)
+# its confidence in a digit of its own arithmetic, and in where a number ends
+SURE = 0.99
+# a Tool-User's share of programs that print the value rather than compute it
+PRINT_VALUE = 0.2
+# P(adopt what the program printed | revise) when the verdict clears the program
+ADOPT = 0.9
+# share of a continuation's mass on the tokenizer's own first token for it
+CANONICAL = 0.99
 DIGITS = "0123456789"
 FAULT = {
     "coder": ("in the program", "in both", "at least in the program"),
@@ -200,9 +198,8 @@ def kept(role, last):
     m = re.search(r"Your derivation:\n(.*?)\nYour answer: ", last, re.S)
     if m is None or "####" not in m.group(1):
         return None
-    text = re.sub(r"^I (keep|revise) my answer\.\n", "", m.group(1)).split("\nCode:")[
-        0
-    ]  # no appended program
+    # no appended program
+    text = re.sub(r"^I (keep|revise) my answer\.\n", "", m.group(1)).split("\nCode:")[0]
     return [lit(text)]
 
 
@@ -220,9 +217,8 @@ def conclusion_of(seat, verdict, last):
     produced (`last`, its history entry of that turn: the same agent has no other name in its context), and reads
     a fault in its own artefact from it and in its teammates' from the other role's lines, as a pair's conclusion
     would name them ("in the program", "in the test case", "in both")."""
-    lines = [
-        x for x in verdict.split("\n") if x.startswith("- ")
-    ]  # without the header line
+    # without the header line
+    lines = [x for x in verdict.split("\n") if x.startswith("- ")]
     if len(lines) == 2:
         return lines[-1]
     mate = KAPPA[seat]
@@ -365,16 +361,14 @@ def continuations(parts, s):
                 if not written
                 else [(after, 1.0)]
             )
-        if (
-            pref.startswith(written) and written != pref
-        ):  # its own next digit, or (arithmetic is not certain) another
+        # its own next digit, or (arithmetic is not certain) another
+        if pref.startswith(written) and written != pref:
             go_on = pref[len(written) :] + render(rest, fills + [pref])
             return [(go_on, SURE)] + [
                 (d, (1 - SURE) / 9) for d in DIGITS if d != go_on[0]
             ]
-        return [(after, SURE)] + [
-            (d, (1 - SURE) / 10) for d in DIGITS
-        ]  # done, or wrong: the plan goes on after it
+        # done, or wrong: the plan goes on after it
+        return [(after, SURE)] + [(d, (1 - SURE) / 10) for d in DIGITS]
     return [(None, 1.0)]  # the plan is complete
 
 
@@ -422,9 +416,8 @@ class HandTeacher(nn.Module):
         # The identity as a sparse (CSR) matrix: the LM head's product then costs V multiplies a position, not V^2,
         # and is the same exact copy of each log-probability (x * 1 = x; the dense one added exact zeros).
         self.head = nn.Linear(self.V, self.V, bias=False, device="meta")
-        with (
-            warnings.catch_warnings()
-        ):  # torch calls its sparse CSR support beta; the identity needs little of it
+        # torch calls its sparse CSR support beta; the identity needs little of it
+        with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
             self.head.weight = nn.Parameter(
                 torch.eye(self.V).to_sparse_csr(), requires_grad=False
@@ -486,9 +479,8 @@ class HandTeacher(nn.Module):
             rows.append(row)
             if tok is None:
                 break
-            for k, (nxt, total) in enumerate(
-                per_plan
-            ):  # Bayes: each plan's weight times what it gave this token
+            # Bayes: each plan's weight times what it gave this token
+            for k, (nxt, total) in enumerate(per_plan):
                 log_w[k] += math.log(
                     (1 - SMOOTH) * nxt.get(tok, 0.0) / max(total, 1e-12)
                     + SMOOTH / self.V
@@ -501,9 +493,8 @@ class HandTeacher(nn.Module):
         log-probabilities of that token; elsewhere unset (never read). The response starts after the chat tail's
         '</think>\\n\\n'; the context before it is decoded to text and read by plans()."""
         B, L = input_ids.shape
-        out = torch.empty(
-            B, L, self.V
-        )  # not zeroed: (B, L, V) floats, and only response positions are read
+        # not zeroed: (B, L, V) floats, and only response positions are read
+        out = torch.empty(B, L, self.V)
         for b in range(B):
             ids = input_ids[b, : int(attention_mask[b].sum())].tolist()
             start = (

@@ -70,11 +70,11 @@ from toy.world import (
     whole_job,
 )
 
-LEARNED_VERSION = 2  # bump when the code below changes what gets built (the settings are in the key already)
+# bump when the code below changes what gets built (the settings are in the key already)
+LEARNED_VERSION = 2
 GROW = 2  # decoder layers added on top of the student's two (grown)
-SHIPPED = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "teacher"
-)  # build_learned's teacher, as built
+# build_learned's teacher, as built
+SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "teacher")
 DATA = dict(
     examples=16000,  # (teacher context, target) pairs
     first_turns=0.5,  # share of first turns kept (later turns carry the decisions, the first only the format)
@@ -86,7 +86,8 @@ DATA = dict(
     seed=0,
 )
 TRAIN = dict(steps=1500, batch=16, lr=3e-3, seed=0)
-LIMIT = 12288  # the teacher's prompt limit (config.py's, App. D.6.3); the toy's contexts are far shorter
+# the teacher's prompt limit (config.py's, App. D.6.3); the toy's contexts are far shorter
+LIMIT = 12288
 
 
 def right_artefact(role, problem, rng):
@@ -189,9 +190,8 @@ def grown(student, extra, seed):
     new = tuple(
         f"model.layers.{student.config.num_hidden_layers + i}." for i in range(extra)
     )
-    if (
-        unexpected or not missing or any(not k.startswith(new) for k in missing)
-    ):  # only the new layers are new
+    # only the new layers are new
+    if unexpected or not missing or any(not k.startswith(new) for k in missing):
         raise ValueError(
             f"grown: the student's weights do not fit a {config.num_hidden_layers}-layer copy"
         )
@@ -309,12 +309,10 @@ def check_cases(tok, problems, n, seed):
                     own=own,
                     decision=None,
                 )
-                if (
-                    t and turns[t - 1].own[seat]
-                ):  # a decision to take: keep what it had, or revise it
-                    case["decision"] = not turns[t - 1].checks[
-                        seat
-                    ]  # True: revising is right
+                # a decision to take: keep what it had, or revise it
+                if t and turns[t - 1].own[seat]:
+                    # True: revising is right
+                    case["decision"] = not turns[t - 1].checks[seat]
                 cases.append(case)
     return cases
 
@@ -375,9 +373,8 @@ def check(teacher, tok, cases, student=None, batch_tokens=16384):
         if mate:
             mate_neg.append(sum(mate) / len(mate) < 0)
     later = [c for c in cases if c["decision"] is not None]
-    line = lambda c, word: (
-        f"I {word} my {NOUN[c['seat']]}.\n"
-    )  # the decision line that opens a later turn
+    # the decision line that opens a later turn
+    line = lambda c, word: f"I {word} my {NOUN[c['seat']]}.\n"
     revise, keep = {}, {}
     for pac in (True, False):
         ctxs = [c["ctx"][(c["seat"], pac)] for c in later]

@@ -36,19 +36,12 @@ ROWS = {
     "w/o PAC": ["--no-pac"],
     "OPD (neither)": ["--lam", "0", "--no-pac"],
 }
-SHORT = dict(
-    zip(("mas-opd", "no-ras", "no-pac", "opd"), ROWS)
-)  # --rows' names for them
-STUDY = [
-    "--steps",
-    "50",
-]  # half the demo's: 24 runs within the study's time (docs/toy.md)
-QUICK = [
-    "--steps",
-    "10",
-    "--eval-seeds",
-    "4000",
-]  # --quick: a look in minutes, not a figure
+# --rows' names for them
+SHORT = dict(zip(("mas-opd", "no-ras", "no-pac", "opd"), ROWS))
+# half the demo's: 24 runs within the study's time (docs/toy.md)
+STUDY = ["--steps", "50"]
+# --quick: a look in minutes, not a figure
+QUICK = ["--steps", "10", "--eval-seeds", "4000"]
 
 
 def main(argv=None):
@@ -177,9 +170,8 @@ def train_in_processes(argv, rows, jobs):
     k taking rows k, k + jobs, ... (with both teachers and every training seed); wait for all. A process that
     stops (Ctrl-C, an error) stops the study with its exit code and the command that finishes it."""
     names = {v: k for k, v in SHORT.items()}
-    parts = [
-        [names[r] for r in rows[k::jobs]] for k in range(min(jobs, len(rows)))
-    ]  # (k = 0: mas-opd, no-pac)
+    # (k = 0: mas-opd, no-pac)
+    parts = [[names[r] for r in rows[k::jobs]] for k in range(min(jobs, len(rows)))]
     print(
         f"== training in {len(parts)} processes of one thread: rows {' | '.join(' '.join(p) for p in parts)}",
         flush=True,
@@ -202,9 +194,8 @@ def train_in_processes(argv, rows, jobs):
     ]
     try:
         codes = [p.wait() for p in procs]
-    except (
-        KeyboardInterrupt
-    ):  # the processes got the same SIGINT: each stops at its step and saves its run
+    # the processes got the same SIGINT: each stops at its step and saves its run
+    except KeyboardInterrupt:
         codes = [p.wait() for p in procs] + [130]
     failed = [c for c in codes if c]
     if failed:

@@ -101,13 +101,11 @@ def main(argv=None):
     common = train_args(toy_root(args.cache), args.out) + STUDY + rest
     rows = {f"n={n}": ["--agents-per-role", str(n)] for n in args.agents}
     print("config:", json.dumps({**vars(args), "train_args": common}))
-    targs = {
-        name: get_args(common + flags) for name, flags in rows.items()
-    }  # a bad flag stops here
+    # a bad flag stops here
+    targs = {name: get_args(common + flags) for name, flags in rows.items()}
     first = targs[f"n={args.agents[0]}"]
-    plans = plan_runs(
-        rows, args.train_seeds, args.out, args.reuse, first.overwrite
-    )  # and a run in the way
+    # and a run in the way
+    plans = plan_runs(rows, args.train_seeds, args.out, args.reuse, first.overwrite)
     root = start_toy(args.cache, first.threads)
     base, tok = load_model(first.student, device=first.device)
     teacher = HandTeacher(tok)

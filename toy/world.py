@@ -121,11 +121,14 @@ def question_spec(question):
 
 @dataclass
 class Behaviour:
-    err: float  # chance that a copied expression slips (one constant off by a neighbouring digit)
+    # chance that a copied expression slips (one constant off by a neighbouring digit)
+    err: float
     revise: float  # after a conflict: chance to revise, whatever its own correctness
-    defer: float  # chance that a revision of a role that copies takes the teammate's value over, rather than
+    # chance that a revision of a role that copies takes the teammate's value over, rather than
+    defer: float
     # start afresh (a role that must compute always takes it over: afresh it could only guess)
-    whole_job: float  # chance to also write the teammate's kind of artefact (in the workflow's order)
+    # chance to also write the teammate's kind of artefact (in the workflow's order)
+    whole_job: float
 
 
 ROLE_BLIND = Behaviour(err=0.15, revise=0.5, defer=0.5, whole_job=0.5)
@@ -136,14 +139,10 @@ NOUN = {
     "reasoner": "answer",
     "tool_user": "program",
 }
-FIRST = {
-    "code": "coder",
-    "math": "reasoner",
-}  # whose artefact comes first in a whole-job response
-COMPUTING = (
-    "tester",
-    "reasoner",
-)  # the roles that must work out a value (the others copy the question)
+# whose artefact comes first in a whole-job response
+FIRST = {"code": "coder", "math": "reasoner"}
+# the roles that must work out a value (the others copy the question)
+COMPUTING = ("tester", "reasoner")
 
 
 def program(text):
@@ -274,9 +273,8 @@ def step_env(problem, texts):
         extract_answer(texts["reasoner"]),
     )
     out = _run(prog) if prog else None
-    ran = out is not None and not is_error(
-        out
-    )  # the toy's own programs: its _run's text says how they ended
+    # the toy's own programs: its _run's text says how they ended
+    ran = out is not None and not is_error(out)
     printed = printed_answer(RunResult(out, None)) if prog else NO_CODE_BLOCK
     artefacts = MathArtefacts(
         texts["reasoner"],
