@@ -1,16 +1,16 @@
 """Training-time verifier of PAC (privileged attribution for coordination).
 
 After a turn completes, two independent checks each compare one role's output with a
-training-time reference (never with the other role's output): a^t = V(q, y^t, e^t) [paper §3.3,
-Eq. 11; App. F.6]. The outcome is rendered as a three-line factual description c^t that only the
-teacher reads, starting at the next turn. c^t restates values the agents produced and says which
-side agrees with the reference; it never contains a reference value (answer, reference-solution
-output, golden test).
+training-time reference (never with the other role's output): a^t = V(q, y^t, e^t)
+[paper §3.3, Eq. 11; App. F.6]. The outcome is rendered as a three-line factual
+description c^t that only the teacher reads, starting at the next turn. c^t restates
+values the agents produced and says which side agrees with the reference; it never
+contains a reference value (answer, reference-solution output, golden test).
 
-It needs the program runner (sandbox/cases.py, which runs programs in the jail), the two judges
-(infra/answers.py), the artefact records of prompts.py and the timeouts of config.py; nothing of
-the rollout or the teacher. A team of 2n agents renders one line per agent on top of these checks
-(teams/verdicts.py).
+It needs the program runner (sandbox/cases.py, which runs programs in the jail), the two
+judges (infra/answers.py), the artefact records of prompts.py and the timeouts of
+config.py; nothing of the rollout or the teacher. A team of 2n agents renders one line
+per agent on top of these checks (teams/verdicts.py).
 """
 
 from concurrent.futures import ThreadPoolExecutor
@@ -31,19 +31,19 @@ class Attribution:
     description: str  # c^t: header, observation line, conclusion line
     # the two Boolean checks; None = could not be decided
     checks: dict[str, bool | None]
-    # code: index of the first golden test the program fails. Verifier-side bookkeeping only,
-    # never rendered into c^t.
+    # code: index of the first golden test the program fails. Verifier-side bookkeeping
+    # only, never rendered into c^t.
     first_failing_test: int | None = None
     # a^t per agent (Eq. 24): seat -> the check of its own artefact (ROLE_CHECK)
     agents: dict = field(default_factory=dict)
 
 
-# ------------------------------------------------------------------------------------- rendering
+# ---------------------------------------------------------------------------- rendering
 
 
 def show(value: str) -> str:
-    """One-line rendering of an agent value: repr() shows newlines as \\n; long values are
-    elided."""
+    """One-line rendering of an agent value: repr() shows newlines as \\n; long values
+    are elided."""
     if len(value) <= SHOW_CHARS:
         return repr(value)
     return repr(value[:SHOW_CHARS]) + f"... ({len(value) - SHOW_CHARS} more characters)"
@@ -54,10 +54,10 @@ def render(observation: str, conclusion: str) -> str:
     return f"{HEADER}\n- {observation}\n- {conclusion}"
 
 
-# ------------------------------------------------------------------------------- code [App. F.6]
+# ---------------------------------------------------------------------- code [App. F.6]
 
-# (program_correct, test_correct) -> (outcome, conclusion). Conclusions state facts and address no
-# role.
+# (program_correct, test_correct) -> (outcome, conclusion). Conclusions state facts and
+# address no role.
 CODE_OUTCOMES = {
     (False, True): (
         "PROGRAM_INCONSISTENT",
@@ -79,12 +79,12 @@ CODE_OUTCOMES = {
     ),
     (True, True): (
         "BOTH_CONSISTENT",
-        "The program passes the reference tests and the declared expected output agrees "
-        "with the reference behaviour on that input; any remaining difference lies in "
-        "output format or interface, not in the logic of either.",
+        "The program passes the reference tests and the declared expected output "
+        "agrees with the reference behaviour on that input; any remaining difference "
+        "lies in output format or interface, not in the logic of either.",
     ),
-    # No oracle for the declared output (see attribute_code): the outcome names only what was
-    # checked.
+    # No oracle for the declared output (see attribute_code): the outcome names only
+    # what was checked.
     (False, None): (
         "PROGRAM_INCONSISTENT",
         "The program does not pass the reference tests, so the inconsistency "
@@ -109,21 +109,22 @@ def attribute_code(
     timeout: float = CODE_TIMEOUT,
 ) -> Attribution:
     """Coder/Tester attribution. program_correct: the program passes every golden test.
-    test_correct: a reference run on the declared input reproduces the declared expected output
-    (Eq. 22); the test's layout is not judged on its own [App. F.6], but a degenerate case is never
-    a correct test: a blank (empty or whitespace only) input where none of the problem's golden
-    inputs is blank, i.e. outside its input format, where the reference's behaviour specifies
-    nothing; and a blank expected output where none of the golden outputs is blank: on an input
-    where the reference prints nothing (one that declares zero cases) every program that prints
-    nothing passes it, and on any other it is wrong, so no oracle is needed to judge it.
-    program_output: what the program printed (or its "error: ..." string) on the declared input,
-    if the environment already ran it."""
+    test_correct: a reference run on the declared input reproduces the declared expected
+    output (Eq. 22); the test's layout is not judged on its own [App. F.6], but a
+    degenerate case is never a correct test: a blank (empty or whitespace only) input
+    where none of the problem's golden inputs is blank, i.e. outside its input format,
+    where the reference's behaviour specifies nothing; and a blank expected output where
+    none of the golden outputs is blank: on an input where the reference prints nothing
+    (one that declares zero cases) every program that prints nothing passes it, and on
+    any other it is wrong, so no oracle is needed to judge it. program_output: what the
+    program printed (or its "error: ..." string) on the declared input, if the
+    environment already ran it."""
     fmt, tests = problem["format"], problem["tests"]
     program_correct, first_failing = False, None
     if program is not None:
         passes = lambda i, r: r.ok and outputs_match(fmt, r.stdout, tests[i]["output"])
-        # the check stops at the first failing test: a program that hangs costs one timeout, not
-        # one per test
+        # the check stops at the first failing test: a program that hangs costs one
+        # timeout, not one per test
         results = run_cases(
             problem,
             program,
@@ -144,11 +145,11 @@ def attribute_code(
     test_correct: bool | None = False
     if test_case is not None:
         declared_input, declared_output = test_case
-        # Oracle for the declared output, best first. Without a reference solution (the paper
-        # leaves this open, DECISIONS.md D6): a golden test on the same input; else nothing:
-        # undecided (None), and metrics skip it. A program that passes every golden test is no
-        # oracle: off those inputs it may still be wrong, and then it would certify the same wrong
-        # output in the test.
+        # Oracle for the declared output, best first. Without a reference solution (the
+        # paper leaves this open, DECISIONS.md D6): a golden test on the same input;
+        # else nothing: undecided (None), and metrics skip it. A program that passes
+        # every golden test is no oracle: off those inputs it may still be wrong, and
+        # then it would certify the same wrong output in the test.
         golden = next(
             (t for t in tests if t["input"].strip() == declared_input.strip()), None
         )
@@ -186,9 +187,10 @@ def render_code(
     test_correct: bool | None,
     first_failing: int | None = None,
 ) -> Attribution:
-    """Render code checks that are already decided into a^t and c^t (attribute_code runs them;
-    the toy world, whose programs it can evaluate without a sandbox, calls this directly). a^t per
-    agent: the Coder's program_correct, the Tester's test_correct (ROLE_CHECK)."""
+    """Render code checks that are already decided into a^t and c^t (attribute_code runs
+    them; the toy world, whose programs it can evaluate without a sandbox, calls this
+    directly). a^t per agent: the Coder's program_correct, the Tester's test_correct
+    (ROLE_CHECK)."""
     if test_case is None:
         shown_input = shown_declared = "[none: no test case was declared]"
     else:
@@ -213,7 +215,7 @@ def render_code(
     )
 
 
-# ------------------------------------------------------------------------------- math [App. F.6]
+# ---------------------------------------------------------------------- math [App. F.6]
 
 # (derivation_correct, program_correct) -> (outcome, conclusion)
 MATH_OUTCOMES = {
@@ -239,10 +241,10 @@ MATH_OUTCOMES = {
     ),
 }
 
-# Which check judges each role's own artefact (App. F.6, Eq. 11): the programs of the Coder and the
-# Tool-User, the Tester's declared case (Eq. 22; its oracle without a reference solution:
-# DECISIONS.md D6), the Reasoner's derivation. The evaluation's per-role figures (revise-iff-wrong,
-# a single agent's accuracy) read it from here.
+# Which check judges each role's own artefact (App. F.6, Eq. 11): the programs of the
+# Coder and the Tool-User, the Tester's declared case (Eq. 22; its oracle without a
+# reference solution: DECISIONS.md D6), the Reasoner's derivation. The evaluation's
+# per-role figures (revise-iff-wrong, a single agent's accuracy) read it from here.
 ROLE_CHECK = {
     "coder": "program_correct",
     "tester": "test_correct",
@@ -257,10 +259,10 @@ def attribute_math(
     program_answer: str | None,
     program_ran: bool,
 ) -> Attribution:
-    """Reasoner/Tool-User attribution: each answer is checked for equivalence with the reference.
-    program_ran: the program ran to its end (RunResult.ok), else program_answer is its
-    "error: ..." string, which never counts as an answer (its text could contain a number, e.g. a
-    timeout in seconds)."""
+    """Reasoner/Tool-User attribution: each answer is checked for equivalence with the
+    reference. program_ran: the program ran to its end (RunResult.ok), else
+    program_answer is its "error: ..." string, which never counts as an answer (its text
+    could contain a number, e.g. a timeout in seconds)."""
     reference = problem["answer"]
     derivation_correct = answers_equivalent(derivation_answer, reference)
     program_correct = program_ran and answers_equivalent(program_answer, reference)
@@ -275,8 +277,9 @@ def render_math(
     derivation_correct: bool,
     program_correct: bool,
 ) -> Attribution:
-    """Render math checks that are already decided into a^t and c^t (attribute_math runs them).
-    a^t per agent: the Reasoner's derivation_correct, the Tool-User's program_correct."""
+    """Render math checks that are already decided into a^t and c^t (attribute_math runs
+    them). a^t per agent: the Reasoner's derivation_correct, the Tool-User's
+    program_correct."""
     if derivation_answer is None:
         shown_derived = "[none: no answer after '####']"
     else:
@@ -297,7 +300,7 @@ def render_math(
     )
 
 
-# ------------------------------------------------------------------------------ a turn, a batch
+# ---------------------------------------------------------------------- a turn, a batch
 
 
 def attribute_turn(
@@ -306,7 +309,8 @@ def attribute_turn(
     *,
     timeout: float = CODE_TIMEOUT,
 ) -> Attribution:
-    """a^t for one completed turn of a pair, read from what its environment recorded (Eq. 11)."""
+    """a^t for one completed turn of a pair, read from what its environment recorded
+    (Eq. 11)."""
     if problem["domain"] == "math":
         return attribute_math(
             problem,
@@ -331,17 +335,18 @@ def attribute_turn(
 def attribute_episodes(
     episodes, *, timeout: float = CODE_TIMEOUT, workers: int = WORKERS
 ) -> list[list[Attribution]]:
-    """a^t (Eq. 11) of every turn of every episode (rollout.Episode): Alg. 1 Phase 2a, also used by
-    evaluation. Returns one list per episode, in the order of `episodes`, of the Attributions of its
-    turns 0, 1, ... (an episode stopped before its first turn has an empty list): zip it with
-    `episodes`."""
+    """a^t (Eq. 11) of every turn of every episode (rollout.Episode): Alg. 1 Phase 2a,
+    also used by evaluation. Returns one list per episode, in the order of `episodes`,
+    of the Attributions of its turns 0, 1, ... (an episode stopped before its first turn
+    has an empty list): zip it with `episodes`."""
     judge = lambda e, turn: attribute_turn(e.problem, turn.artefacts, timeout=timeout)
     return over_turns(judge, episodes, workers)
 
 
 def over_turns(judge, episodes, workers):
-    """judge(episode, turn) of every turn of every episode, `workers` turns at a time, since most
-    of a code turn's cost is waiting on sandboxed runs. -> one list per episode."""
+    """judge(episode, turn) of every turn of every episode, `workers` turns at a time,
+    since most of a code turn's cost is waiting on sandboxed runs. -> one list per
+    episode."""
     jobs = [(e, turn) for e in episodes for turn in e.turns]
     with ThreadPoolExecutor(max(1, workers)) as pool:
         atts = iter(pool.map(lambda job: judge(*job), jobs))

@@ -1,7 +1,8 @@
-"""The run's values in one place, top to bottom: the presets (the values whose right size depends on
-the scale of a run), the values that do not (each typed here once, with its source), then train.py's
-command line `get_args`. train.py, eval.py, rollout.py, teacher.py, the tools and the toy world read
-their defaults from here; --help prints them in brackets, a (preset) flag each preset's value."""
+"""The run's values in one place, top to bottom: the presets (the values whose right
+size depends on the scale of a run), the values that do not (each typed here once, with
+its source), then train.py's command line `get_args`. train.py, eval.py, rollout.py,
+teacher.py, the tools and the toy world read their defaults from here; --help prints
+them in brackets, a (preset) flag each preset's value."""
 
 import argparse
 import math
@@ -10,11 +11,11 @@ import sys
 
 import torch
 
-# --------------------------------------------------------------------------------------------------
-# Presets: the defaults of the flags whose right value depends on the scale of the run; every preset
-# has a value for every key. A flag given explicitly always wins (apply_preset fills only flags left
-# unset). train.py reads the training keys, eval.py `seeds` and the response limits; a key a command
-# line lacks is skipped.
+# --------------------------------------------------------------------------------------
+# Presets: the defaults of the flags whose right value depends on the scale of the run;
+# every preset has a value for every key. A flag given explicitly always wins
+# (apply_preset fills only flags left unset). train.py reads the training keys, eval.py
+# `seeds` and the response limits; a key a command line lacks is skipped.
 PAPER = dict(
     steps=150,  # App. D.6.1
     batch=128,  # App. D.6.1: problems (episodes) per step
@@ -26,8 +27,8 @@ PAPER = dict(
     max_prompt_tokens=8192,  # App. D.6.3: student prompt limit
     teacher_max_prompt_tokens=12288,  # App. D.6.3: teacher prompt limit
     lam=0.1,  # App. D.6.3: lambda of Eq. 10, in all reported runs
-    # ours: a checkpoint of two 1.7B students is 38.5 GiB (fp32 weights + AdamW), so every 10 steps,
-    # 15 in all, each replacing the last; a crash loses at most 10 steps
+    # ours: a checkpoint of two 1.7B students is 38.5 GiB (fp32 weights + AdamW), so
+    # every 10 steps, 15 in all, each replacing the last; a crash loses at most 10 steps
     save_every=10,
     eval_seeds=[1000],  # Table 1 caption: one evaluation per trained run
     eval_exchange=False,  # ours: the exchange penalty (Fig. 3a) doubles the evaluation's time
@@ -41,21 +42,22 @@ PAPER = dict(
     ],  # Table 1 caption: five evaluations of a prompt-only system (eval.py)
     threads=0,  # ours: torch's CPU threads, 0 = the cores other work leaves free
 )
-# A first run on one GPU (Qwen3-1.7B students, a Qwen3-8B or 14B teacher, one H200): the paper's
-# recipe at 1/32 of its tokens per step and a third of its steps. Per step at most 16 episodes x 2
-# roles x 4 turns x 1,024 tokens = 131,072 sampled (the paper's 128 x 2 x 4 x 4,096 is 4.2M). For
-# two policies (a one-domain file) the plan (python -m tools.memory --gib 141) is 116.3 GiB with the
-# 14B teacher, 104.0 with the 8B, in the 126.9 an H200 leaves usable; an 80 GiB card takes it with
-# --optimizer-offload --teacher-offload (63.1). A mixed file's four policies fit an H200 with those
-# two flags (95.2 GiB, 78.8 of host RAM).
+# A first run on one GPU (Qwen3-1.7B students, a Qwen3-8B or 14B teacher, one H200): the
+# paper's recipe at 1/32 of its tokens per step and a third of its steps. Per step at
+# most 16 episodes x 2 roles x 4 turns x 1,024 tokens = 131,072 sampled (the paper's 128
+# x 2 x 4 x 4,096 is 4.2M). For two policies (a one-domain file) the plan (python -m
+# tools.memory --gib 141) is 116.3 GiB with the 14B teacher, 104.0 with the 8B, in the
+# 126.9 an H200 leaves usable; an 80 GiB card takes it with --optimizer-offload
+# --teacher-offload (63.1). A mixed file's four policies fit an H200 with those two
+# flags (95.2 GiB, 78.8 of host RAM).
 GPU = dict(
     steps=50,  # ours: a third of the paper's
     batch=16,  # ours: each policy's generate call holds 16 prompts (no --rollout-chunk)
     mini_batch=8,  # ours: two updates per step, as the paper's 128 / 64
     micro_batch=2,  # ours: the update fits without gradient checkpointing
     lr=1e-6,  # App. D.6.1: the paper's
-    # ours: the students answer without thinking (App. D.5), so 1,024 tokens hold most answers (the
-    # cut ones show in metrics.jsonl, `stopped` and `format`)
+    # ours: the students answer without thinking (App. D.5), so 1,024 tokens hold most
+    # answers (the cut ones show in metrics.jsonl, `stopped` and `format`)
     max_new_tokens=1024,
     math_max_new_tokens=0,  # App. D.6.3: one limit for both domains
     max_prompt_tokens=2048,  # ours: holds a problem and earlier turns
@@ -69,13 +71,14 @@ GPU = dict(
     seeds=[0],  # ours: one evaluation of a first run
     threads=0,  # ours: as the paper preset
 )
-# A first run of real models on a CPU: every phase once or twice at short lengths, in minutes per
-# step. The response limits come from measured responses of a small instruct model (SmolLM2-135M,
-# evaluation decoding, limit 1,024, 8 + 8 problems, two turns; docs/cpu.md): each Coder program
-# written was complete within 256 tokens, each Tester case within 290, 13 of 14 Tool-User programs
-# within 256 (one 261), 10 of 16 Reasoner answers within 160 (most other responses looped to the
-# limit). A 1.5B coder model that writes its analysis before its program was seen running past 256
-# inside the code block. So 512 for code and 256 for math, where a longer limit mostly buys longer
+# A first run of real models on a CPU: every phase once or twice at short lengths, in
+# minutes per step. The response limits come from measured responses of a small instruct
+# model (SmolLM2-135M, evaluation decoding, limit 1,024, 8 + 8 problems, two turns;
+# docs/cpu.md): each Coder program written was complete within 256 tokens, each Tester
+# case within 290, 13 of 14 Tool-User programs within 256 (one 261), 10 of 16 Reasoner
+# answers within 160 (most other responses looped to the limit). A 1.5B coder model that
+# writes its analysis before its program was seen running past 256 inside the code
+# block. So 512 for code and 256 for math, where a longer limit mostly buys longer
 # loops.
 CPU = dict(
     steps=2,  # ours: every phase twice
@@ -95,16 +98,16 @@ CPU = dict(
     seeds=[0],  # ours: one evaluation of a first run
     threads=0,  # ours: as the paper preset
 )
-# The toy world (python -m toy, docs/toy.md): what 2 CPU cores finish in minutes at the toy models'
-# size. It differs from the paper in steps, batch, learning rate (tiny models from scratch, not lr
-# 1e-6), lambda and lengths.
+# The toy world (python -m toy, docs/toy.md): what 2 CPU cores finish in minutes at the
+# toy models' size. It differs from the paper in steps, batch, learning rate (tiny
+# models from scratch, not lr 1e-6), lambda and lengths.
 TOY = dict(
     steps=100,  # ours: minutes on 2 CPU cores
     batch=16,  # ours: minutes on 2 CPU cores
-    # ours: two updates per rollout batch, as the paper's 128 / 64: with four (mini-batch 4) at this
-    # learning rate, one seed in three on the valid split saw a student degenerate into junk tokens
-    # after ~55 steps, a state the sampled-token estimator of Eq. 8 cannot leave (it only pushes
-    # down what was sampled)
+    # ours: two updates per rollout batch, as the paper's 128 / 64: with four
+    # (mini-batch 4) at this learning rate, one seed in three on the valid split saw a
+    # student degenerate into junk tokens after ~55 steps, a state the sampled-token
+    # estimator of Eq. 8 cannot leave (it only pushes down what was sampled)
     mini_batch=8,
     micro_batch=64,  # ours: a whole mini-batch (8 episodes x 2 roles x 4 turns) at once
     lr=3e-4,  # ours: tiny models from scratch
@@ -116,37 +119,38 @@ TOY = dict(
     teacher_max_prompt_tokens=PAPER[
         "teacher_max_prompt_tokens"
     ],  # the paper's, as above
-    # ours: lambda scales A^role against A^OPD, and this teacher is far surer than a 14B model
-    # (toy/expert.py: DECIDE, SURE), so on a decision token A^OPD is a few nats and 0.1 * A^role
-    # added a tenth to it. Chosen on the valid split (training seeds 0-2, evaluation seeds 500-502):
-    # the exchange penalty (mean over the domains) was 23 +- 1 at lambda 0, 29 +- 5 at 0.1, 34 +- 3
-    # at 0.3, 41 +- 9 at 1, with no loss of accuracy at 0.3; it grows with lambda as in the paper's
-    # Fig. 3b.
+    # ours: lambda scales A^role against A^OPD, and this teacher is far surer than a 14B
+    # model (toy/expert.py: DECIDE, SURE), so on a decision token A^OPD is a few nats
+    # and 0.1 * A^role added a tenth to it. Chosen on the valid split (training seeds
+    # 0-2, evaluation seeds 500-502): the exchange penalty (mean over the domains) was
+    # 23 +- 1 at lambda 0, 29 +- 5 at 0.1, 34 +- 3 at 0.3, 41 +- 9 at 1, with no loss of
+    # accuracy at 0.3; it grows with lambda as in the paper's Fig. 3b.
     lam=0.3,
     save_every=PAPER["save_every"],  # the paper's
-    # ours: three seeds (one held-out problem is ~5 points, so one seed's figure moves in steps of
-    # 5) and the exchange penalty, the coordination figure RAS is judged on; 12 evaluation runs take
-    # about a minute here
+    # ours: three seeds (one held-out problem is ~5 points, so one seed's figure moves
+    # in steps of 5) and the exchange penalty, the coordination figure RAS is judged on;
+    # 12 evaluation runs take about a minute here
     eval_seeds=[2000, 2001, 2002],
     eval_exchange=True,
-    # ours: the toy student's programs are a 0.25M-parameter model's arithmetic prints, and the demo
-    # must run on a new user's laptop without bubblewrap or root (DECISIONS.md D11)
+    # ours: the toy student's programs are a 0.25M-parameter model's arithmetic prints,
+    # and the demo must run on a new user's laptop without bubblewrap or root
+    # (DECISIONS.md D11)
     unisolated_programs=True,
     seeds=[
         2000,
         2001,
         2002,
     ],  # ours: eval.py on a toy run, the seeds of train.py's evaluation
-    # ours: the toy's figures follow the order of float sums, which the thread count sets: with one
-    # thread they are the same at any load (with 0, an idle 2-core machine's two threads trained
-    # other policies than a busy one's)
+    # ours: the toy's figures follow the order of float sums, which the thread count
+    # sets: with one thread they are the same at any load (with 0, an idle 2-core
+    # machine's two threads trained other policies than a busy one's)
     threads=1,
 )
 PRESETS = {"paper": PAPER, "gpu": GPU, "cpu": CPU, "toy": TOY}
 
-# The values that do not depend on the scale of a run, typed here alone: train.py's defaults,
-# RolloutConfig's (the rollout of rollout.py, train.py and eval.py), eval.py's decoding,
-# teacher.py's and the sandbox's.
+# The values that do not depend on the scale of a run, typed here alone: train.py's
+# defaults, RolloutConfig's (the rollout of rollout.py, train.py and eval.py), eval.py's
+# decoding, teacher.py's and the sandbox's.
 MAX_TURNS = 4  # T, turns per episode (App. D.6.1)
 # training rollouts sample the full distribution: temperature 1.0, ... (App. D.6.1)
 TEMPERATURE = 1.0
@@ -174,24 +178,25 @@ ATTRIBUTION = "verifier"
 
 
 def response_limit(cfg, domain):
-    """The most tokens a student response of `domain` ("code" or "math") may have under `cfg` (a
-    RolloutConfig or parsed args, App. D.6.3): math_max_new_tokens for the math roles where set (not
-    0), else max_new_tokens."""
+    """The most tokens a student response of `domain` ("code" or "math") may have under
+    `cfg` (a RolloutConfig or parsed args, App. D.6.3): math_max_new_tokens for the math
+    roles where set (not 0), else max_new_tokens."""
     if domain == "math" and cfg.math_max_new_tokens:
         return cfg.math_max_new_tokens
     return cfg.max_new_tokens
 
 
 def longest_response(cfg):
-    """The longest response any domain may have under `cfg` (response_limit): what a memory plan or
-    a disk check budgets each response for."""
+    """The longest response any domain may have under `cfg` (response_limit): what a
+    memory plan or a disk check budgets each response for."""
     return max(response_limit(cfg, domain) for domain in ("code", "math"))
 
 
 def apply_preset(args):
-    """Fill every flag of `args` (an argparse namespace with a `preset` attribute) that was left
-    unset (None) from PRESETS[args.preset]. A preset's two response limits go together:
-    --max-new-tokens given alone is the limit of every domain, as in the paper."""
+    """Fill every flag of `args` (an argparse namespace with a `preset` attribute) that
+    was left unset (None) from PRESETS[args.preset]. A preset's two response limits go
+    together: --max-new-tokens given alone is the limit of every domain, as in the
+    paper."""
     alone = (
         getattr(args, "max_new_tokens", None) is not None
         and getattr(args, "math_max_new_tokens", 0) is None
@@ -204,17 +209,17 @@ def apply_preset(args):
 
 
 def preset_help(key, text=""):
-    """The help of a flag that --preset fills: "(preset) TEXT [paper: V, gpu: V, cpu: V, toy: V]",
-    the values read from PRESETS, so that --help shows what each preset sets without a second copy
-    of them."""
+    """The help of a flag that --preset fills: "(preset) TEXT [paper: V, gpu: V, cpu: V,
+    toy: V]", the values read from PRESETS, so that --help shows what each preset sets
+    without a second copy of them."""
     show = lambda v: " ".join(map(str, v)) if isinstance(v, list) else str(v)
     values = ", ".join(f"{name}: {show(p[key])}" for name, p in PRESETS.items())
     return f"(preset) {text} [{values}]" if text else f"(preset) [{values}]"
 
 
 def preset_line(args):
-    """The start-up line of a command with --preset: the preset that runs and the values of it in
-    effect."""
+    """The start-up line of a command with --preset: the preset that runs and the values
+    of it in effect."""
     kept = [
         f"{k}={v}"
         for k, v in PRESETS[args.preset].items()
@@ -224,14 +229,15 @@ def preset_line(args):
     return f"preset: {args.preset} ({in_effect} in effect; explicit flags win)"
 
 
-# --------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------
 # train.py's command line
 
 
 def bounded(kind, low, high=math.inf, low_open=False):
-    """An argparse type: a finite `kind` (int or float) >= low (> low if low_open) and <= high.
-    argparse then refuses, at parse time with its usage line, a nan, an inf, or a count that would
-    silently do nothing or drop data (--limit -1, --max-new-tokens 0)."""
+    """An argparse type: a finite `kind` (int or float) >= low (> low if low_open) and
+    <= high. argparse then refuses, at parse time with its usage line, a nan, an inf, or
+    a count that would silently do nothing or drop data (--limit -1, --max-new-tokens
+    0)."""
     what = "an integer" if kind is int else "a finite number"
     what += f" > {low}" if low_open else f" >= {low}"
     what += f" and <= {high}" if high < math.inf else ""
@@ -258,10 +264,10 @@ SEED = bounded(int, 0, 2**32 - 1)
 
 
 def negative_values(ap):
-    """Let the parser `ap` read a negative number in any notation as a flag's value ("--lr -1e-3",
-    "--lam -inf"), as it reads "-1" and "-.5", so that the flag's type refuses it by name (bounded):
-    by default argparse takes "-1e-3" for an unknown flag and answers that --lr expected one
-    argument. -> ap"""
+    """Let the parser `ap` read a negative number in any notation as a flag's value
+    ("--lr -1e-3", "--lam -inf"), as it reads "-1" and "-.5", so that the flag's type
+    refuses it by name (bounded): by default argparse takes "-1e-3" for an unknown flag
+    and answers that --lr expected one argument. -> ap"""
     ap._negative_number_matcher = re.compile(
         r"^-(\d|\.\d|inf$|nan$|infinity$)", re.IGNORECASE
     )
@@ -269,7 +275,8 @@ def negative_values(ap):
 
 
 def device(text):
-    """An argparse type: a torch device this machine has ("cpu", "cuda", "cuda:1", "mps")."""
+    """An argparse type: a torch device this machine has ("cpu", "cuda", "cuda:1",
+    "mps")."""
     try:
         dev = torch.device(text)
     except RuntimeError:
@@ -289,15 +296,16 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def precision(choice, device):
-    """--precision as train.py and eval.py take it (the paper leaves precision open, DECISIONS.md
-    D9) -> "fp32" | "bf16": the choice, else bf16 on a GPU (decoding reads half the bytes per token)
-    and fp32 on the CPU (no bf16 speed-up there; exact against the tests' references)."""
+    """--precision as train.py and eval.py take it (the paper leaves precision open,
+    DECISIONS.md D9) -> "fp32" | "bf16": the choice, else bf16 on a GPU (decoding reads
+    half the bytes per token) and fp32 on the CPU (no bf16 speed-up there; exact against
+    the tests' references)."""
     return choice or ("bf16" if device.startswith("cuda") else "fp32")
 
 
 def add_unisolated_flag(add):
-    """--unisolated-programs, for train.py and eval.py (sandbox/jail.py, check_isolation). add:
-    an argparse add."""
+    """--unisolated-programs, for train.py and eval.py (sandbox/jail.py,
+    check_isolation). add: an argparse add."""
     add(
         "--unisolated-programs",
         action="store_true",
@@ -312,9 +320,9 @@ def add_unisolated_flag(add):
 
 
 def train_parser(what="MAS-OPD training (Algorithm 1)"):
-    """train.py's command line, an argparse parser of six groups; a variant adds a group of its own
-    before parsing (baselines/grpo.py). Defaults in brackets; a (preset) flag lists each preset's
-    value."""
+    """train.py's command line, an argparse parser of six groups; a variant adds a group
+    of its own before parsing (baselines/grpo.py). Defaults in brackets; a (preset) flag
+    lists each preset's value."""
     ap = argparse.ArgumentParser(
         description=f"{what}. Defaults in brackets; a (preset) flag lists each preset's value.",
         epilog="The laptop demo runs the toy world through this file: python -m toy. The GRPO "
@@ -589,9 +597,9 @@ def output_flags(add):
 
 
 def get_args(argv=None, ap=None):
-    """The run's configuration, one argparse namespace: the values above as defaults, the
-    scale-dependent flags from --preset where not given; --help prints them in brackets. ap: the
-    parser, train_parser() unless a variant's (baselines/grpo.py)."""
+    """The run's configuration, one argparse namespace: the values above as defaults,
+    the scale-dependent flags from --preset where not given; --help prints them in
+    brackets. ap: the parser, train_parser() unless a variant's (baselines/grpo.py)."""
     ap = ap or train_parser()
     argv = sys.argv[1:] if argv is None else argv
     # a newcomer's first try: say where the demo is, not only which flags are missing
@@ -613,7 +621,8 @@ def get_args(argv=None, ap=None):
 
 
 def conflict(args):
-    """The first combination of train.py's flags that cannot hold together, in words, or None."""
+    """The first combination of train.py's flags that cannot hold together, in words, or
+    None."""
     if args.mini_batch > args.batch:
         return (
             f"--mini-batch {args.mini_batch} is more than --batch {args.batch}: an update "

@@ -1,23 +1,26 @@
 """Evaluation and the paper's analysis (§4.2-4.4, App. D.5, App. G.2).
 
-A trained run (its checkpoint's policies in their seats); untrained students (one base model in
-every seat); a team of 2n agents trained with --agents-per-role; the heat map of App. G.2:
+A trained run (its checkpoint's policies in their seats); untrained students (one base
+model in every seat); a team of 2n agents trained with --agents-per-role; the heat map
+of App. G.2:
 
     python eval.py --problems FILE --run runs/default
     python eval.py --problems FILE --student DIR
     python eval.py --problems FILE --run runs/team --agents-per-role 2
     python eval.py --problems FILE --run runs/default --teacher DIR --heatmap heat.html
 
-A model alone, one turn (SA+ST, e.g. the teacher) or revising its own answer (SA+MT), is a
-baseline of Table 1: python -m baselines.single.
+A model alone, one turn (SA+ST, e.g. the teacher) or revising its own answer (SA+MT), is
+a baseline of Table 1: python -m baselines.single.
 
-Problems: any problem file (infra/data.py), e.g. examples/problems.jsonl or a benchmark converted by
-tools/loaders.py. Evaluation decoding (App. D.5): temperature 0.6, top-p 0.95, top-k 20, T = 4, over
-several seeds, mean +- std. Reports team accuracy / Pass@1 per domain and: the exchange penalty
-(Fig. 3a), the revise-iff-wrong rate per role with its two failure modes (Fig. 4a-b), turns to
-agreement (Fig. 4c), and how each role's artefacts were parsed (format failures apart from wrong
-work); optionally the token-level role-advantage heat map of App. G.2 as one HTML file. A Markdown
-table on stdout, everything in a JSON file. The verifier scores; no model ever sees a verdict here.
+Problems: any problem file (infra/data.py), e.g. examples/problems.jsonl or a benchmark
+converted by tools/loaders.py. Evaluation decoding (App. D.5): temperature 0.6, top-p
+0.95, top-k 20, T = 4, over several seeds, mean +- std. Reports team accuracy / Pass@1
+per domain and: the exchange penalty (Fig. 3a), the revise-iff-wrong rate per role with
+its two failure modes (Fig. 4a-b), turns to agreement (Fig. 4c), and how each role's
+artefacts were parsed (format failures apart from wrong work); optionally the
+token-level role-advantage heat map of App. G.2 as one HTML file. A Markdown table on
+stdout, everything in a JSON file. The verifier scores; no model ever sees a verdict
+here.
 """
 
 import argparse
@@ -82,8 +85,8 @@ from teams.evaluation import evaluate_team, play_team
 
 
 def solved(episode, atts):
-    """Pass@1 (code: the submitted program, the last turn's, passes every golden test) or accuracy
-    (math), by the verifier."""
+    """Pass@1 (code: the submitted program, the last turn's, passes every golden test)
+    or accuracy (math), by the verifier."""
     if episode.final is None:
         return False
     if episode.problem["domain"] == "code":
@@ -92,9 +95,9 @@ def solved(episode, atts):
 
 
 def decisions(episodes, attributions):
-    """Fig. 4a-b's decisions: at every disagreeing turn t with a turn t+1, each role's own check at
-    t (a^t per agent, Eq. 11) and its own artefact at t and t+1, as (role, ok, before, after).
-    attributions: one list per episode (attribute_episodes)."""
+    """Fig. 4a-b's decisions: at every disagreeing turn t with a turn t+1, each role's
+    own check at t (a^t per agent, Eq. 11) and its own artefact at t and t+1, as (role,
+    ok, before, after). attributions: one list per episode (attribute_episodes)."""
     for e, atts in zip(episodes, attributions):
         for t in range(len(e.turns) - 1):
             if not e.turns[t].agree:
@@ -104,8 +107,9 @@ def decisions(episodes, attributions):
 
 
 def play(problems, policies, tok, seed, cfg):
-    """One evaluation run of the pair: its episodes (sampled with generator seed `seed`) and their
-    attributions (the verifier's checks of every turn, one list per episode)."""
+    """One evaluation run of the pair: its episodes (sampled with generator seed `seed`)
+    and their attributions (the verifier's checks of every turn, one list per
+    episode)."""
     device = next(
         (p.device for p in policies.values() if isinstance(p, torch.nn.Module)), "cpu"
     )
@@ -117,20 +121,21 @@ def play(problems, policies, tok, seed, cfg):
 
 
 def figures(episodes, attributions):
-    """The figures of one run of the pair (App. D.5, Fig. 4; infra.metrics.run_figures): accuracy
-    and turns per domain, revise-iff-wrong per role, the parsing shares."""
+    """The figures of one run of the pair (App. D.5, Fig. 4; infra.metrics.run_figures):
+    accuracy and turns per domain, revise-iff-wrong per role, the parsing shares."""
     return run_figures(episodes, attributions, solved, decisions)
 
 
 def evaluate(problems, policies, tok, seeds, cfg, exchange=True, on_run=None):
-    """The pair's evaluation over seeds; with exchange=True also the swapped seats and the
-    exchange penalty. on_run: called after every run as on_run(seed, seats, episodes, metrics,
-    seconds), seats "own" or "exchanged"."""
+    """The pair's evaluation over seeds; with exchange=True also the swapped seats and
+    the exchange penalty. on_run: called after every run as on_run(seed, seats,
+    episodes, metrics, seconds), seats "own" or "exchanged"."""
     own = []
     for seed in seeds:
         own.append(_run(problems, policies, tok, seed, cfg, "own", on_run))
         if exchange:
-            # each policy plays its teammate's seat and receives that seat's prompt (Fig. 3a)
+            # each policy plays its teammate's seat and receives that seat's prompt
+            # (Fig. 3a)
             swapped = {role: policies[teammate(role)] for role in policies}
             m = _run(problems, swapped, tok, seed, cfg, "exchanged", on_run)
             own[-1].update(exchange_penalty(own[-1], m))
@@ -147,16 +152,18 @@ def _run(problems, policies, tok, seed, cfg, seats, on_run):
 
 
 def run_line(seed, seats, episodes, metrics, seconds):
-    """The progress line of one evaluation run: seed, seats, time and accuracy per domain."""
+    """The progress line of one evaluation run: seed, seats, time and accuracy per
+    domain."""
     acc = ", ".join(f"{k} {v:.1f}" for k, v in metrics.items() if k.startswith("acc_"))
     return f"eval seed {seed}, {seats} seats: {len(episodes)} episodes in {seconds:.1f} s; {acc}"
 
 
 def evaluate_policies(problems, policies, tok, args):
-    """evaluate with train.py's parsed args (config.get_args): team accuracy, revise-iff-wrong and
-    turns on held-out problems over args.eval_seeds, with the evaluation decoding (App. D.5); with
-    args.eval_exchange also the exchange penalty (Fig. 3a). A line per run as it ends, above any
-    progress bar. A team of 2n agents is evaluated as one (teams/evaluation.py)."""
+    """evaluate with train.py's parsed args (config.get_args): team accuracy,
+    revise-iff-wrong and turns on held-out problems over args.eval_seeds, with the
+    evaluation decoding (App. D.5); with args.eval_exchange also the exchange penalty
+    (Fig. 3a). A line per run as it ends, above any progress bar. A team of 2n agents is
+    evaluated as one (teams/evaluation.py)."""
     cfg = rollout_config(args, progress=True, **EVAL_DECODING)
     on_run = lambda *one: tqdm.write(run_line(*one))
     seeds, n = args.eval_seeds, args.agents_per_role
@@ -171,10 +178,10 @@ def evaluate_policies(problems, policies, tok, args):
 
 
 def heatmap_html(teacher, tok, episodes, attributions, limit, block=4, levels=11):
-    """App. G.2: the role-advantage heat map (report.heatmap) of every response of the episodes'
-    first turns, scored by the teacher under both role conditions as training scores them
-    (teacher.teacher_inputs, score_both_passes; limit: the teacher prompt limit). attributions: one
-    list per episode. One self-contained HTML page."""
+    """App. G.2: the role-advantage heat map (report.heatmap) of every response of the
+    episodes' first turns, scored by the teacher under both role conditions as training
+    scores them (teacher.teacher_inputs, score_both_passes; limit: the teacher prompt
+    limit). attributions: one list per episode. One self-contained HTML page."""
     firsts = [dataclasses.replace(e, turns=e.turns[:1]) for e in episodes]
     inputs, _ = teacher_inputs(firsts, attributions, tok, limit)
     targets, contrasts = [x[3] for x in inputs], [x[4] for x in inputs]
@@ -202,8 +209,8 @@ def markdown(rows):
 
 
 def report_run(path):
-    """-> on_run for evaluate: a progress line per run, and with a path its episodes appended
-    there (JSONL)."""
+    """-> on_run for evaluate: a progress line per run, and with a path its episodes
+    appended there (JSONL)."""
 
     def on_run(seed, seats, episodes, metrics, seconds):
         print(run_line(seed, seats, episodes, metrics, seconds), flush=True)
@@ -213,16 +220,17 @@ def report_run(path):
     return on_run
 
 
-# --------------------------------------------------------------------------------------------------
-# The command line: its flags (eval_parser, shared with python -m baselines.single), the checks and
-# the memory plan before any weights load (start, plan), then the evaluation (main)
+# --------------------------------------------------------------------------------------
+# The command line: its flags (eval_parser, shared with python -m baselines.single), the
+# checks and the memory plan before any weights load (start, plan), then the evaluation
+# (main)
 
 
 def eval_parser(description):
-    """The flags of every evaluation command: the problems, the preset, the evaluation decoding,
-    memory and speed, and where the figures go. -> (the parser, its first group, its output
-    group): a command adds its own flags to them (what it evaluates, what else it writes) before
-    parsing."""
+    """The flags of every evaluation command: the problems, the preset, the evaluation
+    decoding, memory and speed, and where the figures go. -> (the parser, its first
+    group, its output group): a command adds its own flags to them (what it evaluates,
+    what else it writes) before parsing."""
     ap = argparse.ArgumentParser(
         description=f"{description} Defaults in brackets; a (preset) flag "
         "lists each preset's value."
@@ -299,9 +307,9 @@ def eval_parser(description):
 
 
 def start(args, outputs):
-    """What an evaluation command does before it reads any model: the preset and the options
-    filled in, the start-up lines, the signals, the sandbox's check, and each output path of
-    `outputs` (flag -> path) checked. -> the problems."""
+    """What an evaluation command does before it reads any model: the preset and the
+    options filled in, the start-up lines, the signals, the sandbox's check, and each
+    output path of `outputs` (flag -> path) checked. -> the problems."""
     print(preset_line(args))
     print("config:", json.dumps(vars(args)))
     print(cpu_threads(args.threads))
@@ -319,10 +327,11 @@ def start(args, outputs):
 
 
 def plan(args, problems, spec, n_models, prompts, teacher=None):
-    """The evaluation decoding's RolloutConfig, its prompts per generate call picked by the memory
-    plan from configs only (scaling/eval_memory.py) unless --rollout-chunk did; refuses in one line
-    what cannot fit. spec: the students' model; n_models: how many distinct ones load; prompts: the
-    most one of them samples in one turn; teacher: the heat map's, or None."""
+    """The evaluation decoding's RolloutConfig, its prompts per generate call picked by
+    the memory plan from configs only (scaling/eval_memory.py) unless --rollout-chunk
+    did; refuses in one line what cannot fit. spec: the students' model; n_models: how
+    many distinct ones load; prompts: the most one of them samples in one turn; teacher:
+    the heat map's, or None."""
     cfg = rollout_config(args, progress=True, **EVAL_DECODING)
     teacher_cfg = config_of(teacher) if teacher else None
     longest = max(response_limit(cfg, p["domain"]) for p in problems)
@@ -342,10 +351,11 @@ def plan(args, problems, spec, n_models, prompts, teacher=None):
 
 
 def seat_plan(args, problems, seats):
-    """What eval.py's args put in the seats, for the memory plan and the tokenizer check, before any
-    weights load: (a spec or directory of the students, how many distinct models load, the most
-    prompts one of them samples in one turn). One model in every seat samples all 2n seats of every
-    problem in one call; a checkpoint's policy per seat its seat's problems."""
+    """What eval.py's args put in the seats, for the memory plan and the tokenizer
+    check, before any weights load: (a spec or directory of the students, how many
+    distinct models load, the most prompts one of them samples in one turn). One model
+    in every seat samples all 2n seats of every problem in one call; a checkpoint's
+    policy per seat its seat's problems."""
     every = 2 * args.agents_per_role * len(problems)  # 2n seats per problem
     if args.student:
         return args.student, 1, every
@@ -396,9 +406,9 @@ def main(argv=None):
         ap.error("--heatmap needs --teacher, the model that scores the responses")
     apply_preset(args)
     args.precision = precision(args.precision, args.device)
-    # bf16 weights outright, no autocast: nothing is trained here, so no fp32 masters are needed,
-    # and the decode step reads half the bytes and can be recorded (sampler.decoder). These are the
-    # models train.py samples with.
+    # bf16 weights outright, no autocast: nothing is trained here, so no fp32 masters
+    # are needed, and the decode step reads half the bytes and can be recorded
+    # (sampler.decoder). These are the models train.py samples with.
     dtype = DTYPES[args.precision]
     try:
         problems = start(
@@ -448,7 +458,8 @@ def main(argv=None):
             episodes, attributions = (partial(play_team, n=n) if n > 1 else play)(
                 problems, policies, tok, args.seeds[0], cfg
             )
-            # the team's KV cache, before the teacher needs the memory (as the plan assumes)
+            # the team's KV cache, before the teacher needs the memory (as the plan
+            # assumes)
             release_decoder()
             teacher, _ = load_model(args.teacher, seed=1, dtype=dtype)
             html = heatmap_html(

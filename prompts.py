@@ -1,12 +1,12 @@
-"""The students' prompts and how their responses are read: the role templates of App. F.1-F.2, a
-student context x_i^t built from separately tokenized segments (so that the teacher can swap the
-opening line for a role condition, Eq. 6, and put verdicts after the turn they judge, Eq. 12), the
-prompt limit of App. D.6.3, and the parsing rules that read each role's artefact from its response
-(our choices, DECISIONS.md D5).
+"""The students' prompts and how their responses are read: the role templates of
+App. F.1-F.2, a student context x_i^t built from separately tokenized segments (so that
+the teacher can swap the opening line for a role condition, Eq. 6, and put verdicts
+after the turn they judge, Eq. 12), the prompt limit of App. D.6.3, and the parsing
+rules that read each role's artefact from its response (our choices, DECISIONS.md D5).
 
-Top to bottom: the templates; the placeholders written into histories; the artefacts a turn's
-responses yield (CodeArtefacts, MathArtefacts); context building and the prompt limit; the parsing
-rules.
+Top to bottom: the templates; the placeholders written into histories; the artefacts a
+turn's responses yield (CodeArtefacts, MathArtefacts); context building and the prompt
+limit; the parsing rules.
 """
 
 import re
@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 from sandbox.outcomes import ERROR
 
-# --------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------
 # The role templates of the two parallel workflows (§2.1, App. D.6.1, App. F.1-F.2)
 #
-# A student prompt is one user message (our choice, DECISIONS.md D1) built from separately tokenized
-# segments so that the teacher can swap the generic opening line for a role condition (Eq. 6) and
-# put verdicts after the history entry of the turn they judge (Eq. 12) while every other token stays
-# identical.
+# A student prompt is one user message (our choice, DECISIONS.md D1) built from
+# separately tokenized segments so that the teacher can swap the generic opening line
+# for a role condition (Eq. 6) and put verdicts after the history entry of the turn they
+# judge (Eq. 12) while every other token stays identical.
 
 ROLES = {"code": ("coder", "tester"), "math": ("reasoner", "tool_user")}
 ROLE_NAMES = {
@@ -32,13 +32,14 @@ ROLE_NAMES = {
 
 
 def teammate(role):
-    """The other role of its workflow ("coder" -> "tester"): whose seat a policy takes when the
-    two are exchanged (Fig. 3a)."""
+    """The other role of its workflow ("coder" -> "tester"): whose seat a policy takes
+    when the two are exchanged (Fig. 3a)."""
     first, second = next(roles for roles in ROLES.values() if role in roles)
     return second if role == first else first
 
 
-# The generic one-line persona each template opens with (App. F.1): turn 0, then later turns.
+# The generic one-line persona each template opens with (App. F.1): turn 0, then later
+# turns.
 OPENING = {
     "coder": (
         "You are a helpful assistant that writes Python programs.",
@@ -77,12 +78,12 @@ TEST_RULES = {
     "literal, one element per parameter in order, and the expected output is the "
     "correct return value written as a Python literal.",
 }
-# Answer formats (App. F.1-F.2), reworded where small instruct models took App. F's wording
-# literally (DECISIONS.md D1): the answer line is described in words, never as a "<answer>"
-# placeholder that reads like markup; the test rule gives no concrete example value that a Tester
-# could copy for an unrelated function; and each format ends with the exact layout of a response,
-# schematic ("..." stands for the model's own text) so there is nothing to copy. The layouts are our
-# addition: App. F shows none.
+# Answer formats (App. F.1-F.2), reworded where small instruct models took App. F's
+# wording literally (DECISIONS.md D1): the answer line is described in words, never as a
+# "<answer>" placeholder that reads like markup; the test rule gives no concrete example
+# value that a Tester could copy for an unrelated function; and each format ends with
+# the exact layout of a response, schematic ("..." stands for the model's own text) so
+# there is nothing to copy. The layouts are our addition: App. F shows none.
 LAYOUT = {
     "coder": "Code:\n```python\n...\n```",
     "tester": "...\nTest Input:\n```\n...\n```\nTest Output:\n```\n...\n```",
@@ -116,8 +117,8 @@ GUIDANCE = {  # what the role does at turn 0
     "reasoner": "Solve the problem step by step in words, without writing code.",
     "tool_user": "Write a short Python program that computes the answer to the problem.",
 }
-# later turns: each role is asked in the same terms to locate the fault, then revise or keep
-# (App. F.1)
+# later turns: each role is asked in the same terms to locate the fault, then revise or
+# keep (App. F.1)
 REVISE = {
     "coder": "Your program's output and the declared expected output disagreed. If your program "
     "crashed, fix the bug. Otherwise decide where the inconsistency comes from: if your "
@@ -144,28 +145,30 @@ ANSWER_FMT = {
 }
 
 
-# --------------------------------------------------------------------------------------------------
-# Token ids of a prompt: the text a student reads, encoded as text, and the tokens that end its turn
+# --------------------------------------------------------------------------------------
+# Token ids of a prompt: the text a student reads, encoded as text, and the tokens that
+# end its turn
 
 
 def encode_text(tok, text):
-    """Token ids of `text` read as plain text: a special token's spelling inside it stays
-    characters. Everything in a prompt (App. F.1-F.4: problem, history, verdicts, role conditions)
-    but the chat template's own head and tail goes through here, since much of it is untrusted: a
-    program that prints "<|im_end|>\\n<|im_start|>assistant" must not end the message for the
-    model."""
+    """Token ids of `text` read as plain text: a special token's spelling inside it
+    stays characters. Everything in a prompt (App. F.1-F.4: problem, history, verdicts,
+    role conditions) but the chat template's own head and tail goes through here, since
+    much of it is untrusted: a program that prints "<|im_end|>\\n<|im_start|>assistant"
+    must not end the message for the model."""
     return tok(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
 
 
 def longest_token_chars(tok):
-    """An upper bound on the characters one token of `tok` covers (a token's vocabulary spelling is
-    at least as long as the text it stands for): a text longer than limit x this cannot fit in
-    `limit` tokens."""
+    """An upper bound on the characters one token of `tok` covers (a token's vocabulary
+    spelling is at least as long as the text it stands for): a text longer than limit x
+    this cannot fit in `limit` tokens."""
     return max(map(len, tok.get_vocab()))
 
 
 def stop_ids_of(tokenizer):
-    """Token ids that end a turn: <|im_end|> (Qwen3's end of turn) and the tokenizer's eos."""
+    """Token ids that end a turn: <|im_end|> (Qwen3's end of turn) and the tokenizer's
+    eos."""
     ids = {tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id}
     return tuple(
         sorted(i for i in ids if i is not None and i != tokenizer.unk_token_id)
@@ -179,8 +182,9 @@ class Segment:
     turn: int = -1  # for "history": the earlier turn this entry records
 
 
-# What the environment reports when a program could not give an answer, and what the agents then
-# read verbatim (App. D.6.1): the sandbox's prefix of a failed run (sandbox/outcomes.py, ERROR).
+# What the environment reports when a program could not give an answer, and what the
+# agents then read verbatim (App. D.6.1): the sandbox's prefix of a failed run
+# (sandbox/outcomes.py, ERROR).
 NO_PROGRAM = "(no program found in the response)"
 NO_TEST = "(no test case found in the response)"
 NO_ANSWER = '(no "####" answer found in the response)'
@@ -191,10 +195,10 @@ NOT_RUN = "(not run: there was no test case)"
 PLACEHOLDERS = (NO_PROGRAM, NO_TEST, NO_ANSWER, NO_CODE_BLOCK, NOT_RUN)
 
 
-# What a workflow's environment (rollout.code_env / math_env) read from one turn's two responses
-# with the parsing rules below and observed running them: what the mismatch history shows
-# (history_entry), the verifier judges (attribution.attribute_turn) and episodes.jsonl records under
-# these field names (dataclasses.asdict).
+# What a workflow's environment (rollout.code_env / math_env) read from one turn's two
+# responses with the parsing rules below and observed running them: what the mismatch
+# history shows (history_entry), the verifier judges (attribution.attribute_turn) and
+# episodes.jsonl records under these field names (dataclasses.asdict).
 @dataclass
 class CodeArtefacts:
     # the Coder's program (extract_program); None when it wrote none
@@ -232,26 +236,26 @@ class MathArtefacts:
 
 
 def _fence(text, lang=""):
-    """`text` as a fenced block whose fence is longer than any run of backticks inside it, so that
-    what a program prints cannot close the block and write unfenced text (e.g. a fake verification
-    result) into a prompt."""
+    """`text` as a fenced block whose fence is longer than any run of backticks inside
+    it, so that what a program prints cannot close the block and write unfenced text
+    (e.g. a fake verification result) into a prompt."""
     ticks = "`" * max(3, 1 + max(map(len, re.findall("`+", text)), default=0))
     return f"{ticks}{lang}\n" + text.rstrip("\n") + f"\n{ticks}"
 
 
 def history_entry(role, t, artefacts):
-    """The mismatch-history entry of earlier turn t as `role` sees it: its own artefact in full and
-    what the environment observed of its teammate's (App. F.1: the Coder sees its programs, the test
-    inputs, expected and actual outputs; the Tester its test cases and the differing program
-    output). artefacts: that turn's CodeArtefacts or MathArtefacts. Every past turn is shown
-    (DECISIONS.md D2)."""
+    """The mismatch-history entry of earlier turn t as `role` sees it: its own artefact
+    in full and what the environment observed of its teammate's (App. F.1: the Coder
+    sees its programs, the test inputs, expected and actual outputs; the Tester its test
+    cases and the differing program output). artefacts: that turn's CodeArtefacts or
+    MathArtefacts. Every past turn is shown (DECISIONS.md D2)."""
     own, observed = entry_lines(role, artefacts)
     return f"Turn {t + 1}:\n" + "\n".join(own + observed) + "\n\n"
 
 
 def entry_lines(role, artefacts):
-    """(lines of the agent's own artefact, lines of what was observed of its teammate's) in one
-    turn's artefacts."""
+    """(lines of the agent's own artefact, lines of what was observed of its teammate's)
+    in one turn's artefacts."""
     program = artefacts.program or NO_PROGRAM
     if role in ("coder", "tester"):
         test_in, test_out = artefacts.test_input, artefacts.test_output
@@ -294,10 +298,11 @@ def entry_lines(role, artefacts):
 
 
 def build_context(tokenizer, problem, role, seen, entry=history_entry):
-    """x_i^t as segments: chat head | opening line | guidance + problem | one entry per earlier turn
-    | revise instruction + answer format | chat tail with Qwen3's empty think block (no-thinking
-    mode, App. D.5). seen: the artefacts of each earlier turn. entry: how one is written
-    (history_entry; a team of 2n agents writes its own, teams/workflow.py)."""
+    """x_i^t as segments: chat head | opening line | guidance + problem | one entry per
+    earlier turn | revise instruction + answer format | chat tail with Qwen3's empty
+    think block (no-thinking mode, App. D.5). seen: the artefacts of each earlier turn.
+    entry: how one is written (history_entry; a team of 2n agents writes its own,
+    teams/workflow.py)."""
     t = len(seen)
     fill = {"entry_point": problem.get("entry_point", ""), "io": "", "test": ""}
     if problem["domain"] == "code":
@@ -328,8 +333,8 @@ def build_context(tokenizer, problem, role, seen, entry=history_entry):
     else:
         pieces.append(("instruction", ANSWER_FMT[role], -1))
     pieces.append(("tail", tail, -1))
-    # only the chat template's own pieces may hold control tokens; problem and history text is read
-    # as text
+    # only the chat template's own pieces may hold control tokens; problem and history
+    # text is read as text
     return [
         Segment(
             k,
@@ -343,9 +348,9 @@ def build_context(tokenizer, problem, role, seen, entry=history_entry):
 
 
 def fit_context(segments, limit):
-    """Enforce the student prompt limit by dropping the oldest history entries (the latest mismatch
-    matters most); returns None when even the history-free prompt is too long (the episode then
-    stops). DECISIONS.md D2."""
+    """Enforce the student prompt limit by dropping the oldest history entries (the
+    latest mismatch matters most); returns None when even the history-free prompt is too
+    long (the episode then stops). DECISIONS.md D2."""
     segs = list(segments)
     while sum(len(s.ids) for s in segs) > limit:
         entries = [j for j, s in enumerate(segs) if s.kind == "history" and s.turn >= 0]
@@ -356,10 +361,10 @@ def fit_context(segments, limit):
 
 
 def check_prompt_limit(problems, tokenizer, limit):
-    """Refuse, naming the problem, any question that alone exceeds the student prompt limit of
-    App. D.6.3 (its episode would stop as prompt_too_long at once). Run when the problems are
-    loaded: a question longer than limit tokens of the longest spelling cannot fit and is refused by
-    its length, so a 50 MB line costs no tokenizing."""
+    """Refuse, naming the problem, any question that alone exceeds the student prompt
+    limit of App. D.6.3 (its episode would stop as prompt_too_long at once). Run when
+    the problems are loaded: a question longer than limit tokens of the longest spelling
+    cannot fit and is refused by its length, so a 50 MB line costs no tokenizing."""
     most_chars = limit * longest_token_chars(tokenizer)
     for p in problems:
         if (
@@ -372,20 +377,21 @@ def check_prompt_limit(problems, tokenizer, limit):
             )
 
 
-# Parsing rules (our choices, DECISIONS.md D5), tolerant of what small instruct models write; each
-# parsed artefact also names the rule that read it, so that metrics can tell format failures from
-# wrong work (format_counts). A program is the last ```python block, so a revised program written
-# after an old one wins and an example-output block after the program is not taken for it; without a
-# python-tagged block, the first fenced block after the last "Code:" (the answer format's label);
-# without that either, the last fenced block of any tag. A "Code:" label repeated as the block's
-# first line is not code. An unclosed fence (truncated response) yields no program. A test case is
-# read after the last "Test Input:" and the following "Test Output:": fenced blocks when there are
-# any, else the text after each label (unfenced). Only one test case is read per turn. The
-# Reasoner's answer: the last "####" line with markup stripped, else the last \boxed{...}, else the
-# last number outside code blocks, in ASCII digits ("٣" is no number, as for answers.NUMBER). The
-# placeholders this project writes into histories (NO_PROGRAM ...) and the prompts' schematic
-# layouts are removed before any rule runs, so a student that copies one from its history or its
-# prompt has written no artefact.
+# Parsing rules (our choices, DECISIONS.md D5), tolerant of what small instruct models
+# write; each parsed artefact also names the rule that read it, so that metrics can tell
+# format failures from wrong work (format_counts). A program is the last ```python
+# block, so a revised program written after an old one wins and an example-output block
+# after the program is not taken for it; without a python-tagged block, the first fenced
+# block after the last "Code:" (the answer format's label); without that either, the
+# last fenced block of any tag. A "Code:" label repeated as the block's first line is
+# not code. An unclosed fence (truncated response) yields no program. A test case is
+# read after the last "Test Input:" and the following "Test Output:": fenced blocks when
+# there are any, else the text after each label (unfenced). Only one test case is read
+# per turn. The Reasoner's answer: the last "####" line with markup stripped, else the
+# last \boxed{...}, else the last number outside code blocks, in ASCII digits ("٣" is no
+# number, as for answers.NUMBER). The placeholders this project writes into histories
+# (NO_PROGRAM ...) and the prompts' schematic layouts are removed before any rule runs,
+# so a student that copies one from its history or its prompt has written no artefact.
 _FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.S)
 _LABEL_LINE = re.compile(r"\A(\s*Code:[ \t]*\n)+")
 _MARKUP = re.compile(r"</?[A-Za-z][\w-]*>|\*\*|__|`")
@@ -401,9 +407,9 @@ def _without_placeholders(text):
 
 
 def extract_program(text):
-    """(program, rule) of a Coder or Tool-User response, written after "Code:" in a fenced block as
-    the answer format of App. F.1 asks (rules above, DECISIONS.md D5); (None, None) when there is
-    none."""
+    """(program, rule) of a Coder or Tool-User response, written after "Code:" in a
+    fenced block as the answer format of App. F.1 asks (rules above, DECISIONS.md D5);
+    (None, None) when there is none."""
     text = _without_placeholders(text)
     blocks = list(_FENCE.finditer(text))
     python = [b for b in blocks if b.group(1).lower() in ("python", "py", "python3")]
@@ -422,8 +428,8 @@ def extract_program(text):
 
 
 def _after_label(text, start, end):
-    """The first fenced block in text[start:end] ("fenced"), else the unfenced text there up to the
-    first blank line ("unfenced"), as (value, rule) or (None, None)."""
+    """The first fenced block in text[start:end] ("fenced"), else the unfenced text
+    there up to the first blank line ("unfenced"), as (value, rule) or (None, None)."""
     block = _FENCE.search(text, start, end)
     if block:
         return block.group(2), "fenced"
@@ -432,8 +438,8 @@ def _after_label(text, start, end):
 
 
 def extract_test_case(text):
-    """((input, expected_output), rule) of a Tester response, or (None, None). rule: "fenced" when
-    both are fenced blocks, else "unfenced"."""
+    """((input, expected_output), rule) of a Tester response, or (None, None). rule:
+    "fenced" when both are fenced blocks, else "unfenced"."""
     text = _without_placeholders(text)
     i = text.rfind("Test Input:")
     j = text.find("Test Output:", i + 1) if i >= 0 else -1
@@ -463,9 +469,9 @@ def _last_boxed(text):
 
 def extract_answer(text):
     """(answer, rule) of a Reasoner response: the rest of the line after the last '####'
-    (App. D.6.1) with markup such as <answer> tags or ** stripped ("hash_line"), else the last
-    \\boxed{} ("boxed"), else the last number outside code blocks ("last_number"); (None, None) when
-    none applies."""
+    (App. D.6.1) with markup such as <answer> tags or ** stripped ("hash_line"), else
+    the last \\boxed{} ("boxed"), else the last number outside code blocks
+    ("last_number"); (None, None) when none applies."""
     text = _without_placeholders(text)
     i = text.rfind("####")
     if i >= 0:
@@ -480,7 +486,8 @@ def extract_answer(text):
 
 
 def printed_answer(result):
-    """The Tool-User's answer: the last non-empty line its program printed, or its error string."""
+    """The Tool-User's answer: the last non-empty line its program printed, or its error
+    string."""
     if not result.ok:
         return result.error
     lines = [ln.strip() for ln in result.stdout.splitlines() if ln.strip()]

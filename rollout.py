@@ -1,17 +1,18 @@
-"""Phase 1 of Algorithm 1 (App. C): the students' joint rollout in the two parallel, multi-turn
-workflows of App. D.6.1 (code: Coder + Tester; math: Reasoner + Tool-User), one agent per role,
-sampled with sampler.generate.
+"""Phase 1 of Algorithm 1 (App. C): the students' joint rollout in the two parallel,
+multi-turn workflows of App. D.6.1 (code: Coder + Tester; math: Reasoner + Tool-User),
+one agent per role, sampled with sampler.generate.
 
 Top to bottom: the rollout's configuration and records; the environment of each workflow
-(Table 3), which reads the responses with the parsing rules of prompts.py; what the pair submits
-(Eq. 17, 20); the turn loop `run_episodes` (Eq. 1-3), then its helpers (batching, scripted
-agents). The prompts themselves (App. F.1-F.2) and how a student context is built are prompts.py's.
+(Table 3), which reads the responses with the parsing rules of prompts.py; what the pair
+submits (Eq. 17, 20); the turn loop `run_episodes` (Eq. 1-3), then its helpers
+(batching, scripted agents). The prompts themselves (App. F.1-F.2) and how a student
+context is built are prompts.py's.
 
-It needs, besides the program runner and the judges its environments call (sandbox/cases.py,
-infra/answers.py): config.py (defaults), prompts.py, sampler.py and the live line of
-infra/metrics.py. A team of 2n agents (App. E.1) plays the same workflows with these functions in
-teams/workflow.py. `python -m tools.transcripts` prints episodes turn by turn, with the verifier's
-verdicts.
+It needs, besides the program runner and the judges its environments call
+(sandbox/cases.py, infra/answers.py): config.py (defaults), prompts.py, sampler.py and
+the live line of infra/metrics.py. A team of 2n agents (App. E.1) plays the same
+workflows with these functions in teams/workflow.py. `python -m tools.transcripts`
+prints episodes turn by turn, with the verifier's verdicts.
 """
 
 from concurrent.futures import ThreadPoolExecutor
@@ -51,24 +52,26 @@ from prompts import (
 from sampler import Generation, generate
 from sandbox.cases import run_case, run_once
 
-# ------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------
 # The two parallel workflows (§2.1, App. D.6.1)
 #
-# Each turn both agents answer the same state independently (neither sees the other's same-turn
-# output); the environment compares their artefacts; agreement ends the episode, otherwise both see
-# the mismatch history and are asked, in the same terms, to locate the fault and revise or keep
-# their own artefact; at most T turns.
+# Each turn both agents answer the same state independently (neither sees the other's
+# same-turn output); the environment compares their artefacts; agreement ends the
+# episode, otherwise both see the mismatch history and are asked, in the same terms, to
+# locate the fault and revise or keep their own artefact; at most T turns.
 
 
 @dataclass
 class RolloutConfig:
-    # Every default is config.py's, where each value is typed once with its source: the limits the
-    # paper preset's, the rest the values that do not depend on the scale of a run.
+    # Every default is config.py's, where each value is typed once with its source: the
+    # limits the paper preset's, the rest the values that do not depend on the scale of
+    # a run.
     max_turns: int = MAX_TURNS  # T (App. D.6.1)
     max_new_tokens: int = PAPER["max_new_tokens"]  # student response limit (App. D.6.3)
-    # The math roles' limit, when it differs (0: max_new_tokens). The paper has one limit for both
-    # domains; on a CPU the time of a rollout is its longest response, and small models' programs
-    # need more tokens than their math answers (measured in docs/cpu.md).
+    # The math roles' limit, when it differs (0: max_new_tokens). The paper has one
+    # limit for both domains; on a CPU the time of a rollout is its longest response,
+    # and small models' programs need more tokens than their math answers (measured in
+    # docs/cpu.md).
     math_max_new_tokens: int = PAPER["math_max_new_tokens"]
     # student prompt limit (App. D.6.3)
     max_prompt_tokens: int = PAPER["max_prompt_tokens"]
@@ -78,10 +81,10 @@ class RolloutConfig:
     top_k: int = TOP_K
     code_timeout: float = CODE_TIMEOUT  # sandbox wall clock (App. D.6.1)
     math_timeout: float = MATH_TIMEOUT
-    # Which answer a math episode submits when the roles never agree: the paper is silent
-    # (DECISIONS.md D7). Default: the Reasoner's, since it exists whenever the format is followed
-    # while a crashing program prints nothing; each choice falls back to the other answer when its
-    # own is missing.
+    # Which answer a math episode submits when the roles never agree: the paper is
+    # silent (DECISIONS.md D7). Default: the Reasoner's, since it exists whenever the
+    # format is followed while a crashing program prints nothing; each choice falls back
+    # to the other answer when its own is missing.
     math_final: str = MATH_FINAL
     workers: int = WORKERS  # episodes whose programs run at once
     # prompts per generate call (0 = all of a turn at once); bounds the KV cache
@@ -92,9 +95,9 @@ class RolloutConfig:
 
 
 def rollout_config(args, **overrides):
-    """A RolloutConfig from a command line's parsed args: every field named like one of args'
-    attributes (e.g. --max-new-tokens), then `overrides` (e.g. the evaluation decoding of
-    App. D.5); the rest keep their defaults (App. D.6.1, D.6.3)."""
+    """A RolloutConfig from a command line's parsed args: every field named like one of
+    args' attributes (e.g. --max-new-tokens), then `overrides` (e.g. the evaluation
+    decoding of App. D.5); the rest keep their defaults (App. D.6.1, D.6.3)."""
     names = {f.name for f in fields(RolloutConfig)}
     given = {k: v for k, v in vars(args).items() if k in names}
     return RolloutConfig(**{**given, **overrides})
@@ -139,8 +142,9 @@ class Episode:
 
 
 def code_env(problem, texts, cfg):
-    """Run the Coder's program on the Tester's case (Table 3, run 1: the only outcome agents see).
-    Golden tests are not run here: they belong to the verifier (attribution.py)."""
+    """Run the Coder's program on the Tester's case (Table 3, run 1: the only outcome
+    agents see). Golden tests are not run here: they belong to the verifier
+    (attribution.py)."""
     program, by_coder = extract_program(texts["coder"])
     case, by_tester = extract_test_case(texts["tester"])
     # None: no test case to run it on
@@ -160,8 +164,8 @@ def code_env(problem, texts, cfg):
 
 
 def math_env(problem, texts, cfg):
-    """Parse the derivation's answer, run the program, compare the two with the symbolic verifier
-    (App. D.6.1)."""
+    """Parse the derivation's answer, run the program, compare the two with the symbolic
+    verifier (App. D.6.1)."""
     program, by_tool_user = extract_program(texts["tool_user"])
     answer, by_reasoner = extract_answer(texts["reasoner"])
     run = None if program is None else run_once(program, timeout=cfg.math_timeout)
@@ -178,10 +182,11 @@ def math_env(problem, texts, cfg):
 
 
 def final_answer(episode, cfg):
-    """What the pair submits, read from its last turn: code, the Coder's program (Eq. 20); math,
-    y-hat (Eq. 17): of the two answers the one more of them are equivalent to, first the answer of
-    the role RolloutConfig.math_final names (DECISIONS.md D7), so that it falls back to the other
-    when it is missing or is no answer even to itself (unparseable). None before the first turn."""
+    """What the pair submits, read from its last turn: code, the Coder's program
+    (Eq. 20); math, y-hat (Eq. 17): of the two answers the one more of them are
+    equivalent to, first the answer of the role RolloutConfig.math_final names
+    (DECISIONS.md D7), so that it falls back to the other when it is missing or is no
+    answer even to itself (unparseable). None before the first turn."""
     if cfg.math_final not in ROLES["math"]:
         raise ValueError(
             f"RolloutConfig.math_final must be 'reasoner' or 'tool_user', "
@@ -204,16 +209,17 @@ def final_answer(episode, cfg):
 
 
 def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_done=None):
-    """Algorithm 1, Phase 1: joint rollouts of a batch of problems, all episodes advancing turn by
-    turn.
+    """Algorithm 1, Phase 1: joint rollouts of a batch of problems, all episodes
+    advancing turn by turn.
 
-    policies: role -> model, e.g. {"coder": m1, "tester": m2}; one model may play several roles.
-    All prompts of a turn that go to the same model with the same response limit
-    (config.response_limit) are sampled in one `generate` call (cfg.rollout_chunk at most). A
-    policy may also be any function list[list[int]] -> Generation (scripted agents in tests).
-    on_done: called with each episode as soon as it stops (its transcript can be written while the
-    others go on). With cfg.progress a line shows the turn, responses done and tokens per second.
-    Returns one Episode per problem.
+    policies: role -> model, e.g. {"coder": m1, "tester": m2}; one model may play
+    several roles. All prompts of a turn that go to the same model with the same
+    response limit (config.response_limit) are sampled in one `generate` call
+    (cfg.rollout_chunk at most). A policy may also be any function list[list[int]] ->
+    Generation (scripted agents in tests). on_done: called with each episode as soon as
+    it stops (its transcript can be written while the others go on). With cfg.progress a
+    line shows the turn, responses done and tokens per second. Returns one Episode per
+    problem.
     """
     cfg = cfg or RolloutConfig()
     check_policies(problems, policies)
@@ -221,9 +227,9 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
     # the episodes' programs run at once
     with ThreadPoolExecutor(max(1, cfg.workers)) as pool:
         for t in range(cfg.max_turns):  # at most T turns
-            # Eq. 1: each role's input x_i^t = P_i(s^t, r_i), s^t = (q, e^{t-1}, h^t): the task, the
-            # last feedback and the episode's history, within the prompt limit (None: it no longer
-            # fits, the episode stops)
+            # Eq. 1: each role's input x_i^t = P_i(s^t, r_i), s^t = (q, e^{t-1}, h^t):
+            # the task, the last feedback and the episode's history, within the prompt
+            # limit (None: it no longer fits, the episode stops)
             contexts = {
                 k: {
                     role: student_context(tokenizer, e, role, cfg)
@@ -243,13 +249,14 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
             if not contexts:
                 break
             live = TurnProgress.open(t, cfg, sum(map(len, contexts.values())))
-            # Eq. 2: y_i^t ~ pi_theta_i(. | x_i^t), every role of every episode sampled together,
-            # so that no student sees a teammate's same-turn response (the parallel workflow, §2.1).
-            # out[k]: role -> y_i^t
+            # Eq. 2: y_i^t ~ pi_theta_i(. | x_i^t), every role of every episode sampled
+            # together, so that no student sees a teammate's same-turn response (the
+            # parallel workflow, §2.1). out[k]: role -> y_i^t
             out = sample_turn(
                 policies, episodes, contexts, tokenizer, cfg, generator, live
             )
-            # the environment reads y^t = (y_1^t, y_2^t) and returns its feedback e^t (Table 3)
+            # the environment reads y^t = (y_1^t, y_2^t) and returns its feedback e^t
+            # (Table 3)
             live.running_programs()
             stepped = [k for k, responses in enumerate(out) if responses]
             feedback = pool.map(
@@ -270,15 +277,16 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
 
 
 def student_context(tokenizer, episode, role, cfg):
-    """x_i^t of `role` at the episode's next turn (Eq. 1), cut to the student prompt limit
-    (prompts.fit_context; None: it no longer fits)."""
+    """x_i^t of `role` at the episode's next turn (Eq. 1), cut to the student prompt
+    limit (prompts.fit_context; None: it no longer fits)."""
     seen = [turn.artefacts for turn in episode.turns]
     context = build_context(tokenizer, episode.problem, role, seen)
     return fit_context(context, cfg.max_prompt_tokens)
 
 
 def check_policies(problems, policies):
-    """Refuse, before any sampling, a problem whose workflow has a role without a policy."""
+    """Refuse, before any sampling, a problem whose workflow has a role without a
+    policy."""
     for p in problems:
         missing = [role for role in ROLES[p["domain"]] if role not in policies]
         if missing:
@@ -288,10 +296,10 @@ def check_policies(problems, policies):
 
 
 def sample_turn(policies, episodes, contexts, tokenizer, cfg, generator, live):
-    """One turn's responses (Eq. 2) to contexts ({episode index: {role: context}}), each from its
-    role's policy: the prompts that go to the same model with the same response limit
-    (config.response_limit) are sampled together (sample_prompts). -> a list aligned with episodes
-    of {role: Response} (empty for an episode not running)."""
+    """One turn's responses (Eq. 2) to contexts ({episode index: {role: context}}), each
+    from its role's policy: the prompts that go to the same model with the same response
+    limit (config.response_limit) are sampled together (sample_prompts). -> a list
+    aligned with episodes of {role: Response} (empty for an episode not running)."""
     stops = stop_ids_of(tokenizer)
     jobs = [(k, r, c) for k, ctxs in contexts.items() for r, c in ctxs.items()]
     out = [{} for _ in episodes]
@@ -314,8 +322,8 @@ def sample_turn(policies, episodes, contexts, tokenizer, cfg, generator, live):
 
 def sample_prompts(model, prompts, limit, stops, cfg, generator, live):
     """Prompts sampled by one model with one response limit, in rounds of at most
-    cfg.rollout_chunk prompts (the bound of the KV cache). model: a torch module, sampled with
-    sampler.generate; or a scripted agent or another sampler, any function
+    cfg.rollout_chunk prompts (the bound of the KV cache). model: a torch module,
+    sampled with sampler.generate; or a scripted agent or another sampler, any function
     list[list[int]] -> Generation. -> one Generation, rows in the order of prompts."""
     step = cfg.rollout_chunk or len(prompts)
     sampled = Generation([], [])
@@ -351,8 +359,8 @@ def environment(episode, responses, cfg):
 
 
 def finish(e, stopped, final, on_done):
-    """End episode e: why it stopped ("agreed", "max_turns", "prompt_too_long") and what it submits
-    (final_answer), then on_done(e) if given."""
+    """End episode e: why it stopped ("agreed", "max_turns", "prompt_too_long") and what
+    it submits (final_answer), then on_done(e) if given."""
     e.stopped, e.final = stopped, final
     if on_done:
         on_done(e)

@@ -1,30 +1,31 @@
 """MAS-OPD training: Algorithm 1 (App. C) as one readable loop.
 
-Per step: Phase 1 the students roll out jointly (rollout.py); Phase 2 the verifier attributes every
-completed turn (attribution.py), then the frozen teacher scores every response twice, under the
-target and the contrast role condition (teacher.py), giving A^RAS (Eq. 10); Phase 3 the loss of
-Eq. 13 (loss.py) updates each role's policy from its own responses, all policies synchronously.
-Verdicts and teacher scores are then dropped.
+Per step: Phase 1 the students roll out jointly (rollout.py); Phase 2 the verifier
+attributes every completed turn (attribution.py), then the frozen teacher scores every
+response twice, under the target and the contrast role condition (teacher.py), giving
+A^RAS (Eq. 10); Phase 3 the loss of Eq. 13 (loss.py) updates each role's policy from its
+own responses, all policies synchronously. Verdicts and teacher scores are then dropped.
 
-Beside it: the command line (config.py); what a run starts from (infra/launch.py); a step's figures
-(infra/metrics.py); checkpoints and the run directory (infra/checkpoint.py, infra/runs.py); several
-ranks, FSDP2 and host offload (scaling/); the report (infra/report.py). A variant runs this loop
-with parts of its own: the GRPO baselines of Table 1 (`python -m baselines.grpo`) their step, a
-team of 2n agents or the attribution model (teams/) its Phase 1 and 2a.
+Beside it: the command line (config.py); what a run starts from (infra/launch.py); a
+step's figures (infra/metrics.py); checkpoints and the run directory
+(infra/checkpoint.py, infra/runs.py); several ranks, FSDP2 and host offload (scaling/);
+the report (infra/report.py). A variant runs this loop with parts of its own: the GRPO
+baselines of Table 1 (`python -m baselines.grpo`) their step, a team of 2n agents or the
+attribution model (teams/) its Phase 1 and 2a.
 
-Tiny random models, every phase in seconds; the paper's schedule (its defaults); the laptop demo,
-the toy world through this file; eight GPUs, the students sharded:
+Tiny random models, every phase in seconds; the paper's schedule (its defaults); the
+laptop demo, the toy world through this file; eight GPUs, the students sharded:
 
     python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3
     python train.py --problems FILE --student DIR --teacher DIR
     python -m toy
     torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR --fsdp
 
-Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows them in
-brackets. The flags that depend on the scale of a run (schedule, batches, lengths, checkpoint
-interval) come from `--preset` (paper | gpu | cpu) unless given. At start it prints what a step will
-sample and a checkpoint will write, and refuses a run whose --out has not the disk space for its
-next checkpoint.
+Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows
+them in brackets. The flags that depend on the scale of a run (schedule, batches,
+lengths, checkpoint interval) come from `--preset` (paper | gpu | cpu) unless given. At
+start it prints what a step will sample and a checkpoint will write, and refuses a run
+whose --out has not the disk space for its next checkpoint.
 """
 
 import math
@@ -69,12 +70,14 @@ from teams.phases import phases
 
 @dataclass
 class Scored:
-    """One student response on its way through Phases 2 and 3. Per-token tensors have shape (L,),
+    """One student response on its way through Phases 2 and 3. Per-token tensors have
+    shape (L,),
     L = its tokens."""
 
     # its episode's index in the step's batch (Eq. 13 averages per episode)
     episode: int
-    # its author: its gradient goes to policies[seat] only (a pair's seats are its roles)
+    # its author: its gradient goes to policies[seat] only (a pair's seats are its
+    # roles)
     seat: str
     response: Response  # the student's context x_i^t and its sampled tokens y_i^t
     ctx_target: list  # u~ (Eq. 12) under the target role's condition r_i, token ids
@@ -88,16 +91,17 @@ class Scored:
 
 
 def autocast(args):
-    """bf16 compute over the fp32 master weights, or nothing (precision is left open by the paper,
-    DECISIONS.md D9)."""
+    """bf16 compute over the fp32 master weights, or nothing (precision is left open by
+    the paper, DECISIONS.md D9)."""
     if args.precision != "bf16":
         return nullcontext()
     return torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16)
 
 
 def batch_for_step(problems, step, batch, seed):
-    """The problems of one step: epoch-wise shuffles derived from the seed alone, so a resumed run
-    draws the same problems as an uninterrupted one without storing a data-loader state."""
+    """The problems of one step: epoch-wise shuffles derived from the seed alone, so a
+    resumed run draws the same problems as an uninterrupted one without storing a
+    data-loader state."""
     out = []
     for k in range(step * batch, (step + 1) * batch):
         epoch, i = divmod(k, len(problems))
@@ -109,11 +113,12 @@ def batch_for_step(problems, step, batch, seed):
 
 
 def train_step(step, s, args, log=None):
-    """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes ->
-    advantages -> update. s: Algorithm 1's inputs (infra.launch.Start: problems, policies,
-    optimizers, teacher, tokenizer, sampler RNG, rollout models, and Phase 1 and 2a: the pair's
-    unless a variant brings its own). log: what the run keeps of the step (infra.metrics.StepLog:
-    phase seconds, episodes, the report's samples). Returns the step's metrics.jsonl record."""
+    """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes
+    -> advantages -> update. s: Algorithm 1's inputs (infra.launch.Start: problems,
+    policies, optimizers, teacher, tokenizer, sampler RNG, rollout models, and Phase 1
+    and 2a: the pair's unless a variant brings its own). log: what the run keeps of the
+    step (infra.metrics.StepLog: phase seconds, episodes, the report's samples). Returns
+    the step's metrics.jsonl record."""
     log = log or StepLog(step, args.device)
     cfg = rollout_config(args, progress=log.show)
     batch = batch_for_step(s.problems, step, args.batch, args.seed)
@@ -137,9 +142,9 @@ def train_step(step, s, args, log=None):
 
 
 def teacher_scores(episodes, attributions, ids, s, args):
-    """Phase 2b: each response scored by the teacher s.teacher under r_i and kappa(r_i) (Eq. 7),
-    then A^RAS (Eq. 10) from the sampler's log-probs. ids: each episode's index in the step's
-    batch. -> (Scored items, teacher-overlong count)."""
+    """Phase 2b: each response scored by the teacher s.teacher under r_i and kappa(r_i)
+    (Eq. 7), then A^RAS (Eq. 10) from the sampler's log-probs. ids: each episode's index
+    in the step's batch. -> (Scored items, teacher-overlong count)."""
     # u~ under r_i and kappa(r_i), with the verdicts c^{<t} unless w/o PAC (Eq. 12)
     limit = args.teacher_max_prompt_tokens
     inputs, overlong = teacher_inputs(
@@ -168,12 +173,13 @@ def teacher_scores(episodes, attributions, ids, s, args):
 
 
 def joint_rollout(problems, s, cfg, args, play=None):
-    """Phase 1 of Algorithm 1 (App. C): the students' episodes (play: s.play, else a variant's own
-    protocol, e.g. baselines/single.py). The rollout models are the policies, or their bf16
-    copies, which follow every optimizer step (infra/launch.py): on-policy either way. The copies
-    sample without autocast; their log-probs are then those of bf16 weights while Eq. 13
-    differentiates the fp32 masters under autocast: the gap between the two is reported as
-    logprob_gap / logprob_gap_mean (0 would be exactly on-policy, Eq. 8)."""
+    """Phase 1 of Algorithm 1 (App. C): the students' episodes (play: s.play, else a
+    variant's own protocol, e.g. baselines/single.py). The rollout models are the
+    policies, or their bf16 copies, which follow every optimizer step (infra/launch.py):
+    on-policy either way. The copies sample without autocast; their log-probs are then
+    those of bf16 weights while Eq. 13 differentiates the fp32 masters under autocast:
+    the gap between the two is reported as logprob_gap / logprob_gap_mean (0 would be
+    exactly on-policy, Eq. 8)."""
     play = play or s.play
     with autocast(args) if s.rollout_models is s.policies else nullcontext():
         episodes = play(problems, s.rollout_models, s.tok, cfg, s.gen)
@@ -183,9 +189,9 @@ def joint_rollout(problems, s, cfg, args, play=None):
 
 
 def author_logprobs(items, policies):
-    """Eq. 13's log pi_theta_i(y_k | x, y_<k), with grad: each response re-scored by its author's
-    policy only, with the sampler's force-decoding (a sharded policy answers it alike,
-    scaling/sharding.py). -> one (L,) tensor per item."""
+    """Eq. 13's log pi_theta_i(y_k | x, y_<k), with grad: each response re-scored by its
+    author's policy only, with the sampler's force-decoding (a sharded policy answers it
+    alike, scaling/sharding.py). -> one (L,) tensor per item."""
     logps = [None] * len(items)
     for model in dict.fromkeys(policies.values()):
         idx = [k for k, it in enumerate(items) if policies[it.seat] is model]
@@ -198,27 +204,28 @@ def author_logprobs(items, policies):
 
 
 def micro_batches(mb, weights, size):
-    """Gradient accumulation: one mini-batch's responses and their Eq. 13 weights in consecutive
-    runs of `size` -> [(items, weights)]."""
+    """Gradient accumulation: one mini-batch's responses and their Eq. 13 weights in
+    consecutive runs of `size` -> [(items, weights)]."""
     return [
         (mb[lo : lo + size], weights[lo : lo + size]) for lo in range(0, len(mb), size)
     ]
 
 
 def update(items, n_episodes, policies, optims, args):
-    """Phase 3: the loss of Eq. 13 over mini-batches of `args.mini_batch` episodes (one optimizer
-    step each, all policies together), accumulated over micro-batches of `args.micro_batch`
-    responses. A non-finite advantage skips the step; a non-finite loss or gradient skips that
-    update. Returns the update's metrics. Batch semantics (episodes; the second mini-batch slightly
-    off-policy, without an importance ratio): DECISIONS.md D8.
-    Under torchrun `items` are this rank's share; the counts below are summed over ranks
-    (distributed.total) and the gradients before the step, so each rank takes the update of the
-    whole batch."""
+    """Phase 3: the loss of Eq. 13 over mini-batches of `args.mini_batch` episodes (one
+    optimizer step each, all policies together), accumulated over micro-batches of
+    `args.micro_batch` responses. A non-finite advantage skips the step; a non-finite
+    loss or gradient skips that update. Returns the update's metrics. Batch semantics
+    (episodes; the second mini-batch slightly off-policy, without an importance ratio):
+    DECISIONS.md D8. Under torchrun `items` are this rank's share; the counts below are
+    summed over ranks (distributed.total) and the gradients before the step, so each
+    rank takes the update of the whole batch."""
     out = {"loss": [], "updates": 0, "skipped": int(distributed.total(len(items)) == 0)}
     if nonfinite_advantage(items):
         return {**out, "skipped": 1}
     unique, gap = list(dict.fromkeys(policies.values())), None
-    # FSDP2 is SPMD: with --fsdp every rank runs the same micro-batches (scaling/sharding.py)
+    # FSDP2 is SPMD: with --fsdp every rank runs the same micro-batches
+    # (scaling/sharding.py)
     split = partial(lockstep, policies=policies) if args.fsdp else micro_batches
     for model in unique:
         model.train()
@@ -250,7 +257,8 @@ def update(items, n_episodes, policies, optims, args):
 
 
 def nonfinite_advantage(items):
-    """Whether any rank holds a non-finite A^RAS (Eq. 10): then no rank updates this step."""
+    """Whether any rank holds a non-finite A^RAS (Eq. 10): then no rank updates this
+    step."""
     if not distributed.total(not all(torch.isfinite(it.adv).all() for it in items)):
         return False
     print("!!! non-finite advantage; step skipped, no update", file=sys.stderr)
@@ -258,10 +266,10 @@ def nonfinite_advantage(items):
 
 
 def optimizer_step(unique, optims, loss_sum, args, out):
-    """One step of every policy on the mini-batch's gradients, summed over ranks and clipped to
-    args.grad_clip; a non-finite loss or gradient skips it. Appends the mini-batch's loss (all
-    ranks) to out["loss"], sets out["grad_norm"], counts out["updates"] and marks
-    out["skipped"]."""
+    """One step of every policy on the mini-batch's gradients, summed over ranks and
+    clipped to args.grad_clip; a non-finite loss or gradient skips it. Appends the
+    mini-batch's loss (all ranks) to out["loss"], sets out["grad_norm"], counts
+    out["updates"] and marks out["skipped"]."""
     distributed.sum_grads(unique)
     loss_sum = distributed.total(loss_sum)
     out["grad_norm"] = [
@@ -286,17 +294,18 @@ def optimizer_step(unique, optims, loss_sum, args, out):
 
 
 def main(argv=None, teacher=None, again="--resume"):
-    """The command line: Algorithm 1's loop (App. C) with evaluation before and after; `teacher`,
-    when given, is used instead of loading --teacher (see build); `again`: the flag that continues
-    the run in the calling command (infra/stopping.py)."""
+    """The command line: Algorithm 1's loop (App. C) with evaluation before and after;
+    `teacher`, when given, is used instead of loading --teacher (see build); `again`:
+    the flag that continues the run in the calling command (infra/stopping.py)."""
     run(get_args(argv), teacher, again=again)
 
 
 def run(args, teacher=None, step_fn=None, evaluate=None, again="--resume"):
-    """Algorithm 1's loop on parsed args (config.get_args). step_fn: one iteration, train_step
-    unless a variant's (baselines/grpo.py); evaluate: the held-out evaluation before and after
-    training, eval.evaluate_policies unless a variant's. Under torchrun every rank runs this; rank
-    0 alone prints, evaluates and writes (metrics.jsonl, checkpoints, results.json)."""
+    """Algorithm 1's loop on parsed args (config.get_args). step_fn: one iteration,
+    train_step unless a variant's (baselines/grpo.py); evaluate: the held-out evaluation
+    before and after training, eval.evaluate_policies unless a variant's. Under torchrun
+    every rank runs this; rank 0 alone prints, evaluates and writes (metrics.jsonl,
+    checkpoints, results.json)."""
     step_fn, evaluate = step_fn or train_step, evaluate or evaluate_policies
     rank, world, args.device = distributed.init(args.device)
     say = print if rank == 0 else lambda *a, **k: None
@@ -349,9 +358,10 @@ def run(args, teacher=None, step_fn=None, evaluate=None, again="--resume"):
 
 
 def start(args, teacher, say):
-    """What a run checks and builds before its first step, each refusal one line (ValueError,
-    OSError, ProblemError): the jail, --out, a run already there, the models (infra.launch.build),
-    Phase 1 and 2a, the held-out problems. -> (infra.launch.Start, held-out problems or None)."""
+    """What a run checks and builds before its first step, each refusal one line
+    (ValueError, OSError, ProblemError): the jail, --out, a run already there, the
+    models (infra.launch.build), Phase 1 and 2a, the held-out problems. ->
+    (infra.launch.Start, held-out problems or None)."""
     if note := check_isolation(args.unisolated_programs):  # before anything loads
         say(note)
     check_writable(args.out, "--out", directory=True)  # before the models load
@@ -359,8 +369,8 @@ def start(args, teacher, say):
     check_run(args)
     held_out = load_problems(args.eval_problems) if args.eval_problems else None
     s = build(args, teacher)
-    # Phase 1 and 2a: the pair's, unless a team of 2n agents or PAC by the attribution model
-    # brings its own (teams/)
+    # Phase 1 and 2a: the pair's, unless a team of 2n agents or PAC by the attribution
+    # model brings its own (teams/)
     play, attribute = phases(args, attribution_judge(args, s.teacher, s.tok), s.tok)
     s.play, s.attribute = play or run_episodes, attribute or attribute_episodes
     check_prompt_limit(held_out or [], s.tok, args.max_prompt_tokens)
