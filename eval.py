@@ -63,7 +63,7 @@ from infra.data import (
     load_problems,
     write_atomic,
 )
-from infra.metrics import exchange_penalty, mean_std, run_figures
+from infra.metrics import exchange_penalty, mean_std, run_figures, token_pieces
 from infra.models import (
     config_of,
     cpu_threads,
@@ -71,7 +71,7 @@ from infra.models import (
     load_model,
     same_tokenizer_specs,
 )
-from infra.report import heatmap, page, table_rows, token_pieces
+from infra.report import heatmap, page, table_rows
 from infra.seats import team_seats
 from infra.stopping import eval_stop_line, stop_on_signals
 from loss import role_advantage

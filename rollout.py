@@ -10,7 +10,7 @@ context is built are prompts.py's.
 
 It needs, besides the program runner and the judges its environments call
 (sandbox/cases.py, infra/answers.py): config.py (defaults), prompts.py, sampler.py and
-the live line of infra/metrics.py. A team of 2n agents (App. E.1) plays the same
+the live line of infra/progress.py. A team of 2n agents (App. E.1) plays the same
 workflows with these functions in teams/workflow.py. `python -m tools.transcripts`
 prints episodes turn by turn, with the verifier's verdicts.
 """
@@ -34,7 +34,7 @@ from config import (
     response_limit,
 )
 from infra.answers import answers_equivalent, outputs_match
-from infra.metrics import TurnProgress
+from infra.progress import TurnProgress
 from prompts import (
     NO_CODE_BLOCK,
     ROLES,

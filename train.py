@@ -5,31 +5,18 @@ attributes every completed turn (attribution.py), then the frozen teacher scores
 response twice, under the target and the contrast role condition (teacher.py), giving
 A^RAS (Eq. 10); Phase 3 the loss of Eq. 13 (loss.py) updates each role's policy from its
 own responses, all policies synchronously. Verdicts and teacher scores are then dropped.
-
-Beside it: the command line (config.py); what a run starts from (infra/launch.py); a
-step's figures (infra/metrics.py); checkpoints and the run directory
-(infra/checkpoint.py, infra/runs.py); several ranks, FSDP2 and host offload (scaling/);
-the report (infra/report.py). A variant runs this loop with parts of its own: the GRPO
-baselines of Table 1 (`python -m baselines.grpo`) their step, a team of 2n agents or the
-attribution model (teams/) its Phase 1 and 2a.
-
-Tiny random models, every phase in seconds; the paper's schedule (its defaults); the
-laptop demo, the toy world through this file; eight GPUs, the students sharded:
+What a run starts from is infra/launch.py's, its files infra/'s, several ranks and
+offloading scaling/'s; a variant brings its own step (baselines/grpo.py) or Phase 1 and
+2a (teams/). Tiny random models, every phase in seconds; the paper's schedule (the
+defaults, App. D.6.1, D.6.3; --preset for other scales); the laptop demo; eight GPUs:
 
     python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3
     python train.py --problems FILE --student DIR --teacher DIR
     python -m toy
     torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR --fsdp
-
-Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows
-them in brackets. The flags that depend on the scale of a run (schedule, batches,
-lengths, checkpoint interval) come from `--preset` (paper | gpu | cpu) unless given. At
-start it prints what a step will sample and a checkpoint will write, and refuses a run
-whose --out has not the disk space for its next checkpoint.
 """
 
 import math
-import os
 import random
 import sys
 from contextlib import nullcontext
@@ -44,17 +31,11 @@ from attribution import attribute_episodes
 from config import get_args
 from eval import evaluate_policies, markdown
 from infra.checkpoint import checkpoint
-from infra.data import (
-    ProblemError,
-    check_writable,
-    json_text,
-    load_problems,
-    write_atomic,
-)
+from infra.data import ProblemError, check_writable, load_problems
 from infra.launch import attribution_judge, build, start_lines
-from infra.metrics import StepLog, gap_metrics, logprob_gap, rollout_counts, step_line
+from infra.metrics import StepLog, gap_metrics, logprob_gap, rollout_counts
 from infra.report import write_report
-from infra.runs import check_run, evaluation_before, open_logs
+from infra.runs import check_run, evaluation_before, open_logs, save_results
 from infra.stopping import done_line, stop_line, stop_on_signals
 from loss import eq13_weights, mas_opd_loss, ras_advantage
 from prompts import check_prompt_limit
@@ -71,14 +52,10 @@ from teams.phases import phases
 @dataclass
 class Scored:
     """One student response on its way through Phases 2 and 3. Per-token tensors have
-    shape (L,),
-    L = its tokens."""
+    shape (L,), L = its tokens."""
 
-    # its episode's index in the step's batch (Eq. 13 averages per episode)
-    episode: int
-    # its author: its gradient goes to policies[seat] only (a pair's seats are its
-    # roles)
-    seat: str
+    episode: int  # its episode's index in the step's batch (Eq. 13 averages by it)
+    seat: str  # its author: its gradient goes to policies[seat] only
     response: Response  # the student's context x_i^t and its sampled tokens y_i^t
     ctx_target: list  # u~ (Eq. 12) under the target role's condition r_i, token ids
     # u~ (Eq. 12) under the contrast condition kappa(r_i) (Eq. 23), token ids
@@ -102,40 +79,31 @@ def batch_for_step(problems, step, batch, seed):
     """The problems of one step: epoch-wise shuffles derived from the seed alone, so a
     resumed run draws the same problems as an uninterrupted one without storing a
     data-loader state."""
-    out = []
+    out, n = [], len(problems)
     for k in range(step * batch, (step + 1) * batch):
-        epoch, i = divmod(k, len(problems))
-        order = random.Random(f"{seed}-{epoch}").sample(
-            range(len(problems)), len(problems)
-        )
-        out.append(problems[order[i]])
+        epoch, i = divmod(k, n)
+        out.append(problems[random.Random(f"{seed}-{epoch}").sample(range(n), n)[i]])
     return out
 
 
 def train_step(step, s, args, log=None):
     """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes
-    -> advantages -> update. s: Algorithm 1's inputs (infra.launch.Start: problems,
-    policies, optimizers, teacher, tokenizer, sampler RNG, rollout models, and Phase 1
-    and 2a: the pair's unless a variant brings its own). log: what the run keeps of the
-    step (infra.metrics.StepLog: phase seconds, episodes, the report's samples). Returns
-    the step's metrics.jsonl record."""
+    -> advantages -> update. s: its inputs (infra.launch.Start); log: what the run keeps
+    of the step (infra.metrics.StepLog). Returns the step's metrics.jsonl record."""
     log = log or StepLog(step, args.device)
     cfg = rollout_config(args, progress=log.show)
     batch = batch_for_step(s.problems, step, args.batch, args.seed)
-    # the episodes this rank plays (all of them in one process)
-    ids = distributed.share(args.batch)
+    ids = distributed.share(args.batch)  # this rank's episodes (all in one process)
     with log.phase("rollout"):  # Phase 1: the students' joint rollout (Eq. 1-3)
         episodes = joint_rollout([batch[i] for i in ids], s, cfg, args)
         log.record(episodes)
-    # Phase 2a, PAC: a^t of every completed turn (Eq. 11)
-    with log.phase("attribution"):
+    with log.phase("attribution"):  # Phase 2a, PAC: a^t of every turn (Eq. 11)
         attributions = s.attribute(
             episodes, timeout=cfg.code_timeout, workers=args.workers
         )
     with log.phase("teacher"):  # Phase 2b, RAS: two teacher passes, A^RAS (Eq. 7-10)
         items, overlong = teacher_scores(episodes, attributions, ids, s, args)
-    # a few scored responses for the report's heat maps (App. G.2)
-    log.sample(items, batch)
+    log.sample(items, batch)  # a few scored responses for the heat maps (App. G.2)
     with log.phase("update"):  # Phase 3: Eq. 13, all policies synchronously
         updated = update(items, args.batch, s.policies, s.optims, args)
     return log.close(rollout_counts(episodes, attributions, items, overlong), updated)
@@ -146,10 +114,8 @@ def teacher_scores(episodes, attributions, ids, s, args):
     (Eq. 7), then A^RAS (Eq. 10) from the sampler's log-probs. ids: each episode's index
     in the step's batch. -> (Scored items, teacher-overlong count)."""
     # u~ under r_i and kappa(r_i), with the verdicts c^{<t} unless w/o PAC (Eq. 12)
-    limit = args.teacher_max_prompt_tokens
-    inputs, overlong = teacher_inputs(
-        episodes, attributions, s.tok, limit, not args.no_pac
-    )
+    limit, pac = args.teacher_max_prompt_tokens, not args.no_pac
+    inputs, overlong = teacher_inputs(episodes, attributions, s.tok, limit, pac)
     items = [
         Scored(ids[k], seat, resp, target, contrast, torch.tensor(resp.logprobs))
         for k, seat, resp, target, contrast in inputs
@@ -173,13 +139,10 @@ def teacher_scores(episodes, attributions, ids, s, args):
 
 
 def joint_rollout(problems, s, cfg, args, play=None):
-    """Phase 1 of Algorithm 1 (App. C): the students' episodes (play: s.play, else a
-    variant's own protocol, e.g. baselines/single.py). The rollout models are the
-    policies, or their bf16 copies, which follow every optimizer step (infra/launch.py):
-    on-policy either way. The copies sample without autocast; their log-probs are then
-    those of bf16 weights while Eq. 13 differentiates the fp32 masters under autocast:
-    the gap between the two is reported as logprob_gap / logprob_gap_mean (0 would be
-    exactly on-policy, Eq. 8)."""
+    """Phase 1 of Algorithm 1 (App. C): the students' episodes (play: s.play, or a
+    variant's protocol) sampled by the policies or by their bf16 copies, which follow
+    every optimizer step (infra/launch.py). The copies sample without autocast, Eq. 13
+    differentiates the masters under it: metrics.jsonl's logprob_gap (0: on-policy)."""
     play = play or s.play
     with autocast(args) if s.rollout_models is s.policies else nullcontext():
         episodes = play(problems, s.rollout_models, s.tok, cfg, s.gen)
@@ -214,12 +177,10 @@ def micro_batches(mb, weights, size):
 def update(items, n_episodes, policies, optims, args):
     """Phase 3: the loss of Eq. 13 over mini-batches of `args.mini_batch` episodes (one
     optimizer step each, all policies together), accumulated over micro-batches of
-    `args.micro_batch` responses. A non-finite advantage skips the step; a non-finite
-    loss or gradient skips that update. Returns the update's metrics. Batch semantics
-    (episodes; the second mini-batch slightly off-policy, without an importance ratio):
-    DECISIONS.md D8. Under torchrun `items` are this rank's share; the counts below are
-    summed over ranks (distributed.total) and the gradients before the step, so each
-    rank takes the update of the whole batch."""
+    `args.micro_batch` responses; batch semantics: DECISIONS.md D8. A non-finite
+    advantage skips the step, a non-finite loss or gradient that update. Under torchrun
+    `items` are this rank's share, the counts and gradients summed over ranks: each rank
+    takes the update of the whole batch. Returns the update's metrics."""
     out = {"loss": [], "updates": 0, "skipped": int(distributed.total(len(items)) == 0)}
     if nonfinite_advantage(items):
         return {**out, "skipped": 1}
@@ -232,8 +193,7 @@ def update(items, n_episodes, policies, optims, args):
     # one optimizer step per mini-batch
     for first in range(0, n_episodes, args.mini_batch):
         mb = [it for it in items if first <= it.episode < first + args.mini_batch]
-        # E of Eq. 13, all ranks
-        n_mb = distributed.total(len({it.episode for it in mb}))
+        n_mb = distributed.total(len({it.episode for it in mb}))  # E of Eq. 13
         if not n_mb:
             continue
         # w_i
@@ -257,8 +217,7 @@ def update(items, n_episodes, policies, optims, args):
 
 
 def nonfinite_advantage(items):
-    """Whether any rank holds a non-finite A^RAS (Eq. 10): then no rank updates this
-    step."""
+    """Whether any rank holds a non-finite A^RAS (Eq. 10): then no rank updates."""
     if not distributed.total(not all(torch.isfinite(it.adv).all() for it in items)):
         return False
     print("!!! non-finite advantage; step skipped, no update", file=sys.stderr)
@@ -282,10 +241,9 @@ def optimizer_step(unique, optims, loss_sum, args, out):
             opt.step()
         out["updates"] += 1
     else:
+        values = f"loss {loss_sum}, grad norms {out['grad_norm']}"
         print(
-            f"!!! non-finite loss/gradient (loss {loss_sum}, grad norms {out['grad_norm']}); "
-            f"update skipped",
-            file=sys.stderr,
+            f"!!! non-finite loss/gradient ({values}); update skipped", file=sys.stderr
         )
         out["skipped"] = 1
     for opt in optims:
@@ -301,11 +259,9 @@ def main(argv=None, teacher=None, again="--resume"):
 
 
 def run(args, teacher=None, step_fn=None, evaluate=None, again="--resume"):
-    """Algorithm 1's loop on parsed args (config.get_args). step_fn: one iteration,
-    train_step unless a variant's (baselines/grpo.py); evaluate: the held-out evaluation
-    before and after training, eval.evaluate_policies unless a variant's. Under torchrun
-    every rank runs this; rank 0 alone prints, evaluates and writes (metrics.jsonl,
-    checkpoints, results.json)."""
+    """Algorithm 1's loop on parsed args (config.get_args); step_fn and evaluate: a
+    variant's step and held-out evaluation (baselines/grpo.py). Under torchrun every
+    rank runs this; rank 0 alone prints, evaluates and writes."""
     step_fn, evaluate = step_fn or train_step, evaluate or evaluate_policies
     rank, world, args.device = distributed.init(args.device)
     say = print if rank == 0 else lambda *a, **k: None
@@ -336,21 +292,15 @@ def run(args, teacher=None, step_fn=None, evaluate=None, again="--resume"):
         skipped += metrics["skipped"]
         metrics["skipped_total"] = skipped
         if rank == 0:
-            with open(logs.metrics, "a") as f:
-                f.write(json_text(metrics) + "\n")
-            tqdm.write(step_line(metrics))  # stays on screen above the bar
+            logs.write(metrics)
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
-            checkpoint(
-                args.out, step, s.policies, s.optims, s.tok, s.gen, skipped, args
-            )
+            checkpoint(s, step, skipped, args)
     say(done_line(args, s.step, skipped))
     if held_out and rank == 0:
         results["after"] = evaluated()
         held = f"({len(held_out)} held-out problems, seeds {args.eval_seeds})"
         print(markdown({f"{k} {held}": v for k, v in results.items()}))
-        write_atomic(
-            os.path.join(args.out, "results.json"), json_text(results, indent=1)
-        )
+        save_results(args, results)
     if rank == 0:
         print(f"report: {write_report(args.out)}")
     distributed.barrier()  # no rank leaves while rank 0 still writes or evaluates
@@ -358,10 +308,9 @@ def run(args, teacher=None, step_fn=None, evaluate=None, again="--resume"):
 
 
 def start(args, teacher, say):
-    """What a run checks and builds before its first step, each refusal one line
-    (ValueError, OSError, ProblemError): the jail, --out, a run already there, the
-    models (infra.launch.build), Phase 1 and 2a, the held-out problems. ->
-    (infra.launch.Start, held-out problems or None)."""
+    """What a run checks and builds before its first step, a refusal in one line each:
+    the jail, --out, a run already there, the models (infra.launch.build), Phase 1 and
+    2a, the held-out problems. -> (infra.launch.Start, held-out problems or None)."""
     if note := check_isolation(args.unisolated_programs):  # before anything loads
         say(note)
     check_writable(args.out, "--out", directory=True)  # before the models load

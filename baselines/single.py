@@ -20,8 +20,9 @@ from attribution import ROLE_CHECK, attribute_episodes
 from config import DTYPES, MAX_TURNS, apply_preset, precision
 from eval import eval_parser, markdown, plan, report_run, start
 from infra.data import ProblemError, json_text, write_atomic
-from infra.metrics import TurnProgress, format_metrics, mean_std
+from infra.metrics import format_metrics, mean_std
 from infra.models import forget_gguf, load_model
+from infra.progress import TurnProgress
 from prompts import (
     ANSWER_FMT,
     NO_ANSWER,

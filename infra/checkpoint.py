@@ -36,13 +36,16 @@ def policy_names(policies):
     return names
 
 
-def checkpoint(out, step, policies, optims, tok, gen, skipped, args):
-    """The checkpoint of `step`: every rank's sampler stream (so that a resume continues each) and the full states
-    (gathered to rank 0 under --fsdp) collected, then written by rank 0 (save_checkpoint). Every rank calls this."""
-    samplers = distributed.gather(gen.get_state())
-    states = full_states(distinct(policies), optims)
+def checkpoint(s, step, skipped, args):
+    """The checkpoint of `step` of a run (s: infra.launch.Start): every rank's sampler stream (so that a resume
+    continues each) and the full states (gathered to rank 0 under --fsdp) collected, then written by rank 0
+    (save_checkpoint). Every rank calls this."""
+    samplers = distributed.gather(s.gen.get_state())
+    states = full_states(distinct(s.policies), s.optims)
     if distributed.rank() == 0:
-        save_checkpoint(out, step, policies, states, tok, samplers, skipped, args)
+        save_checkpoint(
+            args.out, step, s.policies, states, s.tok, samplers, skipped, args
+        )
 
 
 def save_checkpoint(out, step, policies, states, tok, samplers, skipped, args):

@@ -1,4 +1,4 @@
-"""What a run shows and keeps of its steps: the live line of a rollout turn (TurnProgress), the per-step figures
+"""What a run shows and keeps of its steps: the per-step figures
 of Algorithm 1 that metrics.jsonl and the console report: how each role's responses were parsed (format failures
 apart from wrong work), what a step's rollout and teacher did as sums that ranks add up, the means a step reports
 from those sums (A^OPD, A^role, the reverse-KL estimate per role, Eq. 5, 8, 9), and the cost of a step (per-phase
@@ -16,67 +16,8 @@ import torch
 from tqdm import tqdm
 
 from infra.data import append_episodes, json_text
-from infra.report import token_pieces
 from loss import opd_advantage, role_advantage
 from scaling import distributed
-
-
-@dataclass
-class TurnProgress:
-    """The figures of run_episodes' progress line for one turn: what runs (a generate call's prefill reads its
-    prompts in one forward, on a CPU for minutes), responses done and tokens per second, updated at each of the
-    sampler's host reads (generate's on_check) and exactly as each generate call returns."""
-
-    bar: tqdm
-    turn: str  # "turn t/T"
-    start: float = field(default_factory=time.perf_counter)
-    tokens: int = 0  # of the generate calls that returned
-    rows: int = 0
-    call_tokens: int = 0  # of the call under way, as far as its host reads tell
-    call_rows: int = 0
-
-    @classmethod
-    def open(cls, t, cfg, n_responses):
-        """Turn t's line (shown with cfg.progress), counting n_responses."""
-        head = f"turn {t + 1}/{cfg.max_turns}"
-        return cls(
-            tqdm(
-                total=n_responses,
-                desc=head,
-                leave=False,
-                disable=not cfg.progress,
-                bar_format="{desc}: {n}/{total} responses{postfix} [{elapsed}]",
-            ),
-            head,
-        )
-
-    def reading(self, n_prompts):
-        self.bar.set_description_str(f"{self.turn}: reading {n_prompts} prompts")
-
-    def check(self, new_tokens, rows_done):
-        self.bar.set_description_str(f"{self.turn}: sampling", refresh=False)
-        self.call_tokens += new_tokens
-        self.call_rows = rows_done
-        self.show()
-
-    def call_done(self, gen):
-        self.tokens += sum(map(len, gen.tokens))
-        self.rows += len(gen.tokens)
-        self.call_tokens = self.call_rows = 0
-        self.show()
-
-    def show(self):
-        tokens = self.tokens + self.call_tokens
-        self.bar.n = self.rows + self.call_rows
-        self.bar.set_postfix_str(
-            f"{tokens:,} tokens, {tokens / (time.perf_counter() - self.start):.1f} tok/s"
-        )
-
-    def running_programs(self):
-        self.bar.set_description_str(f"{self.turn}: running programs")
-
-    def close(self):
-        self.bar.close()
 
 
 def format_counts(episodes):
@@ -378,10 +319,25 @@ def step_line(m):
     )
 
 
+def token_pieces(tok, tokens):
+    """The text each token adds to the decoded response (the pieces join to about tok.decode(tokens)), decoded
+    in windows of a few tokens so that leading spaces survive; a character split across tokens (UTF-8: at most 4
+    bytes) goes to the token that completes it."""
+    pieces, prefix, read = [], 0, 0
+    for k in range(1, len(tokens) + 1):
+        done, now = tok.decode(tokens[prefix:read]), tok.decode(tokens[prefix:k])
+        if now.endswith("\ufffd") and k < len(tokens) and k - read < 4:
+            pieces.append("")
+            continue
+        pieces.append(now[len(done) :])
+        prefix, read = read, k
+    return pieces
+
+
 def step_samples(step, items, batch, tok, per_role=2):
     """A few of a step's scored responses for the run report's heat maps (report.py): per role, its first scored
     response in each of the first `per_role` episodes that have one, as {"step", "problem": its id, "role" (the seat),
-    "pieces": the text of each token (report.token_pieces), "a_role": A^role per token (Eq. 9), "a_opd": A^OPD per
+    "pieces": the text of each token (token_pieces), "a_role": A^role per token (Eq. 9), "a_opd": A^OPD per
     token (Eq. 8)}. items: train.Scored after Phase 2 (lp_target, lp_contrast, lp_student, each (L,)); batch: the
     step's problems, indexed by Scored.episode."""
     chosen = {}

@@ -328,21 +328,6 @@ def check_html(rows):
 # --- heat maps of the role advantage (App. G.2) ---
 
 
-def token_pieces(tok, tokens):
-    """The text each token adds to the decoded response (the pieces join to about tok.decode(tokens)), decoded
-    in windows of a few tokens so that leading spaces survive; a character split across tokens (UTF-8: at most 4
-    bytes) goes to the token that completes it."""
-    pieces, prefix, read = [], 0, 0
-    for k in range(1, len(tokens) + 1):
-        done, now = tok.decode(tokens[prefix:read]), tok.decode(tokens[prefix:k])
-        if now.endswith("\ufffd") and k < len(tokens) and k - read < 4:
-            pieces.append("")
-            continue
-        pieces.append(now[len(done) :])
-        prefix, read = read, k
-    return pieces
-
-
 def heatmap(rows, block=4, levels=11):
     """App. G.2: per-token A^role = l^(i) - l^(j) (Eq. 9), averaged over blocks of `block` tokens and quantised
     into `levels` signed levels (the middle one ~ 0), on one scale for all rows. rows: (title, role, pieces,

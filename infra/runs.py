@@ -13,8 +13,11 @@ import shutil
 import sys
 from dataclasses import dataclass
 
+from tqdm import tqdm
+
 from infra.checkpoint import last_checkpoint, read_json, settings, start_log, step_of
 from infra.data import json_text, write_atomic
+from infra.metrics import step_line
 from scaling import distributed
 
 # OUT/run.json: the run's settings and every command that ran it, with its date
@@ -193,6 +196,12 @@ class Logs:
     samples: str
     episodes: str | None
 
+    def write(self, metrics):
+        """A step's metrics.jsonl record appended, and its console line printed above the progress bar."""
+        with open(self.metrics, "a") as f:
+            f.write(json_text(metrics) + "\n")
+        tqdm.write(step_line(metrics))
+
 
 def open_logs(args, rank, start):
     """The run's Logs, each cut back to `start` (a resumed step): rank 0 first begins the run (begin_run). Every
@@ -233,5 +242,10 @@ def evaluation_before(args, start, evaluate):
         )
         return {}
     results = {"before": evaluate()}
-    write_atomic(path, json_text(results, indent=1))
+    save_results(args, results)
     return results
+
+
+def save_results(args, results):
+    """OUT/results.json: the run's evaluations so far ({"before", "after"} -> figures), written atomically."""
+    write_atomic(os.path.join(args.out, "results.json"), json_text(results, indent=1))

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from infra.answers import answers_equivalent
-from infra.metrics import TurnProgress
+from infra.progress import TurnProgress
 from infra.seats import number_of, role_of, seat, seats
 from prompts import ROLES, build_context, entry_lines, fit_context, teammate
 from rollout import Episode, code_env, finish, math_env, sample_turn

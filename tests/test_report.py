@@ -16,7 +16,7 @@ import pytest
 
 import eval as ev
 import train
-from infra import report
+from infra import metrics, report
 from tests.test_train import FAST
 
 ROLES = ["coder", "tester", "reasoner", "tool_user"]
@@ -328,7 +328,7 @@ def test_the_rows_that_matter_come_first_accuracy_exchange_penalty_revise_iff_wr
 def test_token_pieces_keep_spaces_and_split_characters(tok):
     text = "def f(x):\n    return x + 1  # é, 数"
     tokens = tok(text, add_special_tokens=False)["input_ids"]
-    pieces = report.token_pieces(tok, tokens)
+    pieces = metrics.token_pieces(tok, tokens)
     assert len(pieces) == len(tokens) and "".join(pieces) == text
     # a three-byte character: its text goes to its last byte's token
     assert "" in pieces and "数" in pieces
