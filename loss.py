@@ -33,32 +33,33 @@ def ras_advantage(lp_teacher_target, lp_teacher_contrast, lp_student, lam):
     return (a_opd + lam * a_role).detach()
 
 
-def eq13_weights(roles, episode_ids, n_episodes=None):
+def eq13_weights(seats, episode_ids, n_episodes=None):
     """The weight of each response in Eq. 13, so that the loss is sum_i w_i *
     mean_k(...).
 
     Averaging order (§3.4): mean over a response's tokens (mas_opd_loss), then over the
-    turns a role played in its episode, then over the roles of that episode, then over
-    the episodes of the batch. So w_i = 1 / (E * N_e * |T_{e,role}|): a role's four
-    turns share what one turn would get alone. roles, episode_ids: one entry per
-    response. n_episodes: E, when these responses are only part of the batch (one rank's
-    share under data parallelism); default: the episodes among episode_ids. Returns a
-    list of floats (summing to 1 when n_episodes is left out).
+    turns an agent played in its episode, then over the agents of that episode (the
+    paper's N roles), then over the episodes of the batch. So w_i = 1 / (E * N_e *
+    |T_{e,i}|): an agent's four turns share what one turn would get alone. seats: each
+    response's author, agent i (a pair's seats are its roles); episode_ids: its episode.
+    n_episodes: E, when these responses are only part of the batch (one rank's share
+    under data parallelism); default: the episodes among episode_ids. Returns a list of
+    floats (summing to 1 when n_episodes is left out).
     """
-    if len(roles) != len(episode_ids):
+    if len(seats) != len(episode_ids):
         raise ValueError(
-            "eq13_weights: roles and episode_ids must have one entry per response"
+            "eq13_weights: seats and episode_ids must have one entry per response"
         )
-    turns = {}  # (episode, role) -> number of responses
-    for e, r in zip(episode_ids, roles):
-        turns[(e, r)] = turns.get((e, r), 0) + 1
-    n_roles = {}
+    turns = {}  # (episode, seat) -> number of responses
+    for e, i in zip(episode_ids, seats):
+        turns[(e, i)] = turns.get((e, i), 0) + 1
+    agents = {}  # episode -> number of agents that answered in it
     for e, _ in turns:
-        n_roles[e] = n_roles.get(e, 0) + 1
-    n_episodes = n_episodes or len(n_roles)
+        agents[e] = agents.get(e, 0) + 1
+    n_episodes = n_episodes or len(agents)
     return [
-        1.0 / (n_episodes * n_roles[e] * turns[(e, r)])
-        for e, r in zip(episode_ids, roles)
+        1.0 / (n_episodes * agents[e] * turns[(e, i)])
+        for e, i in zip(episode_ids, seats)
     ]
 
 

@@ -46,9 +46,9 @@ class TurnProgress:
         self.call_rows = rows_done
         self.show()
 
-    def call_done(self, gen):
-        self.tokens += sum(map(len, gen.tokens))
-        self.rows += len(gen.tokens)
+    def call_done(self, sampled):
+        self.tokens += sum(map(len, sampled.tokens))
+        self.rows += len(sampled.tokens)
         self.call_tokens = self.call_rows = 0
         self.show()
 
