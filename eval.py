@@ -166,15 +166,17 @@ def evaluate_policies(problems, policies, tok, args):
     evaluated as one (teams/evaluation.py)."""
     cfg = rollout_config(args, progress=True, **EVAL_DECODING)
     on_run = lambda *one: tqdm.write(run_line(*one))
-    seeds, n = args.eval_seeds, args.agents_per_role
-    if n > 1:
-        out = evaluate_team(
-            problems, policies, tok, seeds, cfg, n, args.eval_exchange, on_run
-        )
-    else:
-        out = evaluate(problems, policies, tok, seeds, cfg, args.eval_exchange, on_run)
+    system = evaluator(args.agents_per_role)
+    out = system(
+        problems, policies, tok, args.eval_seeds, cfg, args.eval_exchange, on_run
+    )
     release_decoder()
     return out
+
+
+def evaluator(n):
+    """evaluate for the pair (n = 1), or a team of 2n agents' own (teams/evaluation.py)."""
+    return partial(evaluate_team, n=n) if n > 1 else evaluate
 
 
 def heatmap_html(teacher, tok, episodes, attributions, limit, block=4, levels=11):
@@ -368,9 +370,11 @@ def seat_plan(args, problems, seats):
     return dirs[seats[0]], len(seats), most
 
 
-def main(argv=None):
+def eval_args(argv=None):
+    """eval.py's command line: eval_parser's flags, then what it evaluates (--run or
+    --student, and a team's n), the heat map and the exchange; the preset applied."""
     ap, data, out = eval_parser(
-        "Evaluate a trained or untrained team; the paper's analysis metrics."
+        "Evaluate a trained or untrained team; the paper's metrics."
     )
     who = data.add_mutually_exclusive_group(required=True)
     who.add_argument("--run", help="a train.py output directory")
@@ -380,99 +384,89 @@ def main(argv=None):
         "--agents-per-role",
         type=COUNT,
         default=AGENTS_PER_ROLE,
-        help="n: a team of 2n agents, n "
-        "per role (App. E.1); with --run, the n it was trained with [%(default)s]",
+        help="n: a team of 2n agents, n per role (App. E.1); with --run, the n it was "
+        "trained with [%(default)s]",
     )
     add(
         "--teacher",
-        help="the teacher of --heatmap, a model spec as for --student (required with "
-        "--heatmap)",
+        help="the teacher of --heatmap, a model spec as for --student "
+        "(required with --heatmap)",
     )
     add(
         "--teacher-max-prompt-tokens",
         type=COUNT,
-        help=preset_help(
-            "teacher_max_prompt_tokens", "the teacher prompt limit of --heatmap"
-        ),
+        help=preset_help("teacher_max_prompt_tokens", "the heat map's teacher limit"),
     )
     add = out.add_argument
     add("--no-exchange", action="store_true", help="skip the seat-exchange evaluation")
-    add(
-        "--heatmap",
-        help="write the App. G.2 role-advantage heat map (needs --teacher) here",
-    )
+    add("--heatmap", help="write the App. G.2 heat map (needs --teacher) here")
     args = ap.parse_args(argv)
     if args.heatmap and not args.teacher:
         ap.error("--heatmap needs --teacher, the model that scores the responses")
     apply_preset(args)
     args.precision = precision(args.precision, args.device)
+    return args
+
+
+def load_seats(args, seats, dtype):
+    """(seat -> policy, tokenizer): a run's checkpoint, its policy per seat (--run), or
+    one untrained model in every seat (--student), on args.device in `dtype`."""
+    if args.run:
+        checkpoint = os.path.join(args.run, "checkpoint")
+        return load_policies(checkpoint, seats, args.device, dtype)
+    model, tok = load_model(args.student, dtype=dtype)
+    return {s: model.to(args.device) for s in seats}, tok
+
+
+def write_heatmap(args, problems, policies, tok, cfg, dtype):
+    """App. G.2's page for args.heatmap: one run's first turns, scored by args.teacher."""
+    n = args.agents_per_role
+    play_system = partial(play_team, n=n) if n > 1 else play
+    episodes, attributions = play_system(problems, policies, tok, args.seeds[0], cfg)
+    # the students' KV cache, before the teacher needs the memory (as the plan assumes)
+    release_decoder()
+    teacher = load_model(args.teacher, seed=1, dtype=dtype)[0].to(args.device)
+    limit = args.teacher_max_prompt_tokens
+    write_atomic(
+        args.heatmap, heatmap_html(teacher, tok, episodes, attributions, limit)
+    )
+    print(f"wrote {args.heatmap}")
+
+
+def main(argv=None):
+    args = eval_args(argv)
     # bf16 weights outright, no autocast: nothing is trained here, so no fp32 masters
     # are needed, and the decode step reads half the bytes and can be recorded
     # (sampler.decoder). These are the models train.py samples with.
     dtype = DTYPES[args.precision]
+    outputs = {
+        "--json": args.json,
+        "--heatmap": args.heatmap,
+        "--episodes": args.episodes,
+    }
     try:
-        problems = start(
-            args,
-            {
-                "--json": args.json,
-                "--heatmap": args.heatmap,
-                "--episodes": args.episodes,
-            },
-        )
-        # a seat per agent, 2n per domain
-        seats = team_seats(problems, args.agents_per_role)
+        problems = start(args, outputs)
+        seats = team_seats(problems, args.agents_per_role)  # 2n per domain
         spec, n_models, prompts = seat_plan(args, problems, seats)
-        # the teacher scores the students' token ids (Eq. 7): one tokenizer
-        if args.heatmap:
+        if args.heatmap:  # the teacher scores the students' token ids (Eq. 7)
             who = f"--run {args.run}" if args.run else f"--student {args.student}"
             same_tokenizer_specs(args.teacher, spec, (f"--teacher {args.teacher}", who))
-        cfg = plan(
-            args, problems, spec, n_models, prompts, args.heatmap and args.teacher
-        )
-        if args.run:
-            checkpoint = os.path.join(args.run, "checkpoint")
-            policies, tok = load_policies(checkpoint, seats, args.device, dtype)
-        else:
-            model, tok = load_model(args.student, dtype=dtype)
-            policies = {s: model.to(args.device) for s in seats}
+        teacher = args.heatmap and args.teacher
+        cfg = plan(args, problems, spec, n_models, prompts, teacher)
+        policies, tok = load_seats(args, seats, dtype)
         forget_gguf()
         check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
-        n, exchange, on_run = (
-            args.agents_per_role,
-            not args.no_exchange,
-            report_run(args.episodes),
-        )
-        if n > 1:
-            figures = evaluate_team(
-                problems, policies, tok, args.seeds, cfg, n, exchange, on_run
-            )
-        else:
-            figures = evaluate(
-                problems, policies, tok, args.seeds, cfg, exchange, on_run
-            )
+        system, exchange = evaluator(args.agents_per_role), not args.no_exchange
+        on_run = report_run(args.episodes)
+        figures = system(problems, policies, tok, args.seeds, cfg, exchange, on_run)
         result = {args.run or f"untrained {args.student}": figures}
         print(markdown(result))
         if args.json:  # before the heat map, whose teacher may still fail to load
             write_atomic(args.json, json_text(result, indent=1))
         if args.heatmap:
-            episodes, attributions = (partial(play_team, n=n) if n > 1 else play)(
-                problems, policies, tok, args.seeds[0], cfg
-            )
-            # the team's KV cache, before the teacher needs the memory (as the plan
-            # assumes)
-            release_decoder()
-            teacher, _ = load_model(args.teacher, seed=1, dtype=dtype)
-            html = heatmap_html(
-                teacher.to(args.device),
-                tok,
-                episodes,
-                attributions,
-                args.teacher_max_prompt_tokens,
-            )
-            write_atomic(args.heatmap, html)
-            print(f"wrote {args.heatmap}")
-    except (ProblemError, ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+            write_heatmap(args, problems, policies, tok, cfg, dtype)
+    except (ProblemError, ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -206,9 +206,9 @@ class CodeArtefacts:
     # the Tester's one test case (extract_test_case); None when it wrote none
     test_input: str | None
     test_output: str | None  # ... and its declared expected output
-    # what the program printed on test_input, its "error: ..." string (NO_CODE_BLOCK
+    # what the program printed on test_input, or its "error: ..." string (NO_CODE_BLOCK
+    # without a program); None when there was no test case to run it on
     program_output: str | None
-    # without a program), None when there was no test case to run it on
     parsed_by: dict  # role -> the rule that read its artefact, None when none could
 
     def own(self, role):

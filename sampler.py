@@ -240,14 +240,10 @@ def _grouped_attention(q, k, v, mask, scale):
             q, k, v, attn_mask=mask, scale=scale, enable_gqa=True
         )
     Hkv = k.size(1)
-    o = F.scaled_dot_product_attention(
-        q.reshape(B, Hkv, H // Hkv, D),
-        k,
-        v,
-        scale=scale,
-        # (B, Hkv, G, D)
-        attn_mask=mask.expand(B, 1, H // Hkv, mask.size(-1)),
-    )
+    # a KV head's G = H // Hkv query heads as its rows: q (B, Hkv, G, D), the mask alike
+    q = q.reshape(B, Hkv, H // Hkv, D)
+    mask = mask.expand(B, 1, H // Hkv, mask.size(-1))
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     return o.reshape(B, H, 1, D)
 
 

@@ -61,7 +61,9 @@ def team_decisions(episodes, attributions):
                     )
 
 
-def evaluate_team(problems, policies, tok, seeds, cfg, n, exchange=True, on_run=None):
+def evaluate_team(
+    problems, policies, tok, seeds, cfg, exchange=True, on_run=None, *, n
+):
     """eval.evaluate for a team of 2n agents: its figures over seeds; with exchange, also each policy in the seat of
     its partner (the agent of the same number in the teammate role) and the exchange penalty. on_run as for
     eval.evaluate."""

@@ -444,7 +444,7 @@ def test_exchange_puts_each_policy_in_the_partner_seat_of_the_same_number(
         ],
     )
     team = {s: s for s in seats("math", 2)}
-    evaluate_team([APPLES], team, tok, [1], CFG2, 2, exchange=True)
+    evaluate_team([APPLES], team, tok, [1], CFG2, exchange=True, n=2)
     assert seen[1] == {
         "reasoner": "tool_user",
         "reasoner2": "tool_user2",
