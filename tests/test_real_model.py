@@ -238,7 +238,7 @@ def test_smollm2_tokenizer_stop_ids_and_chat_template(smol):
     assert type(model).__name__ == "LlamaForCausalLM" and not model.is_quantized
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
     # <|endoftext|> is unk here
-    assert tok.eos_token == "<|im_end|>" and prompts.stop_ids_of(tok) == (im_end)
+    assert tok.eos_token == "<|im_end|>" and prompts.stop_ids_of(tok) == (im_end,)
     # SmolLM2 has no thinking mode: the template ignores enable_thinking=False (jinja drops unknown kwargs) and
     # adds its own default system prompt, which thus sits in every student and teacher prompt.
     chat = tok.apply_chat_template(
