@@ -3,6 +3,7 @@
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 
 import pytest
@@ -137,3 +138,33 @@ def problems(tmp_path_factory):
     path = tmp_path_factory.mktemp("data") / "p.jsonl"
     path.write_text(json.dumps(SUM) + "\n" + json.dumps(APPLES) + "\n")
     return str(path)
+
+
+HIDE_BUBBLEWRAP = """\
+import shutil
+which = shutil.which
+shutil.which = lambda name, *a, **k: None if name == "bwrap" else which(name, *a, **k)
+"""
+
+
+which = shutil.which  # the real one, before a test hides bubblewrap
+
+
+@pytest.fixture(params=["native", "no bubblewrap"])
+def jailed(request, monkeypatch):
+    """The jail's promises tested where a jail is had: bubblewrap's where it works, then with bubblewrap hidden (a
+    new user's machine) whatever this machine gives without it: the namespaces jail as root. Where that is no jail
+    the test is skipped: train.py and eval.py refuse code problems there (jail.isolation_refusal). Returns the
+    lines that hide bubblewrap from a Python subprocess ("" for native)."""
+    if request.param == "no bubblewrap":
+        monkeypatch.setattr(
+            shutil,
+            "which",
+            lambda name, *a, **k: None if name == "bwrap" else which(name, *a, **k),
+        )
+        jail._setup.cache_clear()
+        # before monkeypatch gives bubblewrap back
+        request.addfinalizer(jail._setup.cache_clear)
+    if jail._setup()[1] is None:
+        pytest.skip("no jail here at this level")
+    return HIDE_BUBBLEWRAP if request.param == "no bubblewrap" else ""

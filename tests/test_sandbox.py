@@ -395,36 +395,6 @@ print(0)
 """
 
 
-HIDE_BUBBLEWRAP = """\
-import shutil
-which = shutil.which
-shutil.which = lambda name, *a, **k: None if name == "bwrap" else which(name, *a, **k)
-"""
-
-
-which = shutil.which
-
-
-@pytest.fixture(params=["native", "no bubblewrap"])
-def jailed(request, monkeypatch):
-    """The jail's promises tested where a jail is had: bubblewrap's where it works, then with bubblewrap hidden (a
-    new user's machine) whatever this machine gives without it: the namespaces jail as root. Where that is no jail
-    the test is skipped: train.py and eval.py refuse code problems there (jail.isolation_refusal). Returns the
-    lines that hide bubblewrap from a Python subprocess ("" for native)."""
-    if request.param == "no bubblewrap":
-        monkeypatch.setattr(
-            shutil,
-            "which",
-            lambda name, *a, **k: None if name == "bwrap" else which(name, *a, **k),
-        )
-        jail._setup.cache_clear()
-        # before monkeypatch gives bubblewrap back
-        request.addfinalizer(jail._setup.cache_clear)
-    if jail._setup()[1] is None:
-        pytest.skip("no jail here at this level")
-    return HIDE_BUBBLEWRAP if request.param == "no bubblewrap" else ""
-
-
 def test_a_program_cannot_read_the_golden_tests(jailed):
     """The golden tests are in a world-readable file named on the command line of the process that runs the
     verifier; a program that finds them passes without solving anything unless the jail hides both."""
