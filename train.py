@@ -1,34 +1,22 @@
 """MAS-OPD training: Algorithm 1 (App. C) as one readable loop.
 
-Per step: Phase 1 the students roll out jointly (rollout.py); Phase 2 the verifier attributes every
-completed turn (attribution.py), then the frozen teacher scores every response twice, under the
-target and the contrast role condition (teacher.py), giving A^RAS (Eq. 10); Phase 3 the loss of
-Eq. 13 (loss.py) updates each role's policy from its own responses, all policies synchronously.
-Verdicts and teacher scores are then dropped.
+Per step: Phase 1 the students roll out jointly (rollout.py); Phase 2 the verifier
+attributes every completed turn (attribution.py), then the frozen teacher scores every
+response twice, under the target and the contrast role condition (teacher.py), giving
+A^RAS (Eq. 10); Phase 3 the loss of Eq. 13 (loss.py) updates each role's policy from its
+own responses, all policies synchronously. Verdicts and teacher scores are then dropped.
+What a run starts from is infra/launch.py's, its files infra/'s, several ranks and
+offloading scaling/'s; a variant brings its own step (baselines/grpo.py) or Phase 1 and
+2a (teams/). Tiny random models, every phase in seconds; the paper's schedule (the
+defaults, App. D.6.1, D.6.3; --preset for other scales); the laptop demo; eight GPUs:
 
-Beside it, each in its own place: the command line (config.py); what a run starts from (models,
-optimizers, a resumed state, the bf16 rollout copies: infra/launch.py); a step's figures and
-console line (infra/metrics.py); checkpoints and resume (infra/checkpoint.py); several ranks
-(infra/distributed.py, and --fsdp's schedule in infra/sharding.py); what waits in host memory
-(infra/offload.py); the run's report (infra/report.py). The variants run this loop with a step of
-their own: the GRPO baselines of Table 1 (baselines/grpo.py, `python -m baselines.grpo`), and a
-team of 2n agents or the attribution model brings its own Phase 2a (teams/verdicts.py).
-
-    python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 \\
-        --steps 3 --batch 2 --max-new-tokens 32    # tiny random models: every phase, in seconds
-    python train.py --problems FILE --student DIR --teacher DIR    # the paper's schedule (defaults)
-    python -m toy                      # the laptop demo: the toy world through this file
+    python train.py --problems examples/problems.jsonl --student tiny-qwen3 --teacher tiny-qwen3 --steps 3
+    python train.py --problems FILE --student DIR --teacher DIR
+    python -m toy
     torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR --fsdp
-
-Defaults are the paper's values (App. D.6.1, D.6.3) where it gives one; `--help` shows them in
-brackets. The flags that depend on the scale of a run (schedule, batches, lengths, checkpoint
-interval) come from `--preset` (paper | gpu | cpu) unless given. At start it prints what a step will
-sample and a checkpoint will write, and refuses a run whose --out has not the disk space for its
-next checkpoint.
 """
-import json
+
 import math
-import os
 import random
 import sys
 from contextlib import nullcontext
@@ -40,162 +28,183 @@ from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
 from attribution import attribute_episodes
-from config import get_args, preset_line
+from config import get_args
 from eval import evaluate_policies, markdown
-from infra import distributed
-from infra.checkpoint import distinct, save_checkpoint, start_log
-from infra.data import (ProblemError, batch_for_step, check_writable, json_text, load_problems,
-                        write_atomic)
-from infra.launch import attribution_judge, build, refresh
-from infra.metrics import StepLog, gap_metrics, logprob_gap, rollout_counts, step_line
-from infra.models import cpu_threads
-from infra.offload import optimizer_steps, teacher_on_device
+from infra.checkpoint import checkpoint
+from infra.data import ProblemError, check_writable, load_problems
+from infra.launch import attribution_judge, build, start_lines
+from infra.metrics import StepLog, gap_metrics, logprob_gap, rollout_counts
 from infra.report import write_report
-from infra.runs import begin_run, check_run, evaluation_before
-from infra.sandbox import check_isolation, describe
-from infra.sharding import full_states, lockstep, logprobs
+from infra.runs import check_run, evaluation_before, open_logs, save_results
 from infra.stopping import done_line, stop_line, stop_on_signals
 from loss import eq13_weights, mas_opd_loss, ras_advantage
 from prompts import check_prompt_limit
 from rollout import Response, rollout_config, run_episodes
-from sampler import release_decoder
+from sampler import release_decoder, sequence_logprobs
+from sandbox.jail import check_isolation
+from scaling import distributed
+from scaling.offload import teacher_on_device
+from scaling.sharding import lockstep
 from teacher import score_both_passes, teacher_inputs
-from teams.verdicts import phase_2a
+from teams.phases import phases
 
 
 @dataclass
 class Scored:
-    """One student response on its way through Phases 2 and 3. Per-token tensors have shape (L,),
-    L = its tokens."""
-    episode: int  # its episode's index in the step's batch (Eq. 13 averages per episode)
-    role: str     # its author's seat (infra/team.py): its gradient goes to policies[role] only
+    """One student response on its way through Phases 2 and 3. Per-token tensors have
+    shape (L,), L = its tokens."""
+
+    episode: int  # its episode's index in the step's batch (Eq. 13 averages by it)
+    seat: str  # its author: its gradient goes to policies[seat] only
     response: Response  # the student's context x_i^t and its sampled tokens y_i^t
-    ctx_target: list    # u~ (Eq. 12) under the target role's condition r_i, token ids
-    ctx_contrast: list  # u~ (Eq. 12) under the contrast condition kappa(r_i) (Eq. 23), token ids
-    lp_student: torch.Tensor  # log pi_theta_i(y_k | x, y_<k) kept from the sampler (App. C)
-    lp_target: torch.Tensor = None    # l^(i)_k, the teacher under r_i (Eq. 7)
+    ctx_target: list  # u~ (Eq. 12) under the target role's condition r_i, token ids
+    # u~ (Eq. 12) under the contrast condition kappa(r_i) (Eq. 23), token ids
+    ctx_contrast: list
+    # log pi_theta_i(y_k | x, y_<k) kept from the sampler (App. C)
+    lp_student: torch.Tensor
+    lp_target: torch.Tensor = None  # l^(i)_k, the teacher under r_i (Eq. 7)
     lp_contrast: torch.Tensor = None  # l^(j)_k, the teacher under r_j, j = kappa(i)
-    adv: torch.Tensor = None          # A^RAS_k (Eq. 10), detached
+    adv: torch.Tensor = None  # A^RAS_k (Eq. 10), detached
 
 
 def autocast(args):
-    """bf16 compute over the fp32 master weights, or nothing (precision is left open by the paper,
-    DECISIONS.md D9)."""
+    """bf16 compute over the fp32 master weights, or nothing (precision is left open by
+    the paper, DECISIONS.md D9)."""
     if args.precision != "bf16":
         return nullcontext()
     return torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16)
 
 
-def train_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models=None,
-               attribute=None, log=None):
-    """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes ->
-    advantages -> update. rollout_models: what Phase 1 samples with (default: the policies).
-    attribute: Phase 2a of a team of 2n agents or of the attribution model
-    (teams.verdicts.phase_2a), None for PAC's verifier of a pair. log: what the run keeps of the
-    step (infra.metrics.StepLog: phase seconds, episodes, the report's samples). Returns the step's
-    metrics.jsonl record."""
+def batch_for_step(problems, step, batch, seed):
+    """The problems of one step: epoch-wise shuffles derived from the seed alone, so a
+    resumed run draws the same problems as an uninterrupted one without storing a
+    data-loader state."""
+    out, n = [], len(problems)
+    for k in range(step * batch, (step + 1) * batch):
+        epoch, i = divmod(k, n)
+        out.append(problems[random.Random(f"{seed}-{epoch}").sample(range(n), n)[i]])
+    return out
+
+
+def train_step(step, s, args, log=None):
+    """One iteration of Algorithm 1 (App. C): rollout -> attribute -> two teacher passes
+    -> advantages -> update. s: its inputs (infra.launch.Start); log: what the run keeps
+    of the step (infra.metrics.StepLog). Returns the step's metrics.jsonl record."""
     log = log or StepLog(step, args.device)
     cfg = rollout_config(args, progress=log.show)
-    batch = batch_for_step(problems, step, args.batch, args.seed)  # the step's problems
-    ids = distributed.share(args.batch)  # the episodes this rank plays (all of them in one process)
-    with log.phase("rollout"):      # Phase 1: the students' joint rollout (Eq. 1-3)
-        episodes = joint_rollout([batch[i] for i in ids], policies, rollout_models or policies,
-                                 tok, cfg, gen, args)
+    batch = batch_for_step(s.problems, step, args.batch, args.seed)
+    ids = distributed.share(args.batch)  # this rank's episodes (all in one process)
+    with log.phase("rollout"):  # Phase 1: the students' joint rollout (Eq. 1-3)
+        episodes = joint_rollout([batch[i] for i in ids], s, cfg, args)
         log.record(episodes)
-    with log.phase("attribution"):  # Phase 2a, PAC: a^t of every completed turn (Eq. 11)
-        verify = attribute or attribute_episodes  # a team's own Phase 2a, if given
-        attributions = verify(episodes, timeout=cfg.code_timeout, workers=args.workers)
-    with log.phase("teacher"):      # Phase 2b, RAS: two teacher passes, A^RAS (Eq. 7-10)
-        items, overlong = teacher_scores(episodes, attributions, ids, teacher, tok, args)
-    log.sample(items, batch)  # a few scored responses for the report's heat maps (App. G.2)
-    with log.phase("update"):       # Phase 3: Eq. 13, all policies synchronously
-        updated = update(items, args.batch, policies, optims, args)
+    with log.phase("attribution"):  # Phase 2a, PAC: a^t of every turn (Eq. 11)
+        attributions = s.attribute(
+            episodes, timeout=cfg.code_timeout, workers=args.workers
+        )
+    with log.phase("teacher"):  # Phase 2b, RAS: two teacher passes, A^RAS (Eq. 7-10)
+        items, overlong = teacher_scores(episodes, attributions, ids, s, args)
+    log.sample(items, batch)  # a few scored responses for the heat maps (App. G.2)
+    with log.phase("update"):  # Phase 3: Eq. 13, all policies synchronously
+        updated = update(items, args.batch, s.policies, s.optims, args)
     return log.close(rollout_counts(episodes, attributions, items, overlong), updated)
 
 
-def teacher_scores(episodes, attributions, ids, teacher, tok, args):
-    """Phase 2b: each response scored by the teacher under r_i and kappa(r_i) (Eq. 7), then A^RAS
-    (Eq. 10) from the sampler's log-probs. ids: each episode's index in the step's batch.
-    -> (Scored items, teacher-overlong count)."""
+def teacher_scores(episodes, attributions, ids, s, args):
+    """Phase 2b: each response scored by the teacher s.teacher under r_i and kappa(r_i)
+    (Eq. 7), then A^RAS (Eq. 10) from the sampler's log-probs. ids: each episode's index
+    in the step's batch. -> (Scored items, teacher-overlong count)."""
     # u~ under r_i and kappa(r_i), with the verdicts c^{<t} unless w/o PAC (Eq. 12)
-    inputs, overlong = teacher_inputs(episodes, attributions, tok, args.teacher_max_prompt_tokens,
-                                      pac=not args.no_pac)
-    items = [Scored(ids[k], role, resp, target, contrast, torch.tensor(resp.logprobs))
-             for k, role, resp, target, contrast in inputs]
+    limit, pac = args.teacher_max_prompt_tokens, not args.no_pac
+    inputs, overlong = teacher_inputs(episodes, attributions, s.tok, limit, pac)
+    items = [
+        Scored(ids[k], seat, resp, target, contrast, torch.tensor(resp.logprobs))
+        for k, seat, resp, target, contrast in inputs
+    ]
     targets = [it.ctx_target for it in items]
     contrasts = [it.ctx_contrast for it in items]
     responses = [it.response.tokens for it in items]
-    with autocast(args), teacher_on_device(teacher, args.device, args.teacher_offload):
-        lps = score_both_passes(teacher, targets, contrasts, responses,  # Eq. 7, twice
-                                args.teacher_batch_tokens)
+    with (
+        autocast(args),
+        teacher_on_device(s.teacher, args.device, args.teacher_offload),
+    ):
+        # Eq. 7, twice
+        lps = score_both_passes(
+            s.teacher, targets, contrasts, responses, args.teacher_batch_tokens
+        )
     for it, lp_target, lp_contrast in zip(items, *lps):
         it.lp_target, it.lp_contrast = lp_target, lp_contrast
-        it.adv = ras_advantage(lp_target, lp_contrast, it.lp_student, args.lam)  # Eq. 10
+        # Eq. 10
+        it.adv = ras_advantage(lp_target, lp_contrast, it.lp_student, args.lam)
     return items, overlong
 
 
-def joint_rollout(problems, policies, rollout_models, tok, cfg, gen, args, play=run_episodes):
-    """Phase 1 of Algorithm 1 (App. C): the rollout models refreshed from the policies
-    (on-policy), then the students' episodes (play: rollout.run_episodes; a baseline's own
-    protocol, baselines/single.py). Under bf16 the rollout copies sample without autocast; their
-    log-probs are then those of bf16 weights while Eq. 13 differentiates the fp32 masters under
-    autocast: the gap between the two is reported as logprob_gap / logprob_gap_mean (0 would be
-    exactly on-policy, Eq. 8)."""
-    refresh(rollout_models, policies)
-    with autocast(args) if rollout_models is policies else nullcontext():
-        episodes = play(problems, rollout_models, tok, cfg, gen)
-    release_decoder()  # the sampler's KV cache, before the teacher and the update need the memory
+def joint_rollout(problems, s, cfg, args, play=None):
+    """Phase 1 of Algorithm 1 (App. C): the students' episodes (play: s.play, or a
+    variant's protocol) sampled by the policies or by their bf16 copies, which follow
+    every optimizer step (infra/launch.py). The copies sample without autocast, Eq. 13
+    differentiates the masters under it: metrics.jsonl's logprob_gap (0: on-policy)."""
+    play = play or s.play
+    with autocast(args) if s.rollout_models is s.policies else nullcontext():
+        episodes = play(problems, s.rollout_models, s.tok, cfg, s.gen)
+    # the sampler's KV cache, before the teacher and the update need the memory
+    release_decoder()
     return episodes
 
 
 def author_logprobs(items, policies):
-    """Eq. 13's log pi_theta_i(y_k | x, y_<k), with grad: each response re-scored by its author's
-    policy only."""
+    """Eq. 13's log pi_theta_i(y_k | x, y_<k), with grad: each response re-scored by its
+    author's policy only, with the sampler's force-decoding (a sharded policy answers it
+    alike, scaling/sharding.py). -> one (L,) tensor per item."""
     logps = [None] * len(items)
-    for model in distinct(policies):
-        idx = [k for k, it in enumerate(items) if policies[it.role] is model]
+    for model in dict.fromkeys(policies.values()):
+        idx = [k for k, it in enumerate(items) if policies[it.seat] is model]
         if idx:
             contexts = [items[k].response.context_ids for k in idx]
-            lps = logprobs(model, contexts, [items[k].response.tokens for k in idx])
-            for k, lp in zip(idx, lps):
+            responses = [items[k].response.tokens for k in idx]
+            for k, lp in zip(idx, sequence_logprobs(model, contexts, responses)):
                 logps[k] = lp
     return logps
 
 
 def micro_batches(mb, weights, size):
-    """Gradient accumulation: one mini-batch's responses and their Eq. 13 weights in consecutive
-    runs of `size` -> [(items, weights)]."""
-    return [(mb[lo:lo + size], weights[lo:lo + size]) for lo in range(0, len(mb), size)]
+    """Gradient accumulation: one mini-batch's responses and their Eq. 13 weights in
+    consecutive runs of `size` -> [(items, weights)]."""
+    return [
+        (mb[lo : lo + size], weights[lo : lo + size]) for lo in range(0, len(mb), size)
+    ]
 
 
 def update(items, n_episodes, policies, optims, args):
-    """Phase 3: the loss of Eq. 13 over mini-batches of `args.mini_batch` episodes (one optimizer
-    step each, all policies together), accumulated over micro-batches of `args.micro_batch`
-    responses. A non-finite advantage skips the step; a non-finite loss or gradient skips that
-    update. Returns the update's metrics. Batch semantics (episodes; the second mini-batch slightly
-    off-policy, without an importance ratio): DECISIONS.md D8.
-    Under torchrun `items` are this rank's share; the counts below are summed over ranks
-    (distributed.total) and the gradients before the step, so each rank takes the update of the
-    whole batch."""
+    """Phase 3: the loss of Eq. 13 over mini-batches of `args.mini_batch` episodes (one
+    optimizer step each, all policies together), accumulated over micro-batches of
+    `args.micro_batch` responses; batch semantics: DECISIONS.md D8. A non-finite
+    advantage skips the step, a non-finite loss or gradient that update. Under torchrun
+    `items` are this rank's share, the counts and gradients summed over ranks: each rank
+    takes the update of the whole batch. Returns the update's metrics."""
     out = {"loss": [], "updates": 0, "skipped": int(distributed.total(len(items)) == 0)}
     if nonfinite_advantage(items):
         return {**out, "skipped": 1}
-    unique, gap = distinct(policies), None
-    # FSDP2 is SPMD: with --fsdp every rank runs the same micro-batches (infra/sharding)
+    unique, gap = list(dict.fromkeys(policies.values())), None
+    # FSDP2 is SPMD: with --fsdp every rank runs the same micro-batches
+    # (scaling/sharding.py)
     split = partial(lockstep, policies=policies) if args.fsdp else micro_batches
     for model in unique:
         model.train()
-    for first in range(0, n_episodes, args.mini_batch):  # one optimizer step per mini-batch
+    # one optimizer step per mini-batch
+    for first in range(0, n_episodes, args.mini_batch):
         mb = [it for it in items if first <= it.episode < first + args.mini_batch]
-        n_mb = distributed.total(len({it.episode for it in mb}))  # E of Eq. 13, all ranks
+        n_mb = distributed.total(len({it.episode for it in mb}))  # E of Eq. 13
         if not n_mb:
             continue
-        weights = eq13_weights([it.role for it in mb], [it.episode for it in mb], n_mb)  # w_i
+        # w_i
+        weights = eq13_weights([it.seat for it in mb], [it.episode for it in mb], n_mb)
         loss_sum = 0.0
         for chunk, w in split(mb, weights, args.micro_batch):  # gradients accumulated
             with autocast(args):
-                logps = author_logprobs(chunk, policies)  # log pi_theta_i(y_k | x, y_<k)
-            gap = gap or logprob_gap(logps, chunk)  # the first micro-batch: still on-policy
+                # log pi_theta_i(y_k | x, y_<k)
+                logps = author_logprobs(chunk, policies)
+            # the first micro-batch: still on-policy
+            gap = gap or logprob_gap(logps, chunk)
             advs = [it.adv.to(lp.device) for it, lp in zip(chunk, logps)]
             loss = mas_opd_loss(logps, advs, w)  # Eq. 13
             loss.backward()
@@ -203,11 +212,12 @@ def update(items, n_episodes, policies, optims, args):
         optimizer_step(unique, optims, loss_sum, args, out)  # every policy at once
     for model in unique:
         model.eval()
-    return {**out, **gap_metrics(distributed.gather(gap))}  # over every rank's first micro-batch
+    # over every rank's first micro-batch
+    return {**out, **gap_metrics(distributed.gather(gap))}
 
 
 def nonfinite_advantage(items):
-    """Whether any rank holds a non-finite A^RAS (Eq. 10): then no rank updates this step."""
+    """Whether any rank holds a non-finite A^RAS (Eq. 10): then no rank updates."""
     if not distributed.total(not all(torch.isfinite(it.adv).all() for it in items)):
         return False
     print("!!! non-finite advantage; step skipped, no update", file=sys.stderr)
@@ -215,21 +225,26 @@ def nonfinite_advantage(items):
 
 
 def optimizer_step(unique, optims, loss_sum, args, out):
-    """One step of every policy on the mini-batch's gradients, summed over ranks and clipped to
-    args.grad_clip; a non-finite loss or gradient skips it. Appends the mini-batch's loss (all
-    ranks) to out["loss"], sets out["grad_norm"], counts out["updates"] and marks
-    out["skipped"]."""
+    """One step of every policy on the mini-batch's gradients, summed over ranks and
+    clipped to args.grad_clip; a non-finite loss or gradient skips it. Appends the
+    mini-batch's loss (all ranks) to out["loss"], sets out["grad_norm"], counts
+    out["updates"] and marks out["skipped"]."""
     distributed.sum_grads(unique)
     loss_sum = distributed.total(loss_sum)
-    out["grad_norm"] = [torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip).item()
-                        for model in unique]
+    out["grad_norm"] = [
+        torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip).item()
+        for model in unique
+    ]
     if all(math.isfinite(x) for x in out["grad_norm"] + [loss_sum]):
-        # one policy at a time; with --optimizer-offload the moments wait in host memory otherwise
-        optimizer_steps(optims, args.optimizer_offload)
+        # one policy at a time (--optimizer-offload: scaling/offload.py)
+        for opt in optims:
+            opt.step()
         out["updates"] += 1
     else:
-        print(f"!!! non-finite loss/gradient (loss {loss_sum}, grad norms {out['grad_norm']}); "
-              f"update skipped", file=sys.stderr)
+        values = f"loss {loss_sum}, grad norms {out['grad_norm']}"
+        print(
+            f"!!! non-finite loss/gradient ({values}); update skipped", file=sys.stderr
+        )
         out["skipped"] = 1
     for opt in optims:
         opt.zero_grad(set_to_none=True)
@@ -237,96 +252,78 @@ def optimizer_step(unique, optims, loss_sum, args, out):
 
 
 def main(argv=None, teacher=None, again="--resume"):
-    """The command line: Algorithm 1's loop (App. C) with evaluation before and after; `teacher`,
-    when given, is used instead of loading --teacher (see build); `again`: the flag that continues
-    the run in the calling command (infra/stopping.py)."""
+    """The command line: Algorithm 1's loop (App. C) with evaluation before and after;
+    `teacher`, when given, is used instead of loading --teacher (see build); `again`:
+    the flag that continues the run in the calling command (infra/stopping.py)."""
     run(get_args(argv), teacher, again=again)
 
 
-def run(args, teacher=None, step_fn=None, again="--resume"):
-    """Algorithm 1's loop on parsed args (config.get_args). step_fn: one iteration, train_step
-    unless a variant's (baselines/grpo.py). Under torchrun every rank runs this; rank 0 alone
-    prints, evaluates and writes (metrics.jsonl, checkpoints, results.json)."""
-    step_fn = step_fn or train_step
+def run(args, teacher=None, step_fn=None, evaluate=None, again="--resume"):
+    """Algorithm 1's loop on parsed args (config.get_args); step_fn and evaluate: a
+    variant's step and held-out evaluation (baselines/grpo.py). Under torchrun every
+    rank runs this; rank 0 alone prints, evaluates and writes."""
+    step_fn, evaluate = step_fn or train_step, evaluate or evaluate_policies
     rank, world, args.device = distributed.init(args.device)
     say = print if rank == 0 else lambda *a, **k: None
     hf_logging.disable_progress_bar()  # one bar (ours) per run, not one per saved shard
-    say(preset_line(args))
-    say("config:", json.dumps(vars(args)))
-    say(cpu_threads(args.threads))
     # SIGINT, SIGTERM: exit 130, 143 and one line (rank 0's)
     stop_on_signals(partial(stop_line, args, again=again) if rank == 0 else None)
-    say("sandbox:", describe())
-    if world > 1:
-        say(f"ranks: {world} (torchrun), each rolls out and scores "
-            f"{math.ceil(args.batch / world)} of the {args.batch} episodes of a step")
-    else:
-        say("ranks: 1")
-    if teacher is not None:
-        say(f"teacher: {type(teacher).__name__}, given by the caller (--teacher is not loaded)")
+    for line in start_lines(args, world, teacher):
+        say(line)
     torch.manual_seed(args.seed)
     random.seed(args.seed)
     try:
-        if note := check_isolation(args.unisolated_programs):  # before anything loads
-            say(note)
-        # before the models load, not at the first save
-        check_writable(args.out, "--out", directory=True)
-        check_run(args)  # a run in OUT: never written over; resumed only with its own settings
-        held_out = load_problems(args.eval_problems) if args.eval_problems else None
-        s = build(args, teacher)  # infra.launch.Start: Algorithm 1's inputs and the first step
-        policies, optims, tok, rollout_models = s.policies, s.optims, s.tok, s.rollout_models
-        attribute = phase_2a(args.agents_per_role, attribution_judge(args, s.teacher, tok), tok)
-        check_prompt_limit(held_out or [], tok, args.max_prompt_tokens)
+        s, held_out = start(args, teacher, say)
     except (ProblemError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    metrics_path = os.path.join(args.out, "metrics.jsonl")
-    samples_path = os.path.join(args.out, "samples.jsonl")
-    episodes_name = "episodes.jsonl" if rank == 0 else f"episodes.rank{rank}.jsonl"
-    episodes_path = os.path.join(args.out, episodes_name) if args.save_episodes else None
-    if rank == 0:
-        begin_run(args, s.step)  # OUT made, run.json begun; --overwrite discards the run there
-        start_log(metrics_path, s.step)
-        start_log(samples_path, s.step)
-    distributed.barrier()  # OUT exists before any rank writes its episodes there
-    if episodes_path:
-        start_log(episodes_path, s.step)
+    logs = open_logs(args, rank, s.step)  # metrics.jsonl, samples.jsonl, episodes
     skipped, results = s.skipped, {}
-    if held_out and rank == 0:  # evaluated as Phase 1 samples: on the bf16 copies
-        before = lambda: evaluate_policies(held_out, rollout_models, tok, args)
-        results = evaluation_before(args, s.step, before)  # written at once, read back on resume
-    for step in tqdm(range(s.step, args.steps), desc="steps", initial=s.step, total=args.steps,
-                     disable=rank != 0):
+    # evaluated as Phase 1 samples: on the rollout models
+    evaluated = lambda: evaluate(held_out, s.rollout_models, s.tok, args)
+    if held_out and rank == 0:  # written at once, read back on resume
+        results = evaluation_before(args, s.step, evaluated)
+    steps = range(s.step, args.steps)
+    for step in tqdm(steps, "steps", args.steps, initial=s.step, disable=rank != 0):
         # the report's heat maps (App. G.2) show the first and the last step
-        sampled = rank == 0 and step in (0, args.steps - 1)
-        log = StepLog(step, args.device, show=rank == 0, episodes=episodes_path,
-                      samples=samples_path if sampled else None, tok=tok)
-        metrics = step_fn(step, s.problems, policies, optims, s.teacher, tok, args, s.gen,
-                          rollout_models, attribute, log)
+        sampled = logs.samples if rank == 0 and step in (0, args.steps - 1) else None
+        log = StepLog(step, args.device, rank == 0, logs.episodes, sampled, s.tok)
+        metrics = step_fn(step, s, args, log)
         skipped += metrics["skipped"]
         metrics["skipped_total"] = skipped
         if rank == 0:
-            with open(metrics_path, "a") as f:
-                f.write(json_text(metrics) + "\n")
-            tqdm.write(step_line(metrics))  # stays on screen above the bar
+            logs.write(metrics)
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
-            # every rank's sampler stream, so that a resume continues each
-            samplers = distributed.gather(s.gen.get_state())
-            states = full_states(distinct(policies), optims)  # gathered to rank 0 under --fsdp
-            if rank == 0:
-                save_checkpoint(args.out, step, policies, states, tok, samplers, skipped, args)
+            checkpoint(s, step, skipped, args)
     say(done_line(args, s.step, skipped))
-    if held_out:
-        refresh(rollout_models, policies)  # the copies still hold the weights of before the update
     if held_out and rank == 0:
-        results["after"] = evaluate_policies(held_out, rollout_models, tok, args)
-        print(markdown({f"{k} ({len(held_out)} held-out problems, seeds {args.eval_seeds})": v
-                        for k, v in results.items()}))
-        write_atomic(os.path.join(args.out, "results.json"), json_text(results, indent=1))
+        results["after"] = evaluated()
+        held = f"({len(held_out)} held-out problems, seeds {args.eval_seeds})"
+        print(markdown({f"{k} {held}": v for k, v in results.items()}))
+        save_results(args, results)
     if rank == 0:
         print(f"report: {write_report(args.out)}")
     distributed.barrier()  # no rank leaves while rank 0 still writes or evaluates
     distributed.finish()
+
+
+def start(args, teacher, say):
+    """What a run checks and builds before its first step, a refusal in one line each:
+    the jail, --out, a run already there, the models (infra.launch.build), Phase 1 and
+    2a, the held-out problems. -> (infra.launch.Start, held-out problems or None)."""
+    if note := check_isolation(args.unisolated_programs):  # before anything loads
+        say(note)
+    check_writable(args.out, "--out", directory=True)  # before the models load
+    # a run in OUT: never written over; resumed only with its own settings
+    check_run(args)
+    held_out = load_problems(args.eval_problems) if args.eval_problems else None
+    s = build(args, teacher)
+    # Phase 1 and 2a: the pair's, unless a team of 2n agents or PAC by the attribution
+    # model brings its own (teams/)
+    play, attribute = phases(args, attribution_judge(args, s.teacher, s.tok), s.tok)
+    s.play, s.attribute = play or run_episodes, attribute or attribute_episodes
+    check_prompt_limit(held_out or [], s.tok, args.max_prompt_tokens)
+    return s, held_out
 
 
 if __name__ == "__main__":

@@ -20,31 +20,48 @@ L = -sum_i w_i mean_k sg(A_g) log pi_theta_i(y_k | x, y_<k): GRPO's policy gradi
 tokens without the KL term, and without the ratio clip, which is inactive on-policy
 (DECISIONS.md D13).
 """
+
 import dataclasses
 from dataclasses import dataclass
 from functools import partial
 
 import torch
+from tqdm import tqdm
 
-from attribution import attribute_episodes
 from baselines.rewards import role_reward
-from baselines.single import SINGLE, run_single
-from config import get_args
-from infra import distributed
-from infra.data import batch_for_step
-from infra.metrics import StepLog, rollout_counts, rollout_metrics
+from baselines.single import SINGLE, run_single, single_agent_metrics
+from config import (
+    ALPHA,
+    COUNT,
+    EVAL_DECODING,
+    GROUP_SIZE,
+    bounded,
+    get_args,
+    train_parser,
+)
+from eval import evaluate_policies, run_line
+from infra.metrics import StepLog, mean_std, rollout_counts, rollout_metrics
 from rollout import Response, final_answer, rollout_config, run_episodes
-from train import joint_rollout, run, update
+from sampler import release_decoder
+from scaling import distributed
+from train import batch_for_step, joint_rollout, run, update
+
+# MAS+GRPO, MAGRPO, SA+ST+GRPO, SA+MT+GRPO (App. D.3)
+VARIANTS = ("mas", "magrpo", "sa-st", "sa-mt")
 
 
 @dataclass
 class Rewarded:
     """One response on its way to train.update, in train.Scored's place: the fields the update reads."""
-    episode: int              # its problem's index in the step's batch: a group's G rollouts share Eq. 13's episode
-    role: str                 # its author's role: its gradient goes to policies[role] only (the per-role update)
-    response: Response        # the student's context x_i^t and its sampled tokens y_i^t
+
+    # its problem's index in the step's batch: a group's G rollouts share Eq. 13's episode
+    episode: int
+    # its author: its gradient goes to policies[seat] only (the per-role update)
+    seat: str
+    response: Response  # the student's context x_i^t and its sampled tokens y_i^t
     lp_student: torch.Tensor  # log pi_theta_i(y_k | x, y_<k) from the sampler, (L,)
-    reward: float             # R_i of its episode (Eq. 14), or its return-to-go from its turn (MAGRPO)
+    # R_i of its episode (Eq. 14), or its return-to-go from its turn (MAGRPO)
+    reward: float
     adv: torch.Tensor = None  # A_g on every token, (L,), detached
 
 
@@ -62,9 +79,20 @@ def turn_rewards(episode, atts, role, args, cfg, first=0):
     the answer the system would submit at t, Eq. 17). -> list of floats, one per turn from `first`."""
     out = []
     for t, (turn, att) in list(enumerate(zip(episode.turns, atts)))[first:]:
-        final = final_answer(dataclasses.replace(episode, turns=episode.turns[:t + 1]), cfg)
-        out.append(role_reward(role, episode.problem, turn.artefacts, att.checks, final, cfg.code_timeout,
-                               args.alpha))
+        final = final_answer(
+            dataclasses.replace(episode, turns=episode.turns[: t + 1]), cfg
+        )
+        out.append(
+            role_reward(
+                role,
+                episode.problem,
+                turn.artefacts,
+                att.checks,
+                final,
+                cfg.code_timeout,
+                args.alpha,
+            )
+        )
     return out
 
 
@@ -79,17 +107,28 @@ def group_items(problem_index, group, args, cfg):
             if args.grpo_variant == "magrpo":
                 r = turn_rewards(e, atts, role, args, cfg)
                 for t in range(len(r)):
-                    slots.setdefault((role, t), []).append((g, sum(r[t:])))  # Monte-Carlo return-to-go (gamma 1)
+                    # Monte-Carlo return-to-go (gamma 1)
+                    slots.setdefault((role, t), []).append((g, sum(r[t:])))
             else:  # the last turn's: what the episode submitted
                 last = turn_rewards(e, atts, role, args, cfg, first=len(e.turns) - 1)[0]
                 slots.setdefault((role, None), []).append((g, last))
-    for (role, t), members in sorted(slots.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):  # a fixed order
+    for (role, t), members in sorted(
+        slots.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)
+    ):  # a fixed order
         for (g, reward), a in zip(members, group_advantages([x for _, x in members])):
-            turns = group[g][0].turns if t is None else group[g][0].turns[t:t + 1]
+            turns = group[g][0].turns if t is None else group[g][0].turns[t : t + 1]
             for turn in turns:
                 resp = turn.responses[role]
-                items.append(Rewarded(problem_index, role, resp, torch.tensor(resp.logprobs), reward,
-                                      torch.full((len(resp.tokens),), a)))
+                items.append(
+                    Rewarded(
+                        problem_index,
+                        role,
+                        resp,
+                        torch.tensor(resp.logprobs),
+                        reward,
+                        torch.full((len(resp.tokens),), a),
+                    )
+                )
     return items
 
 
@@ -99,7 +138,12 @@ def grpo_items(episodes, attributions, ids, args, cfg):
     -> Rewarded items."""
     G, items = args.group_size, []
     for k, lo in enumerate(range(0, len(episodes), G)):
-        items += group_items(ids[k], list(zip(episodes[lo:lo + G], attributions[lo:lo + G])), args, cfg)
+        items += group_items(
+            ids[k],
+            list(zip(episodes[lo : lo + G], attributions[lo : lo + G])),
+            args,
+            cfg,
+        )
     return items
 
 
@@ -108,10 +152,23 @@ def reward_counts(episodes, attributions, items):
     no teacher, per role its responses and tokens (A^OPD, A^role and reverse KL 0: there is no teacher), and the
     sum of its rewards with the count of responses whose advantage is 0 (a group with nothing to prefer)."""
     counts = rollout_counts(episodes, attributions, [], 0)
-    counts["tokens"] = {"rollout": sum(len(it.response.tokens) for it in items), "teacher": 0}
+    counts["tokens"] = {
+        "rollout": sum(len(it.response.tokens) for it in items),
+        "teacher": 0,
+    }
     for it in items:
-        s = counts["roles"].setdefault(it.role, {"a_opd": 0.0, "a_role": 0.0, "reverse_kl": 0.0, "responses": 0,
-                                                 "tokens": 0, "reward": 0.0, "zero_advantage": 0})
+        s = counts["roles"].setdefault(
+            it.seat,
+            {
+                "a_opd": 0.0,
+                "a_role": 0.0,
+                "reverse_kl": 0.0,
+                "responses": 0,
+                "tokens": 0,
+                "reward": 0.0,
+                "zero_advantage": 0,
+            },
+        )
         s["responses"] += 1
         s["tokens"] += len(it.response.tokens)
         s["reward"] += it.reward
@@ -122,9 +179,20 @@ def reward_counts(episodes, attributions, items):
 def reward_metrics(counts):
     """Per role the mean reward of its responses and the % of them with a zero advantage; {} for MAS-OPD."""
     roles = {r: s for r, s in counts.get("roles", {}).items() if "reward" in s}
-    return {"reward": {r: s["reward"] / max(1, s["responses"]) for r, s in sorted(roles.items())},
-            "zero_advantage": {r: 100 * s["zero_advantage"] / max(1, s["responses"])
-                               for r, s in sorted(roles.items())}} if roles else {}
+    return (
+        {
+            "reward": {
+                r: s["reward"] / max(1, s["responses"])
+                for r, s in sorted(roles.items())
+            },
+            "zero_advantage": {
+                r: 100 * s["zero_advantage"] / max(1, s["responses"])
+                for r, s in sorted(roles.items())
+            },
+        }
+        if roles
+        else {}
+    )
 
 
 def reward_figures(counts):
@@ -133,31 +201,87 @@ def reward_figures(counts):
     return {**rollout_metrics(counts), **reward_metrics(counts)}
 
 
-def grpo_step(step, problems, policies, optims, teacher, tok, args, gen, rollout_models=None,
-              attribute=None, log=None):
-    """One step of a GRPO baseline in train.train_step's place, its arguments alike (teacher:
+def grpo_step(step, s, args, log=None):
+    """One step of a GRPO baseline in train.train_step's place, its arguments alike (s.teacher:
     None, never used): Phase 1 rolls out each of this rank's problems G times in a row (its group),
-    in the workflow or by the main role alone; Phase 2 is the verifier's a^t, then the rewards and
-    group advantages (grpo_items) in the teacher's place; Phase 3 is train.update."""
+    in the workflow or by the main role alone; Phase 2 is the verifier's a^t (or the attribution
+    model's, s.attribute), then the rewards and group advantages (grpo_items) in the teacher's
+    place; Phase 3 is train.update."""
     log = log or StepLog(step, args.device)
     cfg = rollout_config(args, progress=log.show)
-    batch = batch_for_step(problems, step, args.batch, args.seed)
+    batch = batch_for_step(s.problems, step, args.batch, args.seed)
     ids = distributed.share(args.batch)
     group = [batch[i] for i in ids for _ in range(args.group_size)]
     turns = min(SINGLE.get(args.grpo_variant, 0), cfg.max_turns)
     play = partial(run_single, max_turns=turns) if turns else run_episodes
     with log.phase("rollout"):
-        episodes = joint_rollout(group, policies, rollout_models or policies, tok, cfg, gen, args,
-                                 play=play)
+        episodes = joint_rollout(group, s, cfg, args, play)
         log.record(episodes)
     with log.phase("attribution"):
-        verify = attribute or attribute_episodes
-        attributions = verify(episodes, timeout=cfg.code_timeout, workers=args.workers)
+        attributions = s.attribute(
+            episodes, timeout=cfg.code_timeout, workers=args.workers
+        )
     with log.phase("reward"):
         items = grpo_items(episodes, attributions, ids, args, cfg)
     with log.phase("update"):
-        updated = update(items, args.batch, policies, optims, args)
-    return log.close(reward_counts(episodes, attributions, items), updated, reward_figures)
+        updated = update(items, args.batch, s.policies, s.optims, args)
+    return log.close(
+        reward_counts(episodes, attributions, items), updated, reward_figures
+    )
+
+
+def grpo_args(argv=None):
+    """train.py's command line with the baselines' flags (App. D.3, D.4, D.6.2), args.objective "grpo"."""
+    ap = train_parser("a GRPO baseline of Table 1 (App. D.3)")
+    ap.set_defaults(objective="grpo")
+    add = ap.add_argument_group(
+        "the GRPO baselines of Table 1 (App. D.3, D.4, D.6.2): rewards in "
+        "place of the teacher, which is not loaded"
+    ).add_argument
+    add(
+        "--grpo-variant",
+        choices=VARIANTS,
+        default="mas",
+        help="MAS+GRPO, MAGRPO, SA+ST+GRPO or SA+MT+GRPO [%(default)s]",
+    )
+    add(
+        "--group-size",
+        type=COUNT,
+        default=GROUP_SIZE,
+        help="G, rollouts per problem [%(default)s]",
+    )
+    add(
+        "--alpha",
+        type=bounded(float, 0),
+        default=ALPHA,
+        help="weight of the local rewards (Eq. 14) [%(default)s]",
+    )
+    args = get_args(argv, ap)
+    if args.agents_per_role > 1:
+        ap.error("--agents-per-role: the GRPO baselines run one agent per role")
+    if args.group_size < 2:
+        ap.error(
+            "--group-size 1: GRPO's group advantage (App. D.3) needs 2 or more per problem"
+        )
+    return args
+
+
+def evaluate(problems, policies, tok, args):
+    """train.run's held-out evaluation of a GRPO baseline: a single agent's alone (SA+ST, or SA+MT revising its
+    own answer, App. D.3) for the single-agent variants, eval.evaluate_policies for the workflow's."""
+    if args.grpo_variant not in SINGLE:
+        return evaluate_policies(problems, policies, tok, args)
+    cfg = rollout_config(args, progress=True, **EVAL_DECODING)
+    on_run = lambda *one: tqdm.write(run_line(*one))
+    multi = SINGLE[args.grpo_variant] > 1
+    out = mean_std(
+        [
+            single_agent_metrics(problems, policies, tok, s, cfg, on_run, multi)
+            for s in args.eval_seeds
+        ]
+    )
+    release_decoder()
+    return out
 
 
 def main(argv=None, teacher=None, again="--resume"):
@@ -165,8 +289,10 @@ def main(argv=None, teacher=None, again="--resume"):
     GRPO step each iteration and no teacher (`teacher` must be None: rewards take its place);
     `again` as train.main's."""
     if teacher is not None:
-        raise ValueError("the GRPO baselines load no teacher: their rewards take its place")
-    run(get_args(argv, grpo=True), step_fn=grpo_step, again=again)
+        raise ValueError(
+            "the GRPO baselines load no teacher: their rewards take its place"
+        )
+    run(grpo_args(argv), step_fn=grpo_step, evaluate=evaluate, again=again)
 
 
 if __name__ == "__main__":

@@ -6,20 +6,24 @@ CodeArtefacts / MathArtefacts) and the verifier's checks of that turn (attributi
 per reward; a local reward is the weighted sum of its parts with the paper's weights (LOCAL_WEIGHTS). What the
 paper names but does not define (what "build", "run", "parse", "valid" and "format" test): DECISIONS.md D12.
 """
+
 import ast
 
 from config import ALPHA
 from infra.answers import answers_equivalent
-from infra.cases import run_case
+from sandbox.cases import run_case
 
 # App. D.4: the parts of each role's local reward and their weights (each role's sum to 1)
-LOCAL_WEIGHTS = {"reasoner": {"format": 0.2, "answer": 0.8},
-                 "tool_user": {"run": 0.1, "parse": 0.1, "answer": 0.8},
-                 "coder": {"build": 0.1, "run": 0.1, "pass": 0.8},
-                 "tester": {"valid": 0.2, "spec": 0.8}}
+LOCAL_WEIGHTS = {
+    "reasoner": {"format": 0.2, "answer": 0.8},
+    "tool_user": {"run": 0.1, "parse": 0.1, "answer": 0.8},
+    "coder": {"build": 0.1, "run": 0.1, "pass": 0.8},
+    "tester": {"valid": 0.2, "spec": 0.8},
+}
 
 
 # ----------------------------------------------------------------------------- team rewards (App. D.4.1, D.4.2)
+
 
 def code_team_reward(checks):
     """Eq. 20: 1 iff the submitted program (the Coder's, of this turn) passes every golden test (Pass@1)."""
@@ -33,6 +37,7 @@ def math_team_reward(problem, final):
 
 
 # ----------------------------------------------------------------------------- math local rewards (App. D.4.1)
+
 
 def reasoner_format(artefacts):
     """The Reasoner's format part: its answer stands on a "####" line, the format its prompt asks for (not read
@@ -65,6 +70,7 @@ def tool_user_answer(checks):
 
 # ----------------------------------------------------------------------------- code local rewards (App. D.4.2)
 
+
 def coder_build(artefacts):
     """The Coder's build part: a program was written and Python compiles it (nothing runs)."""
     if artefacts.program is None:
@@ -78,11 +84,15 @@ def coder_build(artefacts):
 
 def coder_run(problem, artefacts, timeout):
     """The Coder's run part: the program runs without an error on the problem's first golden input. That is the
-    verifier's first run of it (attribution.attribute_code), remembered per process (infra.cases.run_once), so it
+    verifier's first run of it (attribution.attribute_code), remembered per process (sandbox.cases.run_once), so it
     costs no second process."""
     if artefacts.program is None or not problem["tests"]:
         return 0.0
-    return float(run_case(problem, artefacts.program, problem["tests"][0]["input"], timeout=timeout).ok)
+    return float(
+        run_case(
+            problem, artefacts.program, problem["tests"][0]["input"], timeout=timeout
+        ).ok
+    )
 
 
 def coder_pass(checks):
@@ -102,7 +112,9 @@ def tester_valid(problem, artefacts):
             return float(isinstance(ast.literal_eval(case.strip()), (list, tuple)))
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return 0.0
-    return float(bool(case.strip()) or any(not t["input"].strip() for t in problem["tests"]))
+    return float(
+        bool(case.strip()) or any(not t["input"].strip() for t in problem["tests"])
+    )
 
 
 def tester_spec(checks):
@@ -113,16 +125,23 @@ def tester_spec(checks):
 
 # ----------------------------------------------------------------------------- a role's rewards
 
+
 def local_parts(role, problem, artefacts, checks, timeout):
     """role -> {part: reward in [0, 1]}, the parts of its local reward on one turn (App. D.4)."""
     if role == "reasoner":
         return {"format": reasoner_format(artefacts), "answer": reasoner_answer(checks)}
     if role == "tool_user":
-        return {"run": tool_user_run(artefacts), "parse": tool_user_parse(artefacts),
-                "answer": tool_user_answer(checks)}
+        return {
+            "run": tool_user_run(artefacts),
+            "parse": tool_user_parse(artefacts),
+            "answer": tool_user_answer(checks),
+        }
     if role == "coder":
-        return {"build": coder_build(artefacts), "run": coder_run(problem, artefacts, timeout),
-                "pass": coder_pass(checks)}
+        return {
+            "build": coder_build(artefacts),
+            "run": coder_run(problem, artefacts, timeout),
+            "pass": coder_pass(checks),
+        }
     return {"valid": tester_valid(problem, artefacts), "spec": tester_spec(checks)}
 
 
@@ -135,9 +154,15 @@ def local_reward(role, problem, artefacts, checks, timeout):
 def team_reward(problem, checks, final):
     """R_team of a turn: Eq. 20 for code (checks: the turn's verifier checks), Eq. 15 for math (final: the answer
     the system would submit at that turn, Eq. 17)."""
-    return code_team_reward(checks) if problem["domain"] == "code" else math_team_reward(problem, final)
+    return (
+        code_team_reward(checks)
+        if problem["domain"] == "code"
+        else math_team_reward(problem, final)
+    )
 
 
 def role_reward(role, problem, artefacts, checks, final, timeout, alpha=ALPHA):
     """Eq. 14: R_i = R_team + alpha * R_i^local, in [0, 1 + alpha]."""
-    return team_reward(problem, checks, final) + alpha * local_reward(role, problem, artefacts, checks, timeout)
+    return team_reward(problem, checks, final) + alpha * local_reward(
+        role, problem, artefacts, checks, timeout
+    )

@@ -3,6 +3,7 @@ the step, the skipped count, every random stream, the run's settings), written a
 one-line refusals; the disk check and start-up line before the first save; the JSONL logs cut back to a resumed
 step.
 """
+
 import hashlib
 import json
 import math
@@ -15,10 +16,11 @@ import torch
 
 from config import longest_response
 from infra.data import json_text, nearest_folder, write_atomic
-from infra.footprint import checkpoint_bytes, config_of
-from infra.memory import GiB
-from infra.models import first_line, load_model
-from infra.sharding import unwrap
+from infra.models import config_of, first_line, load_model
+from scaling import distributed
+from scaling.footprint import checkpoint_bytes
+from scaling.memory import GiB
+from scaling.sharding import full_states, unwrap
 
 
 def distinct(policies):
@@ -34,25 +36,60 @@ def policy_names(policies):
     return names
 
 
+def checkpoint(s, step, skipped, args):
+    """The checkpoint of `step` of a run (s: infra.launch.Start): every rank's sampler stream (so that a resume
+    continues each) and the full states (gathered to rank 0 under --fsdp) collected, then written by rank 0
+    (save_checkpoint). Every rank calls this."""
+    samplers = distributed.gather(s.gen.get_state())
+    states = full_states(distinct(s.policies), s.optims)
+    if distributed.rank() == 0:
+        save_checkpoint(
+            args.out, step, s.policies, states, s.tok, samplers, skipped, args
+        )
+
+
 def save_checkpoint(out, step, policies, states, tok, samplers, skipped, args):
     """Write OUT/checkpoint atomically: build checkpoint.tmp, then swap it in. Refuses non-finite weights.
     states: (weights, optimizer states) per distinct policy, as sharding.full_states gives them (weights None: the
     model's own). samplers: the sampler generator state of every rank (one in a single process)."""
     unique, (weights, optim_states) = distinct(policies), states
-    tensors = [t for model, sd in zip(unique, weights) for t in (model.parameters() if sd is None else sd.values())]
+    tensors = [
+        t
+        for model, sd in zip(unique, weights)
+        for t in (model.parameters() if sd is None else sd.values())
+    ]
     if not all(torch.isfinite(t).all() for t in tensors):
-        raise RuntimeError(f"step {step}: non-finite weights; refusing to write a checkpoint")
-    final, tmp, old = (os.path.join(out, n) for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
+        raise RuntimeError(
+            f"step {step}: non-finite weights; refusing to write a checkpoint"
+        )
+    final, tmp, old = (
+        os.path.join(out, n) for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old")
+    )
     shutil.rmtree(tmp, ignore_errors=True)
     names = policy_names(policies)
     for model, sd in zip(unique, weights):
         unwrap(model).save_pretrained(os.path.join(tmp, names[model]), state_dict=sd)
         tok.save_pretrained(os.path.join(tmp, names[model]))
-    torch.save({"step": step, "optims": optim_states, "skipped": skipped, "args": vars(args),
-                "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "sampler": samplers}},
-               os.path.join(tmp, "state.pt"))
-    write_atomic(os.path.join(tmp, SETTINGS), json_text({"step": step, "steps": args.steps,
-                                                         "settings": settings(args)}, indent=1))
+    torch.save(
+        {
+            "step": step,
+            "optims": optim_states,
+            "skipped": skipped,
+            "args": vars(args),
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "python": random.getstate(),
+                "sampler": samplers,
+            },
+        },
+        os.path.join(tmp, "state.pt"),
+    )
+    write_atomic(
+        os.path.join(tmp, SETTINGS),
+        json_text(
+            {"step": step, "steps": args.steps, "settings": settings(args)}, indent=1
+        ),
+    )
     if os.path.isdir(final):
         os.replace(final, old)
     os.replace(tmp, final)
@@ -66,27 +103,36 @@ def check_disk(args, n_policies):
     Raises ValueError (one line) when --out has not the free disk space the next save_checkpoint needs at its
     peak: checkpoint.tmp is complete before the last checkpoint goes, so a run that saves twice needs two
     checkpoints' space, or one where a checkpoint is already there."""
-    grpo = args.objective == "grpo"  # G rollouts per problem and no teacher (App. D.6.2)
+    # G rollouts per problem and no teacher (App. D.6.2)
+    grpo = args.objective == "grpo"
     episodes = args.batch * (args.group_size if grpo else 1)
-    responses = episodes * 2 * args.agents_per_role * args.max_turns  # 2n agents per episode
+    # 2n agents per episode
+    responses = episodes * 2 * args.agents_per_role * args.max_turns
     limit = longest_response(args)
     sampled = responses * limit
     scored = 0 if grpo else 2 * responses * (args.teacher_max_prompt_tokens + limit)
     size = checkpoint_bytes(config_of(args.student), n_policies)
-    there = any(os.path.isdir(os.path.join(args.out, n)) for n in ("checkpoint", "checkpoint.old"))
+    there = any(
+        os.path.isdir(os.path.join(args.out, n))
+        for n in ("checkpoint", "checkpoint.old")
+    )
     copies = 1 if there or args.steps <= args.save_every else 2
     folder = nearest_folder(args.out)
     free = shutil.disk_usage(folder).free
     if free < copies * size:
-        raise ValueError(f"--out {args.out}: {size_text(free)} free on disk at {folder}, but the checkpoints "
-                         f"need {size_text(copies * size)} ({copies} x {size_text(size)}: a new one is written "
-                         f"before the last is removed); choose --out on a disk with room, or free space there")
-    return (f"per step: up to {sampled:,} tokens sampled ({episodes} episodes x {2 * args.agents_per_role} agents "
-            f"x {args.max_turns} turns x "
-            f"{limit}), up to {scored:,} scored by the teacher (each response twice, contexts of at most "
-            f"{args.teacher_max_prompt_tokens:,}); checkpoint: {size:,} bytes ({size / GiB:.1f} GiB, {n_policies} "
-            f"polic{'y' if n_policies == 1 else 'ies'}: fp32 weights + AdamW moments) every {args.save_every} "
-            f"steps and at the end, {free / GiB:.1f} GiB free at {folder}")
+        raise ValueError(
+            f"--out {args.out}: {size_text(free)} free on disk at {folder}, but the checkpoints "
+            f"need {size_text(copies * size)} ({copies} x {size_text(size)}: a new one is written "
+            f"before the last is removed); choose --out on a disk with room, or free space there"
+        )
+    return (
+        f"per step: up to {sampled:,} tokens sampled ({episodes} episodes x {2 * args.agents_per_role} agents "
+        f"x {args.max_turns} turns x "
+        f"{limit}), up to {scored:,} scored by the teacher (each response twice, contexts of at most "
+        f"{args.teacher_max_prompt_tokens:,}); checkpoint: {size:,} bytes ({size / GiB:.1f} GiB, {n_policies} "
+        f"polic{'y' if n_policies == 1 else 'ies'}: fp32 weights + AdamW moments) every {args.save_every} "
+        f"steps and at the end, {free / GiB:.1f} GiB free at {folder}"
+    )
 
 
 def size_text(n):
@@ -122,21 +168,29 @@ def read_state(path):
     (pickle's global or reduce calls) and a damaged file are each a one-line ValueError naming it."""
     try:
         state = torch.load(path, weights_only=True)
-    except pickle.UnpicklingError as e:  # what weights_only refuses; torch's reason follows a paragraph of advice
+    # what weights_only refuses; torch's reason follows a paragraph of advice
+    except pickle.UnpicklingError as e:
         why = next((ln for ln in str(e).splitlines()[1:] if ln.strip()), first_line(e))
-        raise ValueError(f"{path}: refusing a checkpoint state that is not plain data, as loading it could run "
-                         f"code ({why})") from None
-    except Exception as e:  # truncated: RuntimeError (no zip directory) or EOFError; corrupt: whatever unpickling hits
+        raise ValueError(
+            f"{path}: refusing a checkpoint state that is not plain data, as loading it could run "
+            f"code ({why})"
+        ) from None
+    # truncated: RuntimeError (no zip directory) or EOFError; corrupt: whatever unpickling hits
+    except Exception as e:
         raise ValueError(f"{path}: cannot load checkpoint ({first_line(e)})") from None
-    missing = {"step", "optims", "skipped", "rng"} - (set(state) if isinstance(state, dict) else set())
+    missing = {"step", "optims", "skipped", "rng"} - (
+        set(state) if isinstance(state, dict) else set()
+    )
     if missing or not {"torch", "python", "sampler"} <= set(state["rng"]):
-        raise ValueError(f"{path}: not a checkpoint of train.py (missing {sorted(missing) or 'rng states'})")
+        raise ValueError(
+            f"{path}: not a checkpoint of train.py (missing {sorted(missing) or 'rng states'})"
+        )
     return state
 
 
 def policy_dirs(ckpt, roles):
     """{seat: directory} of the policies saved in a checkpoint directory: <seat>/ each (one policy per agent as in
-    §2.1, infra/team.py's seats) or one shared/ for every seat. Raises ValueError (one line) when one is missing."""
+    §2.1, infra/seats.py's seats) or one shared/ for every seat. Raises ValueError (one line) when one is missing."""
     if not os.path.isdir(ckpt):
         raise ValueError(f"no checkpoint directory {ckpt}")
     shared = os.path.isdir(os.path.join(ckpt, "shared"))
@@ -159,15 +213,36 @@ def load_policies(ckpt, roles, device, dtype=torch.float32):
 
 # ----------------------------------------------------------------------------- the settings recorded with it
 
-SETTINGS = "settings.json"  # in a checkpoint: the step it holds, the run's --steps and settings (plain JSON)
+# in a checkpoint: the step it holds, the run's --steps and settings (plain JSON)
+SETTINGS = "settings.json"
 # The flags that change neither the method nor its data: memory, speed, where and what is written, the order of
 # float sums or of random draws (--micro-batch, --rollout-chunk, --threads, --fsdp), the jail, and --steps, which
 # a resumed run may raise to train further. Every other flag of train.py is a setting of the run, and a preset
 # counts by the values it sets.
-FREE = ("preset", "unisolated_programs", "micro_batch", "grad_checkpointing", "rollout_chunk", "teacher_batch_tokens",
-        "teacher_offload", "fsdp", "fsdp_offload", "optimizer_offload", "compile", "device", "workers", "threads",
-        "out", "resume", "overwrite", "save_every", "save_episodes", "steps")
-FILES = ("problems", "eval_problems")  # compared by content: the same problems under another path are the same
+FREE = (
+    "preset",
+    "unisolated_programs",
+    "micro_batch",
+    "grad_checkpointing",
+    "rollout_chunk",
+    "teacher_batch_tokens",
+    "teacher_offload",
+    "fsdp",
+    "fsdp_offload",
+    "optimizer_offload",
+    "compile",
+    "device",
+    "workers",
+    "threads",
+    "out",
+    "resume",
+    "overwrite",
+    "save_every",
+    "save_episodes",
+    "steps",
+)
+# compared by content: the same problems under another path are the same
+FILES = ("problems", "eval_problems")
 
 
 def settings(args):

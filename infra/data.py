@@ -16,25 +16,28 @@ program. Reference answers, golden tests and solutions are read by the verifier 
 no agent context is ever built from them.
 
 Benchmark and hub datasets are converted into this schema by tools/loaders.py. Also here, for every command line:
-atomic writes, strict JSON, the episodes' JSONL records and the up-front check of output paths (the flags' types and values are config.py's).
+atomic writes, strict JSON, the episodes' JSONL records and the up-front check of output paths (the flags' types
+and values are config.py's).
 """
+
 import ast
 import hashlib
 import json
 import math
 import os
-import random
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, fields, is_dataclass
 
 from config import CODE_TIMEOUT
-from infra.cases import LITERAL_CHARS, outputs_match, run_case
-from infra.outcomes import NOT_RUN, TIMED_OUT
-from infra.sandbox import MAX_STDOUT
+from infra.answers import LITERAL_CHARS, outputs_match
+from sandbox.cases import run_case
+from sandbox.outcomes import MAX_STDOUT, NOT_RUN, TIMED_OUT
 
-REQUIRED = {"math": {"id": str, "domain": str, "question": str, "answer": str},
-            "code": {"id": str, "domain": str, "question": str, "format": str, "tests": list}}
+REQUIRED = {
+    "math": {"id": str, "domain": str, "question": str, "answer": str},
+    "code": {"id": str, "domain": str, "question": str, "format": str, "tests": list},
+}
 
 
 def write_atomic(path, text):
@@ -70,21 +73,54 @@ def _finite(value):
 
 def episode_record(e):
     """A JSON-ready record of one episode of Phase 1 (rollout.Episode): everything the teacher needs later,
-    nothing recomputed. episodes.jsonl (train.py --save-episodes, eval.py --episodes) holds one per line."""
-    turns = [{"t": t.t, "agree": t.agree, "artefacts": asdict(t.artefacts),
-              "pairs": {"|".join(key): {**asdict(a), "agree": t.agreed[key]} for key, a in t.pairs.items()},
-              "responses": {r: {"context": [[s.kind, s.turn, s.ids] for s in x.context], "tokens": x.tokens,
-                                "logprobs": x.logprobs, "text": x.text, "truncated": x.truncated}
-                            for r, x in t.responses.items()}}
-             for t in e.turns]
-    return {"id": e.problem["id"], "stopped": e.stopped, "final": e.final, "turns": turns}
+    nothing recomputed. Each turn: its fields (rollout.Turn's t, artefacts, agree; a team's pairings,
+    teams.workflow.TeamTurn, keyed "first seat|second seat") and every response. episodes.jsonl (train.py
+    --save-episodes, eval.py --episodes) holds one per line."""
+    response = lambda x: {
+        "context": [[s.kind, s.turn, s.ids] for s in x.context],
+        "tokens": x.tokens,
+        "logprobs": x.logprobs,
+        "text": x.text,
+        "truncated": x.truncated,
+    }
+    turns = [
+        {
+            **{
+                f.name: _plain(getattr(t, f.name))
+                for f in fields(t)
+                if f.name != "responses"
+            },
+            "responses": {seat: response(x) for seat, x in t.responses.items()},
+        }
+        for t in e.turns
+    ]
+    return {
+        "id": e.problem["id"],
+        "stopped": e.stopped,
+        "final": e.final,
+        "turns": turns,
+    }
+
+
+def _plain(value):
+    """A turn's field as JSON: a record as its fields, a pairing's key as "first|second"."""
+    if is_dataclass(value):
+        return asdict(value)
+    if isinstance(value, dict):
+        return {
+            "|".join(k) if isinstance(k, tuple) else k: _plain(v)
+            for k, v in value.items()
+        }
+    return value
 
 
 def append_episodes(path, episodes, **fields):
     """Append one JSONL line per episode of Phase 1 (App. C; episode_record plus `fields`, e.g. its step or seed)
     and close the file, so that a crash loses no episode already written."""
     with open(path, "a") as f:
-        f.writelines(json_text({**fields, **episode_record(e)}) + "\n" for e in episodes)
+        f.writelines(
+            json_text({**fields, **episode_record(e)}) + "\n" for e in episodes
+        )
 
 
 def nearest_folder(path):
@@ -102,10 +138,18 @@ def check_writable(path, flag, directory=False, overwrite=True):
     existing folder on its way must be writable: a folder made there and removed at once (/proc, a read-only or
     full mount refuse it; their permission bits may not). Leaves nothing behind."""
     if os.path.exists(path) and os.path.isdir(path) != directory:
-        raise ValueError(f"{flag} {path}: {'not a directory' if directory else 'is a directory'}")
+        raise ValueError(
+            f"{flag} {path}: {'not a directory' if directory else 'is a directory'}"
+        )
     if not overwrite and os.path.exists(path):
-        raise ValueError(f"{flag} {path} exists: give another path, or --overwrite to replace it")
-    parent = nearest_folder(path) if directory else os.path.abspath(os.path.dirname(path) or ".")
+        raise ValueError(
+            f"{flag} {path} exists: give another path, or --overwrite to replace it"
+        )
+    parent = (
+        nearest_folder(path)
+        if directory
+        else os.path.abspath(os.path.dirname(path) or ".")
+    )
     if not os.path.isdir(parent):
         raise ValueError(f"{flag} {path}: {parent} is not an existing directory")
     if not os.access(parent, os.W_OK | os.X_OK):
@@ -113,7 +157,9 @@ def check_writable(path, flag, directory=False, overwrite=True):
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=parent))
     except OSError as e:
-        raise ValueError(f"{flag} {path}: nothing can be written in {parent} ({e.strerror})") from None
+        raise ValueError(
+            f"{flag} {path}: nothing can be written in {parent} ({e.strerror})"
+        ) from None
 
 
 class ProblemError(ValueError):
@@ -122,12 +168,19 @@ class ProblemError(ValueError):
 
 def over_cap(fmt, output):
     """Why the verifier cannot judge a program on this expected output of a code problem of format `fmt`, or
-    None. It compares (cases.outputs_match) a function result as a literal up to LITERAL_CHARS, beyond as text,
+    None. It compares (answers.outputs_match) a function result as a literal up to LITERAL_CHARS, beyond as text,
     where the reference's own result does not match; a printed output up to what a run returns (MAX_STDOUT
     bytes), beyond which no program's output matches, the reference's neither."""
-    size, cap, unit = (len(output.strip()), LITERAL_CHARS, "characters") if fmt == "function" else \
-        (len(output.encode("utf-8")), MAX_STDOUT, "bytes")
-    return f"its expected output of {size:,} {unit} is over the verifier's cap of {cap:,}" if size > cap else None
+    size, cap, unit = (
+        (len(output.strip()), LITERAL_CHARS, "characters")
+        if fmt == "function"
+        else (len(output.encode("utf-8")), MAX_STDOUT, "bytes")
+    )
+    return (
+        f"its expected output of {size:,} {unit} is over the verifier's cap of {cap:,}"
+        if size > cap
+        else None
+    )
 
 
 def check_problem(p, where="problem"):
@@ -135,32 +188,54 @@ def check_problem(p, where="problem"):
     if not isinstance(p, dict):
         raise ProblemError(f"{where}: expected a JSON object, got {type(p).__name__}")
     if p.get("domain") not in REQUIRED:
-        raise ProblemError(f"{where}: field 'domain' must be 'code' or 'math', got {p.get('domain')!r}")
+        raise ProblemError(
+            f"{where}: field 'domain' must be 'code' or 'math', got {p.get('domain')!r}"
+        )
     for field, typ in REQUIRED[p["domain"]].items():
         if not isinstance(p.get(field), typ):
-            raise ProblemError(f"{where}: field {field!r} must be a {typ.__name__}, got {p.get(field)!r:.60}")
+            raise ProblemError(
+                f"{where}: field {field!r} must be a {typ.__name__}, got {p.get(field)!r:.60}"
+            )
     if p["domain"] == "math":
         return
     if p["format"] not in ("stdio", "function"):
-        raise ProblemError(f"{where}: field 'format' must be 'stdio' or 'function', got {p['format']!r}")
-    if p["format"] == "function" and not (isinstance(p.get("entry_point"), str) and p["entry_point"].isidentifier()):
-        raise ProblemError(f"{where}: function problems need 'entry_point', a Python identifier")
+        raise ProblemError(
+            f"{where}: field 'format' must be 'stdio' or 'function', got {p['format']!r}"
+        )
+    if p["format"] == "function" and not (
+        isinstance(p.get("entry_point"), str) and p["entry_point"].isidentifier()
+    ):
+        raise ProblemError(
+            f"{where}: function problems need 'entry_point', a Python identifier"
+        )
     if not p["tests"]:
         raise ProblemError(f"{where}: field 'tests' must hold at least one golden test")
     for i, t in enumerate(p["tests"]):
-        if not (isinstance(t, dict) and isinstance(t.get("input"), str) and isinstance(t.get("output"), str)):
-            raise ProblemError(f"{where}: tests[{i}] must be an object with string 'input' and 'output'")
+        if not (
+            isinstance(t, dict)
+            and isinstance(t.get("input"), str)
+            and isinstance(t.get("output"), str)
+        ):
+            raise ProblemError(
+                f"{where}: tests[{i}] must be an object with string 'input' and 'output'"
+            )
         if p["format"] == "function":
             try:
                 args = ast.literal_eval(t["input"])
                 ast.literal_eval(t["output"])
             except (ValueError, SyntaxError, MemoryError, RecursionError):
-                raise ProblemError(f"{where}: tests[{i}] of a function problem must hold Python literals") from None
+                raise ProblemError(
+                    f"{where}: tests[{i}] of a function problem must hold Python literals"
+                ) from None
             if not isinstance(args, (list, tuple)):
-                raise ProblemError(f"{where}: tests[{i}].input must be the literal of an argument list")
+                raise ProblemError(
+                    f"{where}: tests[{i}].input must be the literal of an argument list"
+                )
         if why := over_cap(p["format"], t["output"]):
-            raise ProblemError(f"{where}: problem {p['id']!r}, tests[{i}]: {why}, so no program could be judged "
-                               "right on it")
+            raise ProblemError(
+                f"{where}: problem {p['id']!r}, tests[{i}]: {why}, so no program could be judged "
+                "right on it"
+            )
     if p.get("solution") is not None and not isinstance(p["solution"], str):
         raise ProblemError(f"{where}: field 'solution' must be a string or null")
 
@@ -176,7 +251,8 @@ def load_problems(path, judge=True):
     except (OSError, UnicodeDecodeError) as e:
         raise ProblemError(f"{path}: cannot read problem file ({e})") from None
     located = []
-    for n, line in enumerate(text.split("\n"), 1):  # not splitlines(): U+2028 inside a JSON string is no break
+    # not splitlines(): U+2028 inside a JSON string is no break
+    for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
@@ -186,7 +262,9 @@ def load_problems(path, judge=True):
     if not located:
         raise ProblemError(f"{path}: no problems in file")
     problems = check_all(located)
-    marker = os.path.join(JUDGED, hashlib.sha256(f"{JUDGE_RULES}\n{text}".encode()).hexdigest())
+    marker = os.path.join(
+        JUDGED, hashlib.sha256(f"{JUDGE_RULES}\n{text}".encode()).hexdigest()
+    )
     if judge and not os.path.exists(marker) and judge_tests(located):
         remember(marker)
     return problems
@@ -207,7 +285,11 @@ def check_all(located):
 # A file whose every golden test its reference passed is remembered by its bytes (and the rules it was judged by:
 # bump JUDGE_RULES when what judge_tests accepts changes), so that a run, a resume or a study's next run loads it
 # without running its references again.
-JUDGED = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mas-opd", "judged")
+JUDGED = os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+    "mas-opd",
+    "judged",
+)
 JUDGE_RULES = 1
 
 
@@ -227,24 +309,31 @@ def judge_tests(located):
     reference that times out or is not run (the trainer's reasons) leaves its test unjudged, not refused: under
     load it may finish next time. located: (where, problem) pairs, as check_all takes them. Returns whether
     every test was judged."""
-    jobs = [(where, p, i) for where, p in located if p["domain"] == "code" and p.get("solution")
-            for i in range(len(p["tests"]))]
-    with ThreadPoolExecutor(max_workers=2 * (os.cpu_count() or 1)) as pool:  # runs mostly wait on process start
-        results = list(pool.map(lambda job: run_case(job[1], job[1]["solution"], job[1]["tests"][job[2]]["input"],
-                                                     timeout=CODE_TIMEOUT), jobs))
+    jobs = [
+        (where, p, i)
+        for where, p in located
+        if p["domain"] == "code" and p.get("solution")
+        for i in range(len(p["tests"]))
+    ]
+    # runs mostly wait on process start
+    with ThreadPoolExecutor(max_workers=2 * (os.cpu_count() or 1)) as pool:
+        results = list(
+            pool.map(
+                lambda job: run_case(
+                    job[1],
+                    job[1]["solution"],
+                    job[1]["tests"][job[2]]["input"],
+                    timeout=CODE_TIMEOUT,
+                ),
+                jobs,
+            )
+        )
     for (where, p, i), r in zip(jobs, results):
-        if r.condition not in (TIMED_OUT, NOT_RUN) and not (r.ok and outputs_match(p["format"], r.stdout,
-                                                                                    p["tests"][i]["output"])):
-            raise ProblemError(f"{where}: problem {p['id']!r}, tests[{i}]: its reference solution fails it "
-                               f"({r.error or 'its output is not the expected one'})")
+        if r.condition not in (TIMED_OUT, NOT_RUN) and not (
+            r.ok and outputs_match(p["format"], r.stdout, p["tests"][i]["output"])
+        ):
+            raise ProblemError(
+                f"{where}: problem {p['id']!r}, tests[{i}]: its reference solution fails it "
+                f"({r.error or 'its output is not the expected one'})"
+            )
     return all(r.condition not in (TIMED_OUT, NOT_RUN) for r in results)
-
-
-def batch_for_step(problems, step, batch, seed):
-    """The problems of one step: epoch-wise shuffles derived from the seed alone, so a resumed run draws the
-    same problems as an uninterrupted one without storing a data-loader state."""
-    out = []
-    for k in range(step * batch, (step + 1) * batch):
-        epoch, i = divmod(k, len(problems))
-        out.append(problems[random.Random(f"{seed}-{epoch}").sample(range(len(problems)), len(problems))[i]])
-    return out

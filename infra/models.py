@@ -8,6 +8,7 @@
 Every model comes back as a plain, trainable transformers CausalLM in eval mode, and every tokenizer has
 been checked to render our prompts: a chat template, and Qwen3's no-thinking mode where the model thinks.
 """
+
 import copy
 import functools
 import importlib.metadata
@@ -21,13 +22,75 @@ import urllib.parse
 
 import torch
 from huggingface_hub import constants as hub_constants
-from tokenizers import Tokenizer, decoders, models as bpe, pre_tokenizers
-from transformers import (AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM,
-                          PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM)
+from tokenizers import Tokenizer, decoders, pre_tokenizers
+from tokenizers import models as bpe
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
 
 TINY = ("tiny-qwen3", "tiny-llama")
-THINK_OFF = "<think>\n\n</think>\n\n"  # what Qwen3's template appends with enable_thinking=False
-_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")  # owner/name; anything else that is not on disk is a typo
+# Real shapes, from the Qwen3 model cards. All five: head_dim 128, vocab 151,936, per-head q/k RMSNorm, no bias.
+_QWEN3_COMMON = dict(
+    model_type="qwen3", head_dim=128, vocab_size=151936, attention_bias=False
+)
+QWEN3 = {
+    "Qwen3-0.6B": dict(
+        _QWEN3_COMMON,
+        hidden_size=1024,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        intermediate_size=3072,
+        tie_word_embeddings=True,
+    ),
+    "Qwen3-1.7B": dict(
+        _QWEN3_COMMON,
+        hidden_size=2048,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        intermediate_size=6144,
+        tie_word_embeddings=True,
+    ),
+    "Qwen3-4B": dict(
+        _QWEN3_COMMON,
+        hidden_size=2560,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        intermediate_size=9728,
+        tie_word_embeddings=True,
+    ),
+    "Qwen3-8B": dict(
+        _QWEN3_COMMON,
+        hidden_size=4096,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        intermediate_size=12288,
+        tie_word_embeddings=False,
+    ),
+    "Qwen3-14B": dict(
+        _QWEN3_COMMON,
+        hidden_size=5120,
+        num_hidden_layers=40,
+        num_attention_heads=40,
+        num_key_value_heads=8,
+        intermediate_size=17408,
+        tie_word_embeddings=False,
+    ),
+}
+# what Qwen3's template appends with enable_thinking=False
+THINK_OFF = "<think>\n\n</think>\n\n"
+# owner/name; anything else that is not on disk is a typo
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
 
 # ------------------------------------------------------------------------------ tiny models: tests and smoke runs
@@ -48,7 +111,9 @@ CHAT_TEMPLATE = (
 
 def hf_tokenizer(tok):
     """A `tokenizers` Tokenizer as a transformers tokenizer with Qwen3's special tokens and our chat template."""
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
     hf.chat_template = CHAT_TEMPLATE
     return hf
 
@@ -63,23 +128,45 @@ def make_tokenizer():
     return hf_tokenizer(tok)
 
 
-def tiny_model(arch="qwen3", vocab_size=261, hidden=64, layers=2, heads=4, kv_heads=2, seed=0, **overrides):
+def tiny_model(
+    arch="qwen3",
+    vocab_size=261,
+    hidden=64,
+    layers=2,
+    heads=4,
+    kv_heads=2,
+    seed=0,
+    **overrides,
+):
     """A randomly initialised Qwen3 (per-head q/k RMSNorm, GQA) or Llama (SmolLM2's family) model, fp32, eval mode."""
     torch.manual_seed(seed)
-    common = dict(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=hidden * 3, num_hidden_layers=layers,
-                  num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=4096,
-                  tie_word_embeddings=True, bos_token_id=None, eos_token_id=2 + 256, pad_token_id=256)
+    common = dict(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=hidden * 3,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=2 + 256,
+        pad_token_id=256,
+    )
     common.update(overrides)
     if arch == "qwen3":
         model = Qwen3ForCausalLM(Qwen3Config(head_dim=hidden // heads, **common))
     elif arch == "llama":
         model = LlamaForCausalLM(LlamaConfig(**common))
     else:
-        raise ValueError(f"tiny_model: unknown arch {arch!r} (expected 'qwen3' or 'llama')")
+        raise ValueError(
+            f"tiny_model: unknown arch {arch!r} (expected 'qwen3' or 'llama')"
+        )
     return model.float().eval()
 
 
 # ---------------------------------------------------------------------------------------- every kind of model spec
+
 
 def model_kind(spec):
     """What a model spec names: "tiny", "gguf", "dir" or "hub"; ValueError with one line for anything else."""
@@ -89,20 +176,36 @@ def model_kind(spec):
         return "gguf"
     if os.path.isdir(spec):
         if not os.path.isfile(os.path.join(spec, "config.json")):
-            raise ValueError(f"model {spec!r}: a directory without config.json is not a transformers model")
+            raise ValueError(
+                f"model {spec!r}: a directory without config.json is not a transformers model"
+            )
         return "dir"
     if os.path.exists(spec):
-        raise ValueError(f"model {spec!r}: unsupported file (expected a .gguf file or a transformers directory)")
-    if spec.endswith(".gguf") or spec.startswith(("/", ".", "~")) or not _HUB_ID.fullmatch(spec):
-        raise ValueError(f"model {spec!r}: no such file or directory (choices: {', '.join(TINY)}, a local "
-                         f"directory, a .gguf file, or a hub id owner/name)")
+        raise ValueError(
+            f"model {spec!r}: unsupported file (expected a .gguf file or a transformers directory)"
+        )
+    if (
+        spec.endswith(".gguf")
+        or spec.startswith(("/", ".", "~"))
+        or not _HUB_ID.fullmatch(spec)
+    ):
+        raise ValueError(
+            f"model {spec!r}: no such file or directory (choices: {', '.join(TINY)}, a local "
+            f"directory, a .gguf file, or a hub id owner/name)"
+        )
     return "hub"
 
 
 def _hub_error(spec, e):
-    where = "the hub cannot be reached from here" if hub_offline() else "the hub could not provide it"
-    return ValueError(f"model {spec!r}: not in the local hub cache, and {where} ({first_line(e)}); "
-                      "download it first, or pass a local directory or .gguf file")
+    where = (
+        "the hub cannot be reached from here"
+        if hub_offline()
+        else "the hub could not provide it"
+    )
+    return ValueError(
+        f"model {spec!r}: not in the local hub cache, and {where} ({first_line(e)}); "
+        "download it first, or pass a local directory or .gguf file"
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -113,11 +216,16 @@ def hub_offline():
     Behind a proxy the host is not ours to probe: the hub is taken as reachable."""
     if hub_constants.HF_HUB_OFFLINE:
         return True
-    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+    if any(
+        os.environ.get(v)
+        for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+    ):
         return False
     url = urllib.parse.urlsplit(hub_constants.ENDPOINT)
     try:
-        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), 3).close()
+        socket.create_connection(
+            (url.hostname, url.port or (443 if url.scheme == "https" else 80)), 3
+        ).close()
     except OSError:  # no DNS, no route, refused, timed out
         return True
     return False
@@ -139,12 +247,22 @@ def load_tokenizer(spec):
         if kind == "gguf":
             folder, name = os.path.split(os.path.realpath(spec))
             return AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        return AutoTokenizer.from_pretrained(spec, local_files_only=local_files_only(spec))
+        return AutoTokenizer.from_pretrained(
+            spec, local_files_only=local_files_only(spec)
+        )
     except OSError as e:
-        raise (_hub_error(spec, e) if kind == "hub" else ValueError(
-            f"model {spec!r}: cannot load its tokenizer ({first_line(e)})")) from None
-    except Exception as e:  # a damaged tokenizer.json or GGUF file: whatever its parser hits
-        raise ValueError(f"model {spec!r}: cannot load its tokenizer ({first_line(e)})") from None
+        raise (
+            _hub_error(spec, e)
+            if kind == "hub"
+            else ValueError(
+                f"model {spec!r}: cannot load its tokenizer ({first_line(e)})"
+            )
+        ) from None
+    # a damaged tokenizer.json or GGUF file: whatever its parser hits
+    except Exception as e:
+        raise ValueError(
+            f"model {spec!r}: cannot load its tokenizer ({first_line(e)})"
+        ) from None
 
 
 def load_model(spec, *, seed=0, dtype=torch.float32, device="cpu"):
@@ -152,22 +270,34 @@ def load_model(spec, *, seed=0, dtype=torch.float32, device="cpu"):
     transformers directory, a .gguf file, or a hub id. Raises ValueError with one line when it cannot."""
     kind = model_kind(spec)
     if kind == "tiny":
-        model, tok = tiny_model(spec.split("-")[1], layers=2, hidden=64, seed=seed), make_tokenizer()
+        model, tok = (
+            tiny_model(spec.split("-")[1], layers=2, hidden=64, seed=seed),
+            make_tokenizer(),
+        )
     elif kind == "gguf":
-        model, tok = (copy.deepcopy(x) for x in _load_gguf(os.path.realpath(spec), os.path.getmtime(spec)))
+        model, tok = (
+            copy.deepcopy(x)
+            for x in _load_gguf(os.path.realpath(spec), os.path.getmtime(spec))
+        )
     elif kind == "dir":
         try:
             model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype)
             tok = AutoTokenizer.from_pretrained(spec)
-        except Exception as e:  # missing files arrive as OSError, damaged ones as whatever their parser hits
+        # missing files arrive as OSError, damaged ones as whatever their parser hits
+        except Exception as e:
             # (a truncated model.safetensors: SafetensorError; a broken tokenizer.json: the tokenizers Exception)
-            raise ValueError(f"model {spec!r}: cannot load this directory ({first_line(e)})") from None
+            raise ValueError(
+                f"model {spec!r}: cannot load this directory ({first_line(e)})"
+            ) from None
     else:
         try:
             local = local_files_only(spec)
-            model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype, local_files_only=local)
+            model = AutoModelForCausalLM.from_pretrained(
+                spec, dtype=dtype, local_files_only=local
+            )
             tok = AutoTokenizer.from_pretrained(spec, local_files_only=local)
-        except OSError as e:  # offline (HF_HUB_OFFLINE), no connection, unknown repo: all arrive as OSError
+        # offline (HF_HUB_OFFLINE), no connection, unknown repo: all arrive as OSError
+        except OSError as e:
             raise _hub_error(spec, e) from None
     check_chat_template(tok, spec)
     # Plain fp32 (or `dtype`) parameters on `device`, in eval mode: the sampler and the trainer expect no less.
@@ -188,7 +318,19 @@ def to_dtype(model, dtype):
 
 # GGUF's header, read directly: the checks that run before any weights load (shared tokenizer, memory plan) need
 # only the vocabulary and the shape, and transformers' reader takes seconds per file on a big vocabulary.
-_GGUF_SCALAR = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_GGUF_SCALAR = {
+    0: "B",
+    1: "b",
+    2: "H",
+    3: "h",
+    4: "I",
+    5: "i",
+    6: "f",
+    7: "?",
+    10: "Q",
+    11: "q",
+    12: "d",
+}
 
 
 def gguf_header(path):
@@ -208,7 +350,7 @@ def gguf_header(path):
         nonlocal pos
         n = take("Q")
         pos += n
-        return bytes(buf[pos - n:pos]).decode("utf-8", "replace")
+        return bytes(buf[pos - n : pos]).decode("utf-8", "replace")
 
     def value(kind):
         if kind == 8:
@@ -234,7 +376,9 @@ def gguf_header(path):
             pos += 8 * dims + 4 + 8
         return meta, names
     except (ValueError, KeyError, struct.error, UnicodeError) as e:
-        raise ValueError(f"model {path!r}: not a readable GGUF file ({first_line(e)})") from None
+        raise ValueError(
+            f"model {path!r}: not a readable GGUF file ({first_line(e)})"
+        ) from None
 
 
 def gguf_config(path):
@@ -244,14 +388,22 @@ def gguf_config(path):
     get = lambda key, default=None: meta.get(f"{arch}.{key}", default)
     heads = get("attention.head_count")
     if heads is None:
-        raise ValueError(f"model {path!r}: its GGUF header gives no shape for architecture {arch!r}")
+        raise ValueError(
+            f"model {path!r}: its GGUF header gives no shape for architecture {arch!r}"
+        )
     hidden = get("embedding_length")
-    return {"model_type": {"qwen2": "qwen2", "qwen3": "qwen3"}.get(arch, arch), "hidden_size": hidden,
-            "num_hidden_layers": get("block_count"), "num_attention_heads": heads,
-            "num_key_value_heads": get("attention.head_count_kv", heads),
-            "intermediate_size": get("feed_forward_length"),
-            "head_dim": get("attention.key_length", hidden // heads), "vocab_size": len(meta["tokenizer.ggml.tokens"]),
-            "tie_word_embeddings": "output.weight" not in names, "attention_bias": "blk.0.attn_q.bias" in names}
+    return {
+        "model_type": {"qwen2": "qwen2", "qwen3": "qwen3"}.get(arch, arch),
+        "hidden_size": hidden,
+        "num_hidden_layers": get("block_count"),
+        "num_attention_heads": heads,
+        "num_key_value_heads": get("attention.head_count_kv", heads),
+        "intermediate_size": get("feed_forward_length"),
+        "head_dim": get("attention.key_length", hidden // heads),
+        "vocab_size": len(meta["tokenizer.ggml.tokens"]),
+        "tie_word_embeddings": "output.weight" not in names,
+        "attention_bias": "blk.0.attn_q.bias" in names,
+    }
 
 
 def same_tokenizer_specs(spec_a, spec_b, names):
@@ -264,7 +416,10 @@ def same_tokenizer_specs(spec_a, spec_b, names):
 def _vocab(spec):
     """{token string: id} of a model spec, as the tokenizer's get_vocab() gives it."""
     if model_kind(spec) == "gguf":
-        return {t: i for i, t in enumerate(gguf_header(spec)[0].get("tokenizer.ggml.tokens", []))}
+        return {
+            t: i
+            for i, t in enumerate(gguf_header(spec)[0].get("tokenizer.ggml.tokens", []))
+        }
     return load_tokenizer(spec).get_vocab()
 
 
@@ -275,24 +430,34 @@ def _load_gguf(path, mtime):
     latest GGUF model in memory; `mtime` in the key notices a file that changed."""
     missing = [p for p in ("gguf", "accelerate") if importlib.util.find_spec(p) is None]
     if missing:
-        raise ValueError(f"model {path!r}: loading a GGUF file needs the package(s) {', '.join(missing)} "
-                         f"(see requirements.txt)")
+        raise ValueError(
+            f"model {path!r}: loading a GGUF file needs the package(s) {', '.join(missing)} "
+            f"(see requirements.txt)"
+        )
     folder, name = os.path.split(path)
     try:
         tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
-    except Exception as e:  # not a GGUF file, an architecture transformers lacks, or a damaged file (a truncated
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, gguf_file=name, dtype=torch.float32
+        )
+    # not a GGUF file, an architecture transformers lacks, or a damaged file (a truncated
+    except Exception as e:
         # one fails wherever the parser runs out of bytes: struct.error, ValueError, ...)
-        raise ValueError(f"model {path!r}: transformers cannot load this GGUF file ({first_line(e)})") from None
+        raise ValueError(
+            f"model {path!r}: transformers cannot load this GGUF file ({first_line(e)})"
+        ) from None
     # The weights are now de-quantized plain tensors, but the model still carries a GGUF "quantizer" that makes
     # save_pretrained refuse (no checkpoints) and marks the model untrainable. Drop it: what remains is an
     # ordinary model whose checkpoints reload as a normal directory.
     if getattr(model, "hf_quantizer", None) is not None:
         model.hf_quantizer.remove_quantization_config(model)
     packed = [n for n, m in model.named_modules() if "Gguf" in type(m).__name__]
-    if packed:  # newer architectures may keep GGUF blocks (with the `kernels` package); we need plain weights
-        raise ValueError(f"model {path!r}: weights stayed packed in GGUF blocks ({packed[0]}); the sampler "
-                         f"and the trainer need plain weights")
+    # newer architectures may keep GGUF blocks (with the `kernels` package); we need plain weights
+    if packed:
+        raise ValueError(
+            f"model {path!r}: weights stayed packed in GGUF blocks ({packed[0]}); the sampler "
+            f"and the trainer need plain weights"
+        )
     return model.eval(), tok
 
 
@@ -324,7 +489,11 @@ def smollm2_gguf():
 def _auto_threads():
     """(threads, cores, load): the cores this process may use less the load other work already puts on them, at
     least 1. Decided once per process, so that every run in it sums in the same order (resume is exact)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = (
+        len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count() or 1
+    )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     return max(1, min(cores, round(cores - load))), cores, load
 
@@ -335,7 +504,11 @@ def cpu_threads(requested=0):
     with torch's default two threads than with one. Returns the line that says what was chosen."""
     threads, cores, load = _auto_threads()
     torch.set_num_threads(requested or threads)
-    why = "--threads" if requested else f"{cores} cores, load average {load:.1f}; --threads N to choose"
+    why = (
+        "--threads"
+        if requested
+        else f"{cores} cores, load average {load:.1f}; --threads N to choose"
+    )
     return f"threads: {torch.get_num_threads()} torch CPU threads ({why})"
 
 
@@ -343,18 +516,28 @@ def check_chat_template(tok, name):
     """Our prompts are one user message rendered with add_generation_prompt=True, enable_thinking=False and cut
     at the message (prompts.build_context); refuse a tokenizer for which that cannot work."""
     if not getattr(tok, "chat_template", None):
-        raise ValueError(f"model {name!r}: the tokenizer has no chat template (our prompts need one)")
+        raise ValueError(
+            f"model {name!r}: the tokenizer has no chat template (our prompts need one)"
+        )
     sentinel = "\x00"  # the same cut mark build_context uses
-    chat = tok.apply_chat_template([{"role": "user", "content": sentinel}], tokenize=False,
-                                   add_generation_prompt=True, enable_thinking=False)
+    chat = tok.apply_chat_template(
+        [{"role": "user", "content": sentinel}],
+        tokenize=False,
+        add_generation_prompt=True,
+        enable_thinking=False,
+    )
     if chat.count(sentinel) != 1:
-        raise ValueError(f"model {name!r}: the chat template does not render the user message verbatim")
+        raise ValueError(
+            f"model {name!r}: the chat template does not render the user message verbatim"
+        )
     # A thinking model (Qwen3) must honour enable_thinking=False: its answer then starts after an empty think
     # block. A template without the switch would let the student think at length, not what the paper trains.
     vocab = tok.get_vocab()
     if "<think>" in vocab and "</think>" in vocab and not chat.endswith(THINK_OFF):
-        raise ValueError(f"model {name!r}: a thinking model whose chat template ignores enable_thinking=False "
-                         f"(the prompt must end with {THINK_OFF!r})")
+        raise ValueError(
+            f"model {name!r}: a thinking model whose chat template ignores enable_thinking=False "
+            f"(the prompt must end with {THINK_OFF!r})"
+        )
 
 
 def check_same_vocab(va, vb, names):
@@ -362,7 +545,34 @@ def check_same_vocab(va, vb, names):
     so one id must mean one string to both. va, vb: {token string: id}, as a tokenizer's get_vocab() gives it;
     names: how to call the two models in the message. Raises ValueError naming the first id that differs."""
     if va != vb:
-        first = min((k for k in va.keys() | vb.keys() if va.get(k) != vb.get(k)),
-                    key=lambda k: (min(va.get(k, 1 << 62), vb.get(k, 1 << 62)), k))
-        raise ValueError(f"{names[0]} and {names[1]} must share a tokenizer, but their vocabularies differ "
-                         f"({len(va)} vs {len(vb)} entries; e.g. {first!r} is id {va.get(first)} vs {vb.get(first)})")
+        first = min(
+            (k for k in va.keys() | vb.keys() if va.get(k) != vb.get(k)),
+            key=lambda k: (min(va.get(k, 1 << 62), vb.get(k, 1 << 62)), k),
+        )
+        raise ValueError(
+            f"{names[0]} and {names[1]} must share a tokenizer, but their vocabularies differ "
+            f"({len(va)} vs {len(vb)} entries; e.g. {first!r} is id {va.get(first)} vs {vb.get(first)})"
+        )
+
+
+def config_of(name):
+    """A model's config for the memory plan (scaling/memory.py), without loading weights: a QWEN3 name or hub id
+    ('Qwen/Qwen3-1.7B'), 'tiny-qwen3' / 'tiny-llama', a .gguf file (its metadata), or a local directory or hub id
+    AutoConfig can read."""
+    short = name.split("/")[-1]
+    if short in QWEN3:
+        return QWEN3[short]
+    if name in TINY:
+        return tiny_model(name.split("-")[1]).config
+    # a text file, an empty folder, a typo: refused as the model spec it is not
+    model_kind(name)
+    try:
+        if name.endswith(".gguf") and os.path.isfile(name):
+            return gguf_config(name)
+        return AutoConfig.from_pretrained(name, local_files_only=local_files_only(name))
+    # a missing model arrives as OSError, a damaged or foreign file as whatever its parser hits
+    except Exception as e:
+        raise ValueError(
+            f"model {name!r}: no config to read (give one of {sorted(QWEN3)}, {', '.join(TINY)}, a "
+            f".gguf file or a local model directory): {str(e).strip().splitlines()[0]}"
+        ) from None

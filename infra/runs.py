@@ -1,23 +1,39 @@
 """What keeps a run directory whole: a new run of train.py never writes over one (unless --overwrite discards
 it), a resume continues the same run or refuses (the settings recorded with its checkpoint, infra/checkpoint.py),
-the evaluation before training is kept from the moment it is made, and OUT/run.json records every command that
-ran there. The commands that train several runs (the toy studies, tools.sweep) decide here what becomes of each.
+the evaluation before training is kept from the moment it is made, OUT/run.json records every command that ran
+there, and the run's logs start where the run does (open_logs). The commands that train several runs (the toy
+studies, tools.sweep) decide here what becomes of each.
 """
+
 import datetime
 import math
 import os
 import shlex
 import shutil
 import sys
+from dataclasses import dataclass
 
-from infra import distributed
-from infra.checkpoint import last_checkpoint, read_json, settings, step_of
+from tqdm import tqdm
+
+from infra.checkpoint import last_checkpoint, read_json, settings, start_log, step_of
 from infra.data import json_text, write_atomic
+from infra.metrics import step_line
+from scaling import distributed
 
-RUN = "run.json"  # OUT/run.json: the run's settings and every command that ran it, with its date
+# OUT/run.json: the run's settings and every command that ran it, with its date
+RUN = "run.json"
 # train.py's files in OUT: what a new run would write over
-RUN_FILES = ("checkpoint", "checkpoint.old", "checkpoint.tmp", "metrics.jsonl", "samples.jsonl", "episodes.jsonl",
-             "results.json", "report.html", RUN)
+RUN_FILES = (
+    "checkpoint",
+    "checkpoint.old",
+    "checkpoint.tmp",
+    "metrics.jsonl",
+    "samples.jsonl",
+    "episodes.jsonl",
+    "results.json",
+    "report.html",
+    RUN,
+)
 
 
 def steps_logged(out):
@@ -34,10 +50,18 @@ def held(out):
     """What OUT holds of a train.py run, in words ("its checkpoint holds 6 of 6 steps, 6 step(s) in metrics.jsonl,
     results.json: before, after"), or None where it holds none of train.py's files."""
     path, record = last_checkpoint(out)
-    if path is None and not any(os.path.isfile(os.path.join(out, name)) for name in RUN_FILES):
+    if path is None and not any(
+        os.path.isfile(os.path.join(out, name)) for name in RUN_FILES
+    ):
         return None
-    parts = ["no checkpoint" if path is None else f"its checkpoint holds {record['step'] + 1} of {record['steps']} "
-             "steps" if record else "a checkpoint", f"{steps_logged(out)} step(s) in metrics.jsonl"]
+    parts = [
+        "no checkpoint"
+        if path is None
+        else f"its checkpoint holds {record['step'] + 1} of {record['steps']} steps"
+        if record
+        else "a checkpoint",
+        f"{steps_logged(out)} step(s) in metrics.jsonl",
+    ]
     results = read_json(os.path.join(out, "results.json"))
     if isinstance(results, dict):
         parts.append(f"results.json: {', '.join(results) or 'empty'}")
@@ -51,26 +75,40 @@ def check_run(args):
     what = held(args.out)
     if not args.resume:
         if what and not args.overwrite:
-            raise ValueError(f"--out {args.out} holds a train.py run ({what}): continue it with --resume, or give "
-                             f"another --out (--overwrite discards it)")
+            raise ValueError(
+                f"--out {args.out} holds a train.py run ({what}): continue it with --resume, or give "
+                f"another --out (--overwrite discards it)"
+            )
         return
     path, record = last_checkpoint(args.out)
     run = read_json(os.path.join(args.out, RUN))
     if path is None and not isinstance(run, dict):
-        raise ValueError(f"--resume: no checkpoint in {args.out}, nor a run started there")
+        raise ValueError(
+            f"--resume: no checkpoint in {args.out}, nor a run started there"
+        )
     recorded = record.get("settings") if path else run.get("settings")
-    if recorded is None:  # a checkpoint of an older train.py: nothing recorded to compare
+    # a checkpoint of an older train.py: nothing recorded to compare
+    if recorded is None:
         return
     now = settings(args)
-    differ = [k for k in sorted(set(now) | set(recorded)) if now.get(k) != recorded.get(k)]
+    differ = [
+        k for k in sorted(set(now) | set(recorded)) if now.get(k) != recorded.get(k)
+    ]
     if differ:
         show = lambda v: " ".join(map(str, v)) if isinstance(v, list) else str(v)
-        raise ValueError(f"--resume: {args.out} was run with other settings: " + ", ".join(
-            f"--{k.replace('_', '-')} {show(recorded.get(k))} (this command: {show(now.get(k))})" for k in differ)
-            + "; give the run's values to continue it, or another --out for a new run")
+        raise ValueError(
+            f"--resume: {args.out} was run with other settings: "
+            + ", ".join(
+                f"--{k.replace('_', '-')} {show(recorded.get(k))} (this command: {show(now.get(k))})"
+                for k in differ
+            )
+            + "; give the run's values to continue it, or another --out for a new run"
+        )
     done = record["step"] + 1 if record else 0
     if args.steps < done:
-        raise ValueError(f"--steps {args.steps}: {path} holds {done} steps already; give --steps {done} or more")
+        raise ValueError(
+            f"--steps {args.steps}: {path} holds {done} steps already; give --steps {done} or more"
+        )
 
 
 def study_run(out, reuse, overwrite):
@@ -80,23 +118,36 @@ def study_run(out, reuse, overwrite):
     or both flags, is a one-line ValueError."""
     what = held(out)
     if reuse and overwrite:
-        raise ValueError("--reuse keeps the runs in OUT, --overwrite discards them: give one of them")
+        raise ValueError(
+            "--reuse keeps the runs in OUT, --overwrite discards them: give one of them"
+        )
     if what is None or overwrite:
         return "train"
     if not reuse:
-        raise ValueError(f"{out} holds a train.py run ({what}): --reuse keeps it (and finishes it if it stopped "
-                         "early), or give another --out (--overwrite discards it)")
+        raise ValueError(
+            f"{out} holds a train.py run ({what}): --reuse keeps it (and finishes it if it stopped "
+            "early), or give another --out (--overwrite discards it)"
+        )
     path, record = last_checkpoint(out)
-    return "reuse" if path and (not record or record["step"] + 1 >= record["steps"]) else "resume"
+    return (
+        "reuse"
+        if path and (not record or record["step"] + 1 >= record["steps"])
+        else "resume"
+    )
 
 
 def command_line(again=None):
     """This process's command line as it was typed (under torchrun, torchrun's), or with `again` (--resume) the
     command that continues the run: --overwrite dropped, `again` added where it is not there."""
-    argv = (["torchrun", f"--nproc-per-node={distributed.world_size()}"] + sys.argv
-            if distributed.under_torchrun() else sys.orig_argv)
+    argv = (
+        ["torchrun", f"--nproc-per-node={distributed.world_size()}"] + sys.argv
+        if distributed.under_torchrun()
+        else sys.orig_argv
+    )
     if again:
-        argv = [a for a in argv if a != "--overwrite"] + ([again] if again not in argv else [])
+        argv = [a for a in argv if a != "--overwrite"] + (
+            [again] if again not in argv else []
+        )
     return shlex.join(argv)
 
 
@@ -114,15 +165,62 @@ def begin_run(args, start):
         print(f"--overwrite: the run that was in {args.out} is discarded ({what})")
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, RUN)
-    run = (read_json(path) if args.resume else None) or {"settings": settings(args), "args": vars(args),
-                                                         "commands": []}
-    run["commands"].append({"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-                            "command": command_line(), "from_step": start})
+    run = (read_json(path) if args.resume else None) or {
+        "settings": settings(args),
+        "args": vars(args),
+        "commands": [],
+    }
+    run["commands"].append(
+        {
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "command": command_line(),
+            "from_step": start,
+        }
+    )
     write_atomic(path, json_text(run, indent=1))
     if args.resume:
-        kept = f"{start} of {args.steps} steps done, in {last_checkpoint(args.out)[0]}" if start else \
-            "no checkpoint was written before it stopped"
+        kept = (
+            f"{start} of {args.steps} steps done, in {last_checkpoint(args.out)[0]}"
+            if start
+            else "no checkpoint was written before it stopped"
+        )
         print(f"resuming from step {start}: {kept}")
+
+
+@dataclass
+class Logs:
+    """The run's JSONL logs (infra/metrics.py writes them): every step's figures, the report's samples, and with
+    --save-episodes every episode (a file per rank)."""
+
+    metrics: str
+    samples: str
+    episodes: str | None
+
+    def write(self, metrics):
+        """A step's metrics.jsonl record appended, and its console line printed above the progress bar."""
+        with open(self.metrics, "a") as f:
+            f.write(json_text(metrics) + "\n")
+        tqdm.write(step_line(metrics))
+
+
+def open_logs(args, rank, start):
+    """The run's Logs, each cut back to `start` (a resumed step): rank 0 first begins the run (begin_run). Every
+    rank calls this."""
+    name = "episodes.jsonl" if rank == 0 else f"episodes.rank{rank}.jsonl"
+    logs = Logs(
+        os.path.join(args.out, "metrics.jsonl"),
+        os.path.join(args.out, "samples.jsonl"),
+        os.path.join(args.out, name) if args.save_episodes else None,
+    )
+    if rank == 0:
+        # OUT made, run.json begun; --overwrite discards the run there
+        begin_run(args, start)
+        start_log(logs.metrics, start)
+        start_log(logs.samples, start)
+    distributed.barrier()  # OUT exists before any rank writes its episodes there
+    if logs.episodes:
+        start_log(logs.episodes, start)
+    return logs
 
 
 def evaluation_before(args, start, evaluate):
@@ -133,12 +231,21 @@ def evaluation_before(args, start, evaluate):
     path = os.path.join(args.out, "results.json")
     before = (read_json(path) or {}).get("before") if args.resume else None
     if before:
-        print(f"evaluation before training: read from {path}, where the run wrote it at its start")
+        print(
+            f"evaluation before training: read from {path}, where the run wrote it at its start"
+        )
         return {"before": before}
     if start:
-        print(f"evaluation before training: not in {path} (its checkpoint is older than that file's record); "
-              "the results hold 'after' only")
+        print(
+            f"evaluation before training: not in {path} (its checkpoint is older than that file's record); "
+            "the results hold 'after' only"
+        )
         return {}
     results = {"before": evaluate()}
-    write_atomic(path, json_text(results, indent=1))
+    save_results(args, results)
     return results
+
+
+def save_results(args, results):
+    """OUT/results.json: the run's evaluations so far ({"before", "after"} -> figures), written atomically."""
+    write_atomic(os.path.join(args.out, "results.json"), json_text(results, indent=1))

@@ -1,4 +1,5 @@
 """The problem schema's loader on malformed files, and the command line's behaviour on good and bad input."""
+
 import json
 import os
 import signal
@@ -10,45 +11,88 @@ import types
 import pytest
 import torch
 
-from infra import sandbox
-from infra.data import ProblemError, load_problems, write_atomic
 from config import longest_response, response_limit
+from infra.data import ProblemError, load_problems, write_atomic
 from infra.models import make_tokenizer, tiny_model
+from sandbox import jail
 from tools.transcripts import TOY, main
 
 MATH = {"id": "m", "domain": "math", "question": "1+1?", "answer": "2"}
-STDIO = {"id": "c", "domain": "code", "format": "stdio", "question": "echo", "tests": [{"input": "a\n", "output": "a\n"}]}
-EXAMPLES = "examples/problems.jsonl"  # with --model, so that no test depends on a toy build being in .cache
+STDIO = {
+    "id": "c",
+    "domain": "code",
+    "format": "stdio",
+    "question": "echo",
+    "tests": [{"input": "a\n", "output": "a\n"}],
+}
+# with --model, so that no test depends on a toy build being in .cache
+EXAMPLES = "examples/problems.jsonl"
 
 
 def _write(path, lines):
-    path.write_text("".join((l if isinstance(l, str) else json.dumps(l)) + "\n" for l in lines))
+    path.write_text(
+        "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines)
+    )
     return str(path)
 
 
 def test_valid_file_with_blank_lines_loads(tmp_path):
-    f = _write(tmp_path / "ok.jsonl", [MATH, "", STDIO, {**STDIO, "id": "f", "format": "function", "entry_point": "f",
-                                                           "tests": [{"input": "[1, (2, 3)]", "output": "{'a': 1}"}]}])
+    f = _write(
+        tmp_path / "ok.jsonl",
+        [
+            MATH,
+            "",
+            STDIO,
+            {
+                **STDIO,
+                "id": "f",
+                "format": "function",
+                "entry_point": "f",
+                "tests": [{"input": "[1, (2, 3)]", "output": "{'a': 1}"}],
+            },
+        ],
+    )
     assert [p["id"] for p in load_problems(f)] == ["m", "c", "f"]
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("{not json", "invalid JSON"),
-    ("[1, 2]", "expected a JSON object"),
-    ({**MATH, "domain": "physics"}, "'domain'"),
-    ({k: v for k, v in MATH.items() if k != "answer"}, "'answer'"),
-    ({**MATH, "answer": 2}, "'answer' must be a str"),
-    ({**STDIO, "format": "notebook"}, "'format'"),
-    ({**STDIO, "format": "function"}, "entry_point"),
-    ({**STDIO, "format": "function", "entry_point": "not an identifier"}, "entry_point"),
-    ({**STDIO, "tests": []}, "at least one"),
-    ({**STDIO, "tests": [{"input": 1, "output": "x"}]}, r"tests\[0\]"),
-    ({**STDIO, "format": "function", "entry_point": "f", "tests": [{"input": "[os.system('x')]", "output": "1"}]},
-     "Python literals"),
-    ({**STDIO, "format": "function", "entry_point": "f", "tests": [{"input": "5", "output": "1"}]}, "argument list"),
-    ({**STDIO, "solution": 5}, "'solution'"),
-    (MATH, "duplicate id"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("{not json", "invalid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ({**MATH, "domain": "physics"}, "'domain'"),
+        ({k: v for k, v in MATH.items() if k != "answer"}, "'answer'"),
+        ({**MATH, "answer": 2}, "'answer' must be a str"),
+        ({**STDIO, "format": "notebook"}, "'format'"),
+        ({**STDIO, "format": "function"}, "entry_point"),
+        (
+            {**STDIO, "format": "function", "entry_point": "not an identifier"},
+            "entry_point",
+        ),
+        ({**STDIO, "tests": []}, "at least one"),
+        ({**STDIO, "tests": [{"input": 1, "output": "x"}]}, r"tests\[0\]"),
+        (
+            {
+                **STDIO,
+                "format": "function",
+                "entry_point": "f",
+                "tests": [{"input": "[os.system('x')]", "output": "1"}],
+            },
+            "Python literals",
+        ),
+        (
+            {
+                **STDIO,
+                "format": "function",
+                "entry_point": "f",
+                "tests": [{"input": "5", "output": "1"}],
+            },
+            "argument list",
+        ),
+        ({**STDIO, "solution": 5}, "'solution'"),
+        (MATH, "duplicate id"),
+    ],
+)
 def test_malformed_record_names_file_and_line(tmp_path, bad, message):
     f = _write(tmp_path / "bad.jsonl", [MATH, bad])
     with pytest.raises(ProblemError, match=message) as e:
@@ -67,11 +111,20 @@ def test_empty_and_missing_files(tmp_path):
 
 
 def test_cli_bad_input_one_line_exit_2_nothing_written(tmp_path):
-    f, out = _write(tmp_path / "bad.jsonl", [MATH, {**MATH, "id": 7}]), tmp_path / "episodes.jsonl"
-    r = subprocess.run([sys.executable, "-m", "tools.transcripts", "--problems", f, "--out", str(out)], capture_output=True,
-                       text=True, timeout=120)
+    f, out = (
+        _write(tmp_path / "bad.jsonl", [MATH, {**MATH, "id": 7}]),
+        tmp_path / "episodes.jsonl",
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "tools.transcripts", "--problems", f, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2
-    assert r.stderr.strip().splitlines() == [f"error: {f}:2: field 'id' must be a str, got 7"]
+    assert r.stderr.strip().splitlines() == [
+        f"error: {f}:2: field 'id' must be a str, got 7"
+    ]
     assert not out.exists() and not (tmp_path / "episodes.jsonl.tmp").exists()
 
 
@@ -85,62 +138,115 @@ def test_cli_runs_episodes_and_writes_records(tmp_path, capsys):
     f, out = _write(tmp_path / "p.jsonl", [MATH, STDIO]), tmp_path / "episodes.jsonl"
     default = signal.getsignal(signal.SIGTERM)
     try:
-        main(["--problems", f, "--model", "tiny-qwen3", "--max-new-tokens", "6", "--max-turns", "2",
-              "--out", str(out)])
-        assert signal.getsignal(signal.SIGTERM) is sandbox._on_sigterm  # a SIGTERM cleans up the sandboxed runs
+        main(
+            [
+                "--problems",
+                f,
+                "--model",
+                "tiny-qwen3",
+                "--max-new-tokens",
+                "6",
+                "--max-turns",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        # a SIGTERM cleans up the sandboxed runs
+        assert signal.getsignal(signal.SIGTERM) is jail._on_sigterm
     finally:
         signal.signal(signal.SIGTERM, default)
     printed = capsys.readouterr().out
-    assert "=== m (math)" in printed and "Verification result for the previous turn:" in printed
-    records = [json.loads(l) for l in out.read_text().splitlines()]
+    assert (
+        "=== m (math)" in printed
+        and "Verification result for the previous turn:" in printed
+    )
+    records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in records] == ["m", "c"]
     resp = records[0]["turns"][0]["responses"]["reasoner"]
-    assert len(resp["tokens"]) == len(resp["logprobs"]) == 6 and resp["context"][1][0] == "opening"
+    assert (
+        len(resp["tokens"]) == len(resp["logprobs"]) == 6
+        and resp["context"][1][0] == "opening"
+    )
     # the artefacts under the field names episodes.jsonl has always had, so older files read the same, and
     # whether the Tool-User's program ran to its end (the sandbox's word, not its printed text)
-    assert set(records[0]["turns"][0]["artefacts"]) == {"derivation", "derivation_answer", "program", "program_answer",
-                                                        "parsed_by", "program_ran"}
-    assert set(records[1]["turns"][0]["artefacts"]) == {"program", "test_input", "test_output", "program_output",
-                                                        "parsed_by"}
+    assert set(records[0]["turns"][0]["artefacts"]) == {
+        "derivation",
+        "derivation_answer",
+        "program",
+        "program_answer",
+        "parsed_by",
+        "program_ran",
+    }
+    assert set(records[1]["turns"][0]["artefacts"]) == {
+        "program",
+        "test_input",
+        "test_output",
+        "program_output",
+        "parsed_by",
+    }
     assert set(records[1]["turns"][0]["artefacts"]["parsed_by"]) == {"coder", "tester"}
 
 
-def test_cli_without_the_toy_build_names_the_command_that_builds_it(tmp_path, monkeypatch, error_line):
+def test_cli_without_the_toy_build_names_the_command_that_builds_it(
+    tmp_path, monkeypatch, error_line
+):
     monkeypatch.chdir(tmp_path)  # no .cache here
-    monkeypatch.setattr("tools.transcripts.load_model", lambda *a, **k: pytest.fail("a model loaded without the toy build"))
+    monkeypatch.setattr(
+        "tools.transcripts.load_model",
+        lambda *a, **k: pytest.fail("a model loaded without the toy build"),
+    )
     f = _write(tmp_path / "p.jsonl", [MATH])
-    for flags, missing in (([], "test.jsonl"), (["--problems", f], "student")):  # the problems given, not the model
+    # the problems given, not the model
+    for flags, missing in (([], "test.jsonl"), (["--problems", f], "student")):
         with pytest.raises(SystemExit) as e:
             main(flags)
         assert e.value.code == 2
-        error_line(f"{os.path.join(TOY, missing)} is not built yet: build the toy student once with "
-                   f"`python -m toy --build-only`, or pass --model and --problems")
+        error_line(
+            f"{os.path.join(TOY, missing)} is not built yet: build the toy student once with "
+            f"`python -m toy --build-only`, or pass --model and --problems"
+        )
 
 
 def test_cli_runs_the_toy_build_by_default(tmp_path, monkeypatch, capsys):
     """A stand-in for the toy build where `python -m toy` caches it: a tiny model directory and a problem file."""
     monkeypatch.chdir(tmp_path)
-    tiny_model("qwen3", layers=1, hidden=32).save_pretrained(os.path.join(TOY, "student"))
+    tiny_model("qwen3", layers=1, hidden=32).save_pretrained(
+        os.path.join(TOY, "student")
+    )
     make_tokenizer().save_pretrained(os.path.join(TOY, "student"))
-    _write(tmp_path / TOY / "test.jsonl", [MATH, STDIO, {**MATH, "id": "m2"}, {**MATH, "id": "m3"}])
+    _write(
+        tmp_path / TOY / "test.jsonl",
+        [MATH, STDIO, {**MATH, "id": "m2"}, {**MATH, "id": "m3"}],
+    )
     capsys.readouterr()
     main(["--max-new-tokens", "4", "--max-turns", "1"])
     printed = capsys.readouterr().out
     assert f"'model': '{os.path.join(TOY, 'student')}'" in printed
-    assert "=== m (math) -- 1 turn(s)" in printed and "=== c (code) -- 1 turn(s)" in printed
+    assert (
+        "=== m (math) -- 1 turn(s)" in printed
+        and "=== c (code) -- 1 turn(s)" in printed
+    )
     # a walk-through: the first two problems of each domain, not the whole file
     assert "=== m2 (math)" in printed and "=== m3 (math)" not in printed
 
 
 def test_unicode_line_separator_inside_a_string_is_not_a_line_break(tmp_path):
     f = tmp_path / "u.jsonl"
-    f.write_text(json.dumps({**MATH, "question": "a\u2028b"}, ensure_ascii=False) + "\n", encoding="utf-8")
+    f.write_text(
+        json.dumps({**MATH, "question": "a\u2028b"}, ensure_ascii=False) + "\n",
+        encoding="utf-8",
+    )
     assert load_problems(str(f))[0]["question"] == "a\u2028b"
 
 
 def test_cli_unusable_out_fails_before_the_run(tmp_path, error_line, monkeypatch):
-    monkeypatch.setattr("tools.transcripts.load_model", lambda *a, **k: pytest.fail("a model loaded before --out was checked"))
-    for bad in (tmp_path, tmp_path / "missing" / "e.jsonl"):  # a directory; a file in a directory that is not there
+    monkeypatch.setattr(
+        "tools.transcripts.load_model",
+        lambda *a, **k: pytest.fail("a model loaded before --out was checked"),
+    )
+    # a directory; a file in a directory that is not there
+    for bad in (tmp_path, tmp_path / "missing" / "e.jsonl"):
         with pytest.raises(SystemExit) as e:
             main(["--out", str(bad)])
         assert e.value.code == 2
@@ -150,7 +256,8 @@ def test_cli_unusable_out_fails_before_the_run(tmp_path, error_line, monkeypatch
 
 def test_cli_damaged_model_files_exit_2(tmp_path, error_line, truncated_model):
     gguf = tmp_path / "m.gguf"
-    gguf.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1))  # version 3, no tensors, one metadata entry: cut off
+    # version 3, no tensors, one metadata entry: cut off
+    gguf.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1))
     for model in (str(gguf), truncated_model(tmp_path / "dir")):
         with pytest.raises(SystemExit) as e:
             main(["--model", model, "--problems", EXAMPLES])
@@ -165,17 +272,44 @@ def test_cli_writes_nan_logprobs_as_json_null(tmp_path):
     model.save_pretrained(tmp_path / "nan")
     make_tokenizer().save_pretrained(tmp_path / "nan")
     f, out = _write(tmp_path / "p.jsonl", [MATH]), tmp_path / "episodes.jsonl"
-    main(["--problems", f, "--model", str(tmp_path / "nan"), "--temperature", "0", "--max-new-tokens", "3",
-          "--max-turns", "1", "--out", str(out)])
-    record = json.loads(out.read_text(), parse_constant=lambda word: pytest.fail(f"{word} is not JSON"))
+    main(
+        [
+            "--problems",
+            f,
+            "--model",
+            str(tmp_path / "nan"),
+            "--temperature",
+            "0",
+            "--max-new-tokens",
+            "3",
+            "--max-turns",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
+    record = json.loads(
+        out.read_text(), parse_constant=lambda word: pytest.fail(f"{word} is not JSON")
+    )
     assert record["turns"][0]["responses"]["reasoner"]["logprobs"] == [None] * 3
 
 
-@pytest.mark.parametrize("flag, value", [
-    ("--max-turns", "0"), ("--max-new-tokens", "0"), ("--max-new-tokens", "-5"), ("--temperature", "nan"),
-    ("--temperature", "-1"), ("--temperature", "inf"), ("--top-p", "0"), ("--top-p", "nan"), ("--top-p", "1.01"),
-    ("--top-k", "-1"), ("--seed", str(2**64)),
-])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--max-turns", "0"),
+        ("--max-new-tokens", "0"),
+        ("--max-new-tokens", "-5"),
+        ("--temperature", "nan"),
+        ("--temperature", "-1"),
+        ("--temperature", "inf"),
+        ("--top-p", "0"),
+        ("--top-p", "nan"),
+        ("--top-p", "1.01"),
+        ("--top-k", "-1"),
+        ("--seed", str(2**64)),
+    ],
+)
 def test_cli_bad_numbers_are_refused_at_parse_time(flag, value, capsys):
     with pytest.raises(SystemExit) as e:
         main([flag, value])
@@ -185,12 +319,18 @@ def test_cli_bad_numbers_are_refused_at_parse_time(flag, value, capsys):
 def test_write_atomic_leaves_no_temp_file_when_it_fails(tmp_path):
     (tmp_path / "d").mkdir()
     with pytest.raises(OSError):
-        write_atomic(str(tmp_path / "d"), "text")  # the rename onto a directory fails after the temp file is written
+        # the rename onto a directory fails after the temp file is written
+        write_atomic(str(tmp_path / "d"), "text")
     assert os.listdir(tmp_path) == ["d"]
 
 
 def test_the_math_limit_is_its_own_only_where_set_and_the_longest_covers_both_domains():
-    limits = lambda code, math: types.SimpleNamespace(max_new_tokens=code, math_max_new_tokens=math)
+    limits = lambda code, math: types.SimpleNamespace(
+        max_new_tokens=code, math_max_new_tokens=math
+    )
     assert [response_limit(limits(512, 256), d) for d in ("code", "math")] == [512, 256]
-    assert [response_limit(limits(512, 0), d) for d in ("code", "math")] == [512, 512]  # 0: the same limit
-    assert [longest_response(limits(c, m)) for c, m in ((512, 256), (512, 0), (256, 1024))] == [512, 512, 1024]
+    # 0: the same limit
+    assert [response_limit(limits(512, 0), d) for d in ("code", "math")] == [512, 512]
+    assert [
+        longest_response(limits(c, m)) for c, m in ((512, 256), (512, 0), (256, 1024))
+    ] == [512, 512, 1024]

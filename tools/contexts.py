@@ -13,6 +13,7 @@ does in training. The marked pieces are teacher.teacher_pieces', the very pieces
 The toy student is built once, shared with `python -m toy` (minutes from an empty cache: the time it took is said
 after it; docs/toy.md has measured ones); then a run takes seconds.
 """
+
 import argparse
 import os
 import sys
@@ -22,8 +23,8 @@ from transformers.utils import logging as hf_logging
 
 import config
 from attribution import attribute_episodes
-from infra.data import ProblemError, load_problems
 from config import bounded
+from infra.data import ProblemError, load_problems
 from infra.models import load_model
 from prompts import ROLE_NAMES, ROLES, check_prompt_limit
 from rollout import rollout_config, run_episodes
@@ -31,20 +32,27 @@ from teacher import KAPPA, teacher_pieces, verdicts_before
 from toy.build import start_toy, toy_root, train_args
 
 DOMAIN_OF = {r: d for d, roles in ROLES.items() for r in roles}
-COLOUR = {"opening": "35", "condition": "36", "verdict": "33"}  # ANSI magenta, cyan, yellow (on a terminal only)
+# ANSI magenta, cyan, yellow (on a terminal only)
+COLOUR = {"opening": "35", "condition": "36", "verdict": "33"}
 
 
 def choose(problems, path, args):
     """(problem, role) the flags pick among `problems` (read from `path`), or ValueError naming the flag."""
     if args.role is not None and args.role not in DOMAIN_OF:
-        raise ValueError(f"--role {args.role!r}: not a role; the roles are {', '.join(DOMAIN_OF)}")
+        raise ValueError(
+            f"--role {args.role!r}: not a role; the roles are {', '.join(DOMAIN_OF)}"
+        )
     domain = args.domain or DOMAIN_OF.get(args.role)
     if args.role is not None and DOMAIN_OF[args.role] != domain:
-        raise ValueError(f"--role {args.role}: not a role of the {domain} workflow ({', '.join(ROLES[domain])})")
+        raise ValueError(
+            f"--role {args.role}: not a role of the {domain} workflow ({', '.join(ROLES[domain])})"
+        )
     mine = [p for p in problems if domain in (None, p["domain"])]
     if args.problem >= len(mine):
-        raise ValueError(f"--problem {args.problem}: {path} holds {len(mine)} "
-                         f"{domain + ' ' if domain else ''}problem(s), counted from 0")
+        raise ValueError(
+            f"--problem {args.problem}: {path} holds {len(mine)} "
+            f"{domain + ' ' if domain else ''}problem(s), counted from 0"
+        )
     p = mine[args.problem]
     return p, args.role or ROLES[p["domain"]][0]
 
@@ -55,14 +63,20 @@ def render(tok, pieces, condition, colour):
     out = ""
     for kind, t, ids in pieces:
         text = tok.decode(ids)
-        mark = {"opening": "[the student's generic opening line]", "condition": f"[role condition {condition}]",
-                "verdict": f"[verdict on turn {t} (c^{t}), teacher-only]"}.get(kind)
+        mark = {
+            "opening": "[the student's generic opening line]",
+            "condition": f"[role condition {condition}]",
+            "verdict": f"[verdict on turn {t} (c^{t}), teacher-only]",
+        }.get(kind)
         if mark is None:
             out += text
             continue
         block = f"{mark}\n{text.strip(chr(10))}\n[end]"
-        out += ("" if not out or out.endswith("\n") else "\n") + \
-            (f"\033[{COLOUR[kind]}m{block}\033[0m" if colour else block) + "\n"
+        out += (
+            ("" if not out or out.endswith("\n") else "\n")
+            + (f"\033[{COLOUR[kind]}m{block}\033[0m" if colour else block)
+            + "\n"
+        )
     return out
 
 
@@ -72,15 +86,23 @@ def differences(student, pieces, role):
     turns = lambda ps: {t for k, t, _ in ps if k == "history" and t >= 0}
     dropped = sorted(turns(student) - turns(pieces[0]))
     verdicts = sum(k == "verdict" for k, _, _ in pieces[0])
-    a_b = (f"(a) -> (b): the opening line ({tokens(student, 'opening')} tokens) replaced by r_i "
-           f"({tokens(pieces[0], 'condition')}), {verdicts} verdict(s) inserted ({tokens(pieces[0], 'verdict')})"
-           + (f", the history of turn(s) {dropped} dropped for the teacher limit" if dropped else ""))
+    a_b = (
+        f"(a) -> (b): the opening line ({tokens(student, 'opening')} tokens) replaced by r_i "
+        f"({tokens(pieces[0], 'condition')}), {verdicts} verdict(s) inserted ({tokens(pieces[0], 'verdict')})"
+        + (
+            f", the history of turn(s) {dropped} dropped for the teacher limit"
+            if dropped
+            else ""
+        )
+    )
     rest = [[p for p in ps if p[0] != "condition"] for ps in pieces]
     if rest[0] != rest[1]:
         return a_b, "(b) vs (c): they differ outside the role condition too"
-    return a_b, (f"(b) vs (c): only the role condition differs ({role}: {tokens(pieces[0], 'condition')} tokens, "
-                 f"{KAPPA[role]}: {tokens(pieces[1], 'condition')}); the other "
-                 f"{sum(len(ids) for _, _, ids in rest[0])} tokens are identical")
+    return a_b, (
+        f"(b) vs (c): only the role condition differs ({role}: {tokens(pieces[0], 'condition')} tokens, "
+        f"{KAPPA[role]}: {tokens(pieces[1], 'condition')}); the other "
+        f"{sum(len(ids) for _, _, ids in rest[0])} tokens are identical"
+    )
 
 
 def show(tok, episode, t, role, verdicts, limit, colour):
@@ -88,41 +110,86 @@ def show(tok, episode, t, role, verdicts, limit, colour):
     resp = episode.turns[t].responses[role]
     p = episode.problem
     print(f"=== {p['id']} ({p['domain']}): {p['question'].strip()}")
-    print(f"=== episode of {len(episode.turns)} turn(s), t = 0..{len(episode.turns) - 1} (the prompts' 'Turn t+1'), "
-          f"stopped: {episode.stopped}; shown: t = {t}, the {ROLE_NAMES[role]}'s response; "
-          + ("PAC off: no verdicts" if verdicts is None else f"PAC on: {len(verdicts)} verdict(s) c^{{<{t}}}"))
+    print(
+        f"=== episode of {len(episode.turns)} turn(s), t = 0..{len(episode.turns) - 1} (the prompts' 'Turn t+1'), "
+        f"stopped: {episode.stopped}; shown: t = {t}, the {ROLE_NAMES[role]}'s response; "
+        + (
+            "PAC off: no verdicts"
+            if verdicts is None
+            else f"PAC on: {len(verdicts)} verdict(s) c^{{<{t}}}"
+        )
+    )
     student = [(s.kind, s.turn, s.ids) for s in resp.context]
-    print(f"\n--- (a) the student's context x_i^t, as the {ROLE_NAMES[role]} saw it ({len(resp.context_ids)} tokens)")
+    print(
+        f"\n--- (a) the student's context x_i^t, as the {ROLE_NAMES[role]} saw it ({len(resp.context_ids)} tokens)"
+    )
     print(render(tok, student, "", colour))
     pieces = teacher_pieces(tok, resp.context, (role, KAPPA[role]), verdicts, limit)
     if pieces is None:
-        print(f"--- the teacher contexts exceed the teacher limit ({limit} tokens): this response is left out of "
-              f"the loss (DECISIONS.md D3)")
+        print(
+            f"--- the teacher contexts exceed the teacher limit ({limit} tokens): this response is left out of "
+            f"the loss (DECISIONS.md D3)"
+        )
         return
-    for name, symbol, ps, r in (("(b) the teacher's target context u~", "r_i", pieces[0], role),
-                                ("(c) the teacher's contrast context", "kappa(r_i)", pieces[1], KAPPA[role])):
-        print(f"--- {name} under {symbol} = {r} ({sum(len(ids) for _, _, ids in ps)} tokens)")
+    for name, symbol, ps, r in (
+        ("(b) the teacher's target context u~", "r_i", pieces[0], role),
+        ("(c) the teacher's contrast context", "kappa(r_i)", pieces[1], KAPPA[role]),
+    ):
+        print(
+            f"--- {name} under {symbol} = {r} ({sum(len(ids) for _, _, ids in ps)} tokens)"
+        )
         print(render(tok, ps, f"{symbol}: {r}", colour))
     print("\n".join(f"--- {line}" for line in differences(student, pieces, role)))
-    print(f"\n--- the response y_i^t, scored by the teacher after (b) and after (c) ({len(resp.tokens)} tokens)")
+    print(
+        f"\n--- the response y_i^t, scored by the teacher after (b) and after (c) ({len(resp.tokens)} tokens)"
+    )
     print(tok.decode(resp.tokens))
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Print a student's context beside the teacher's target and contrast "
-                                 "contexts for one problem and turn, role conditions and verdicts marked. Defaults "
-                                 "in brackets.", epilog="Any other flag is train.py's (e.g. --no-pac, --seed, "
-                                 "--max-new-tokens) and sets the rollout and the teacher contexts as in training.")
-    ap.add_argument("--cache", default=".cache", help="the toy world: where it is built once [%(default)s]")
-    ap.add_argument("--student", help="a real student instead of the toy one (local dir | .gguf | hub id); needs "
-                    "--problems")
-    ap.add_argument("--problems", help="JSONL problem file (schema: infra/data.py) [the toy world's train.jsonl]")
-    ap.add_argument("--problem", "--index", type=bounded(int, 0), default=0,
-                    help="which problem, counted from 0 among --domain's [%(default)s]")
-    ap.add_argument("--domain", choices=tuple(ROLES), help="[the problem's; with --role, the role's]")
-    ap.add_argument("--role", help="whose response: coder, tester, reasoner or tool_user [the domain's first]")
-    ap.add_argument("--turn", type=bounded(int, 0), help="t, counted from 0 [1, the first turn with a verdict "
-                    "before it, or 0 when the episode ended there]")
+    ap = argparse.ArgumentParser(
+        description="Print a student's context beside the teacher's target and contrast "
+        "contexts for one problem and turn, role conditions and verdicts marked. Defaults "
+        "in brackets.",
+        epilog="Any other flag is train.py's (e.g. --no-pac, --seed, "
+        "--max-new-tokens) and sets the rollout and the teacher contexts as in training.",
+    )
+    ap.add_argument(
+        "--cache",
+        default=".cache",
+        help="the toy world: where it is built once [%(default)s]",
+    )
+    ap.add_argument(
+        "--student",
+        help="a real student instead of the toy one (local dir | .gguf | hub id); needs "
+        "--problems",
+    )
+    ap.add_argument(
+        "--problems",
+        help="JSONL problem file (schema: infra/data.py) [the toy world's train.jsonl]",
+    )
+    ap.add_argument(
+        "--problem",
+        "--index",
+        type=bounded(int, 0),
+        default=0,
+        help="which problem, counted from 0 among --domain's [%(default)s]",
+    )
+    ap.add_argument(
+        "--domain",
+        choices=tuple(ROLES),
+        help="[the problem's; with --role, the role's]",
+    )
+    ap.add_argument(
+        "--role",
+        help="whose response: coder, tester, reasoner or tool_user [the domain's first]",
+    )
+    ap.add_argument(
+        "--turn",
+        type=bounded(int, 0),
+        help="t, counted from 0 [1, the first turn with a verdict "
+        "before it, or 0 when the episode ended there]",
+    )
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     colour = sys.stdout.isatty()
     hf_logging.disable_progress_bar()  # the contexts, not a bar per loaded shard
@@ -132,8 +199,9 @@ def main(argv=None):
         if args.student:
             targv = ["--problems", args.problems, "--student", args.student]
         else:  # the toy preset's limits; its --out is never written here
-            targv = train_args(toy_root(args.cache), os.devnull) + (["--problems", args.problems] if args.problems
-                                                                    else [])
+            targv = train_args(toy_root(args.cache), os.devnull) + (
+                ["--problems", args.problems] if args.problems else []
+            )
         targs = config.get_args(targv + rest)
         if not args.student:
             start_toy(args.cache, targs.threads)
@@ -145,13 +213,20 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     torch.manual_seed(targs.seed)
-    gen = torch.Generator(device=next(model.parameters()).device).manual_seed(targs.seed)
-    episode = run_episodes([problem], {r: model for r in ROLES[problem["domain"]]}, tok, cfg, generator=gen)[0]
+    gen = torch.Generator(device=next(model.parameters()).device).manual_seed(
+        targs.seed
+    )
+    episode = run_episodes(
+        [problem], {r: model for r in ROLES[problem["domain"]]}, tok, cfg, generator=gen
+    )[0]
     last = len(episode.turns) - 1
     t = min(1, last) if args.turn is None else args.turn
     if t > last:
-        print(f"error: --turn {t}: the episode has turns 0..{last} (it stopped: {episode.stopped}); try another "
-              f"--turn, --seed or --problem", file=sys.stderr)
+        print(
+            f"error: --turn {t}: the episode has turns 0..{last} (it stopped: {episode.stopped}); try another "
+            f"--turn, --seed or --problem",
+            file=sys.stderr,
+        )
         sys.exit(2)
     attributions = attribute_episodes([episode], timeout=cfg.code_timeout, workers=1)[0]
     verdicts = None if targs.no_pac else verdicts_before(attributions, t)

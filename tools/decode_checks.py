@@ -2,6 +2,7 @@
 and the bf16 rollout copy's log-prob gap at a long position. One line per check, led by ok or FAIL (Log); a check
 that raises is its own FAIL line and the checks go on (attempt).
 """
+
 import contextlib
 import math
 import warnings
@@ -39,7 +40,6 @@ class Log:
         return ok
 
 
-
 def failed(e):
     """One log line for an exception: a check that fails is reported and the run goes on."""
     return f"FAILED {type(e).__name__}: {first_line(e)[:160]}"
@@ -52,8 +52,15 @@ def sdpa_ops(fn):
             fn()
     except Exception as e:  # a probe, not a check: say so and go on
         return failed(e)
-    names = {e.key for e in prof.key_averages() if e.key.startswith("aten::_scaled_dot_product")}
-    return ",".join(sorted(n.replace("aten::_scaled_dot_product_", "") for n in names)) or "none"
+    names = {
+        e.key
+        for e in prof.key_averages()
+        if e.key.startswith("aten::_scaled_dot_product")
+    }
+    return (
+        ",".join(sorted(n.replace("aten::_scaled_dot_product_", "") for n in names))
+        or "none"
+    )
 
 
 # ---------------------------------------------------------------------------------------------- correctness first
@@ -61,12 +68,20 @@ def sdpa_ops(fn):
 # turn, replayed after an in-place refresh -- is held against teacher forcing: sequence_logprobs of the very tokens
 # generated (Eq. 7's scorer, the reference Eq. 13 trains on). Same seed, temperature 1: every variant makes the same
 # draws, so its tokens must equal plain decoding's.
-TOL = 1e-4       # fp32 decode vs fp32 teacher forcing: the same arithmetic in another order, not another precision
-GAP_RATIO = 2.0  # bf16 copy: mean log-prob gap at the long position <= this x the gap at the start (GAP_LINE says why)
-GAP_LINE = ("bf16 rounding of the arithmetic does not grow with the position, a position error (e.g. rounded "
-            "rotary frequencies) does")
-KERNELS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-           "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+# fp32 decode vs fp32 teacher forcing: the same arithmetic in another order, not another precision
+TOL = 1e-4
+# bf16 copy: mean log-prob gap at the long position <= this x the gap at the start (GAP_LINE says why)
+GAP_RATIO = 2.0
+GAP_LINE = (
+    "bf16 rounding of the arithmetic does not grow with the position, a position error (e.g. rounded "
+    "rotary frequencies) does"
+)
+KERNELS = {
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+    "math": SDPBackend.MATH,
+}
 
 
 @torch.no_grad()
@@ -82,9 +97,12 @@ def peak(model, entropy=2.0):
         layer.self_attn.q_norm.weight.mul_(1.5)
         layer.self_attn.k_norm.weight.mul_(1.5)
     device = next(model.parameters()).device
-    ids = torch.randint(0, 256, (1, 64), generator=torch.Generator().manual_seed(0)).to(device)
-    logits = model(ids).logits[0].float()                                              # (64, V)
-    lo, hi = -4.0, 8.0  # log2 of the logits' scale: bisect the entropy, which falls as the scale grows
+    ids = torch.randint(0, 256, (1, 64), generator=torch.Generator().manual_seed(0)).to(
+        device
+    )
+    logits = model(ids).logits[0].float()  # (64, V)
+    # log2 of the logits' scale: bisect the entropy, which falls as the scale grows
+    lo, hi = (-4.0, 8.0)
     for _ in range(30):
         mid = (lo + hi) / 2
         lp = (logits * 2**mid).log_softmax(-1)
@@ -110,7 +128,9 @@ def gaps(model, prompts, out):
     """|out's log-probs - sequence_logprobs of out's tokens under `model`| per token, one (N,) float32 tensor."""
     with torch.no_grad():
         ref = sequence_logprobs(model, prompts, out.tokens)
-    return torch.cat([(torch.tensor(lp) - r.float().cpu()).abs() for lp, r in zip(out.logprobs, ref)])
+    return torch.cat(
+        [(torch.tensor(lp) - r.float().cpu()).abs() for lp, r in zip(out.logprobs, ref)]
+    )
 
 
 def attempt(log, name, fn):
@@ -119,7 +139,11 @@ def attempt(log, name, fn):
     without its recording, which would pass the check that was meant for the recording."""
     try:
         with warnings.catch_warnings():
-            warnings.filterwarnings("error", message="sampler: the recorded decode step", category=RuntimeWarning)
+            warnings.filterwarnings(
+                "error",
+                message="sampler: the recorded decode step",
+                category=RuntimeWarning,
+            )
             return fn()
     except Exception as e:
         release_decoder()
@@ -136,7 +160,10 @@ def _agrees(log, name, model, prompts, out, tokens):
     gap = gaps(model, prompts, out).max().item()
     rows = sum(t != u for t, u in zip(out.tokens, tokens))
     what = "equal" if not rows else f"DIFFER in {rows} of {len(tokens)} rows"
-    return log.check(not rows and gap <= TOL, f"{name:<46} tokens {what}, log-prob gap max {gap:.1e} (limit {TOL:.0e})")
+    return log.check(
+        not rows and gap <= TOL,
+        f"{name:<46} tokens {what}, log-prob gap max {gap:.1e} (limit {TOL:.0e})",
+    )
 
 
 def kernels(log, model, prompt_sets, new, check):
@@ -152,13 +179,24 @@ def kernels(log, model, prompt_sets, new, check):
         release_decoder()
         with sdpa_kernel([backend] if name == "math" else [backend, SDPBackend.MATH]):
             ran = sdpa_ops(lambda: decoded(model, prompt_sets[-1], 2))
-            outs = attempt(log, f"{name} SDPA", lambda: [decoded(model, p, new) for p in prompt_sets]) \
-                if name in ran and ran != default else None
+            outs = (
+                attempt(
+                    log,
+                    f"{name} SDPA",
+                    lambda: [decoded(model, p, new) for p in prompt_sets],
+                )
+                if name in ran and ran != default
+                else None
+            )
         release_decoder()
         if name not in ran:
-            log(f"skip {name + ' SDPA':<46} does not run at these shapes in {dtype} (ran: {ran})")
+            log(
+                f"skip {name + ' SDPA':<46} does not run at these shapes in {dtype} (ran: {ran})"
+            )
         elif ran == default:
-            log(f"skip {name + ' SDPA':<46} the default choice here (ran: {ran}): checked above")
+            log(
+                f"skip {name + ' SDPA':<46} the default choice here (ran: {ran}): checked above"
+            )
         elif outs:
             check(f"{name} SDPA (ran: {ran})", *outs)
 
@@ -172,17 +210,45 @@ def check_decoding(log, a, b, prompts, new):
     with eager():
         plain_a, plain_b = decoded(a, prompts, new), decoded(b, prompts, new)
     lp = -torch.tensor([x for row in plain_a.logprobs for x in row]).mean().item()
-    log(f"     {len(prompts)} prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens, {new} new, fp32; "
-        f"mean -log-prob of a decoded token {lp:.2f} (uniform: {math.log(a.config.vocab_size):.2f})")
-    agrees(log, "plain decoding (eager step)", a, prompts, lambda: plain_a, plain_a.tokens)
-    recorded = "recorded step (CUDA graph)" if sampler._recordable(device) else f"step as generate runs it on {device}"
+    log(
+        f"     {len(prompts)} prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens, {new} new, fp32; "
+        f"mean -log-prob of a decoded token {lp:.2f} (uniform: {math.log(a.config.vocab_size):.2f})"
+    )
+    agrees(
+        log, "plain decoding (eager step)", a, prompts, lambda: plain_a, plain_a.tokens
+    )
+    recorded = (
+        "recorded step (CUDA graph)"
+        if sampler._recordable(device)
+        else f"step as generate runs it on {device}"
+    )
     agrees(log, recorded, a, prompts, lambda: decoded(a, prompts, new), plain_a.tokens)
-    agrees(log, "compiled step (compiled=True)", a, prompts, lambda: decoded(a, prompts, new, compiled=True),
-           plain_a.tokens)
-    kernels(log, a, [prompts], new, lambda name, out: agrees(log, name, a, prompts, lambda: out, plain_a.tokens))
-    for i, (m, plain) in enumerate(((a, plain_a), (b, plain_b), (a, plain_a), (b, plain_b))):
-        agrees(log, f"two models in turn: call {i + 1}, model {'ab'[i % 2]}", m, prompts,
-               lambda: decoded(m, prompts, new), plain.tokens)
+    agrees(
+        log,
+        "compiled step (compiled=True)",
+        a,
+        prompts,
+        lambda: decoded(a, prompts, new, compiled=True),
+        plain_a.tokens,
+    )
+    kernels(
+        log,
+        a,
+        [prompts],
+        new,
+        lambda name, out: agrees(log, name, a, prompts, lambda: out, plain_a.tokens),
+    )
+    for i, (m, plain) in enumerate(
+        ((a, plain_a), (b, plain_b), (a, plain_a), (b, plain_b))
+    ):
+        agrees(
+            log,
+            f"two models in turn: call {i + 1}, model {'ab'[i % 2]}",
+            m,
+            prompts,
+            lambda: decoded(m, prompts, new),
+            plain.tokens,
+        )
     release_decoder()
     decoded(a, prompts, new)
     kept = sampler._kept.get("decoder")
@@ -190,9 +256,19 @@ def check_decoding(log, a, b, prompts, new):
 
     def after_refresh():
         out = decoded(a, prompts, new)
-        log(f"     refresh: a's recording {'replayed' if sampler._kept.get('decoder') is kept else 'made anew'}")
+        log(
+            f"     refresh: a's recording {'replayed' if sampler._kept.get('decoder') is kept else 'made anew'}"
+        )
         return out
-    agrees(log, "after an in-place refresh of a from b", a, prompts, after_refresh, plain_b.tokens)
+
+    agrees(
+        log,
+        "after an in-place refresh of a from b",
+        a,
+        prompts,
+        after_refresh,
+        plain_b.tokens,
+    )
     release_decoder()
 
 
@@ -201,21 +277,34 @@ def check_bf16_gap(log, master, short, long, new):
     greedy tokens (Eq. 8's log pi_theta vs the master's teacher forcing) after the `long` prompts must stay within
     GAP_RATIO x the gap after the `short` ones; under the default SDPA choice and each kernel bf16 decoding could
     pick."""
-    copy = launch.rollout_copies({"student": master}, SimpleNamespace(precision="bf16"))["student"]
-    log(f"     bf16 rollout copy vs its fp32 master, {len(long)} x {new} greedy tokens after prompts of "
+    copy = launch.rollout_copies(
+        {"student": master}, SimpleNamespace(precision="bf16")
+    )["student"]
+    log(
+        f"     bf16 rollout copy vs its fp32 master, {len(long)} x {new} greedy tokens after prompts of "
         f"{min(map(len, short))}-{max(map(len, short))} and {min(map(len, long))}-{max(map(len, long))} tokens; "
-        f"limit: gap after the long ones <= {GAP_RATIO:g}x the short ones': {GAP_LINE}")
+        f"limit: gap after the long ones <= {GAP_RATIO:g}x the short ones': {GAP_LINE}"
+    )
 
     def check(name, out_short, out_long):
         attempt(log, "bf16 copy, " + name, lambda: _gap_line(name, out_short, out_long))
 
     def _gap_line(name, out_short, out_long):
         g_short, g_long = gaps(master, short, out_short), gaps(master, long, out_long)
-        ratio = g_long.mean().item() / max(g_short.mean().item(), 1e-3)  # below 1e-3: bf16's resolution
-        log.check(ratio <= GAP_RATIO, f"{'bf16 copy, ' + name:<46} gap mean {g_short.mean():.1e} -> {g_long.mean():.1e}"
-                  f" (max {g_short.max():.1e} -> {g_long.max():.1e}): {ratio:.1f}x (limit {GAP_RATIO:g}x)")
+        # below 1e-3: bf16's resolution
+        ratio = g_long.mean().item() / max(g_short.mean().item(), 1e-3)
+        log.check(
+            ratio <= GAP_RATIO,
+            f"{'bf16 copy, ' + name:<46} gap mean {g_short.mean():.1e} -> {g_long.mean():.1e}"
+            f" (max {g_short.max():.1e} -> {g_long.max():.1e}): {ratio:.1f}x (limit {GAP_RATIO:g}x)",
+        )
+
     release_decoder()
-    outs = attempt(log, "bf16 copy, default SDPA", lambda: (decoded(copy, short, new), decoded(copy, long, new)))
+    outs = attempt(
+        log,
+        "bf16 copy, default SDPA",
+        lambda: (decoded(copy, short, new), decoded(copy, long, new)),
+    )
     if outs:
         check("default SDPA", *outs)
     kernels(log, copy, [short, long], new, check)

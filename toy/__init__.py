@@ -1,5 +1,5 @@
 """The toy world: MAS-OPD end to end on a laptop CPU, through the same train.py, eval.py and everything beneath
-them as the real path. Nothing in the method imports this package; it imports the method.
+them as the real path. It imports the method and its supports; nothing in the method imports it.
 
     python -m toy               # the demo: build (cached), evaluate, train, evaluate, print the table
     python -m toy.ablation      # Table 2 and the coordination metrics of Figs. 3-4, in the toy world

@@ -14,6 +14,7 @@ is toy/learned.py's model (built once, cached beside the student), loaded with i
 over the same way. The run ends with train.py's
 full table and report, then a summary of the rows that matter (summary).
 """
+
 import argparse
 import json
 import os
@@ -43,51 +44,105 @@ def summary(results, problems, seeds, report, seconds):
     where the report is and the wall time. results: {"before", "after"} -> eval.mean_std dicts; problems: the
     held-out problems; seconds: the demo's wall time."""
     count = {d: sum(p["domain"] == d for p in problems) for d in ("code", "math")}
-    worth = ", ".join(f"{n} {d} problems (one = {100 / n:.1f} points)" for d, n in count.items() if n)
-    rows = {name: {k: v for k, v in m.items() if k.startswith(KEY_ROWS)} for name, m in results.items()}
+    worth = ", ".join(
+        f"{n} {d} problems (one = {100 / n:.1f} points)" for d, n in count.items() if n
+    )
+    rows = {
+        name: {k: v for k, v in m.items() if k.startswith(KEY_ROWS)}
+        for name, m in results.items()
+    }
     head = f"\n== summary: mean ± std over evaluation seeds {', '.join(map(str, seeds))} on the held-out problems:"
-    return "\n".join([head, f"   {worth}", markdown(rows), LEGEND,
-                      f"report: {report} (learning curves, every metric, heat maps)",
-                      f"wall time: {minutes(seconds)}"])
+    return "\n".join(
+        [
+            head,
+            f"   {worth}",
+            markdown(rows),
+            LEGEND,
+            f"report: {report} (learning curves, every metric, heat maps)",
+            f"wall time: {minutes(seconds)}",
+        ]
+    )
 
 
 def main(argv=None):
     start = time.monotonic()
-    ap = argparse.ArgumentParser(description="MAS-OPD in the toy world: train.py with the toy preset.",
-                                 epilog=PASSED_ON)
-    ap.add_argument("--cache", default=".cache", help="where the toy student and problems are built once")
+    ap = argparse.ArgumentParser(
+        description="MAS-OPD in the toy world: train.py with the toy preset.",
+        epilog=PASSED_ON,
+    )
+    ap.add_argument(
+        "--cache",
+        default=".cache",
+        help="where the toy student and problems are built once",
+    )
     ap.add_argument("--out", default="runs/toy", help="train.py's --out")
-    ap.add_argument("--build-only", action="store_true", help="build the toy student and problems (cached) and stop")
-    ap.add_argument("--rebuild", action="store_true", help="train the toy student here from scratch (minutes; "
-                    "replaces the cache's) instead of copying the shipped toy/student/, and say if it is the same")
-    ap.add_argument("--learned-teacher", action="store_true", help="train with toy/learned.py's model teacher (built "
-                    "once, cached; loaded as a model and handed to train.py) instead of the hand-written one")
+    ap.add_argument(
+        "--build-only",
+        action="store_true",
+        help="build the toy student and problems (cached) and stop",
+    )
+    ap.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="train the toy student here from scratch (minutes; "
+        "replaces the cache's) instead of copying the shipped toy/student/, and say if it is the same",
+    )
+    ap.add_argument(
+        "--learned-teacher",
+        action="store_true",
+        help="train with toy/learned.py's model teacher (built "
+        "once, cached; loaded as a model and handed to train.py) instead of the hand-written one",
+    )
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     root = toy_root(args.cache)
-    targv = train_args(root, args.out) + ["--eval-problems", os.path.join(root, "test.jsonl")] + rest
-    targs = get_args(targv)  # a bad flag stops the demo here, before the build; --threads holds for the build too
+    targv = (
+        train_args(root, args.out)
+        + ["--eval-problems", os.path.join(root, "test.jsonl")]
+        + rest
+    )
+    # a bad flag stops the demo here, before the build; --threads holds for the build too
+    targs = get_args(targv)
     start_toy(args.cache, targs.threads, args.rebuild)
     if args.build_only:
         return
     student, tok = load_model(os.path.join(root, "student"))
     teacher = hand = HandTeacher(tok)
     check = None
-    if args.learned_teacher:  # a model directory, loaded as a real teacher is (as object: train.py's memory plan
-        path = build_learned(root)  # is written for real models, and refuses the toy preset's limits)
+    # a model directory, loaded as a real teacher is (as object: train.py's memory plan
+    if args.learned_teacher:
+        # is written for real models, and refuses the toy preset's limits)
+        path = build_learned(root)
         print(f"teacher: the learned toy teacher, {path}", flush=True)
         teacher = load_model(path)[0]
-        check = check_rows({"learned": teacher, "hand-written": hand}, tok, load_problems(targs.eval_problems),
-                           student=student)
-        print("\nThe teacher's check on held-out base-student responses (60 episodes, seed 901):\n\n"
-              + check_table(check) + "\n", flush=True)
+        check = check_rows(
+            {"learned": teacher, "hand-written": hand},
+            tok,
+            load_problems(targs.eval_problems),
+            student=student,
+        )
+        print(
+            "\nThe teacher's check on held-out base-student responses (60 episodes, seed 901):\n\n"
+            + check_table(check)
+            + "\n",
+            flush=True,
+        )
     train.main(targv, teacher=teacher)
     if check:  # beside the run, and in its report
-        write_atomic(os.path.join(args.out, "teacher_check.json"), json.dumps(check, indent=1))
+        write_atomic(
+            os.path.join(args.out, "teacher_check.json"), json.dumps(check, indent=1)
+        )
         write_report(args.out)
     with open(os.path.join(args.out, "results.json")) as f:
         results = json.load(f)
-    print(summary(results, load_problems(targs.eval_problems), targs.eval_seeds,
-                  os.path.join(args.out, "report.html"), time.monotonic() - start))
+    print(
+        summary(
+            results,
+            load_problems(targs.eval_problems),
+            targs.eval_seeds,
+            os.path.join(args.out, "report.html"),
+            time.monotonic() - start,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ fast it was built. build_toy copies it only when this code would train the stude
 (the fingerprint matches) and the weights are the ones recorded; else it trains. `--rebuild` trains it again and
 compares the bytes.
 """
+
 import functools
 import hashlib
 import json
@@ -23,10 +24,17 @@ import shutil
 import time
 
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models as bpe, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers, trainers
+from tokenizers import models as bpe
 from tqdm import tqdm
 
-from infra.models import SPECIAL_TOKENS, cpu_threads, hf_tokenizer, make_tokenizer, tiny_model
+from infra.models import (
+    SPECIAL_TOKENS,
+    cpu_threads,
+    hf_tokenizer,
+    make_tokenizer,
+    tiny_model,
+)
 from prompts import ROLES, build_context, stop_ids_of
 from sampler import sequence_logprobs
 from toy.world import ROLE_BLIND, SPLITS, simulate, toy_problems
@@ -39,18 +47,29 @@ def make_phrase_tokenizer(corpus, vocab_size=2048):
     it opens ("Test Output:\n```\n") may become one token, so a value to copy follows a token that names it. Any
     string still round-trips."""
     tok = Tokenizer(bpe.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r"\n(?!```)"), "merged_with_previous"),
-                                                 pre_tokenizers.Digits(individual_digits=True),
-                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(r"\n(?!```)"), "merged_with_previous"),
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False, max_token_length=256))
+    tok.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=SPECIAL_TOKENS,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+            max_token_length=256,
+        ),
+    )
     return hf_tokenizer(tok)
 
 
-
 # ------------------------------------------------------------------------------------- the build
+
 
 def sft_examples(tok, problems, n, seed, first_turns=0.3, progress=True):
     """n (student context ids, response ids) pairs: the responses of simulated role-blind episodes, in the
@@ -61,14 +80,27 @@ def sft_examples(tok, problems, n, seed, first_turns=0.3, progress=True):
     by_domain = [[p for p in problems if p["domain"] == d] for d in ("code", "math")]
     bar = tqdm(total=n, desc="toy examples", leave=False, disable=not progress)
     while len(out) < n:
-        p = rng.choice(rng.choice([ps for ps in by_domain if ps]))  # domains equally often, whatever their sizes
+        # domains equally often, whatever their sizes
+        p = rng.choice(rng.choice([ps for ps in by_domain if ps]))
         turns = simulate(p, ROLE_BLIND, rng)
         for t in range(len(turns)):
             if t == 0 and rng.random() >= first_turns:
                 continue
             for r in ROLES[p["domain"]]:
-                ctx = [i for s in build_context(tok, p, r, [[x.artefacts] for x in turns[:t]]) for i in s.ids]
-                out.append((ctx, tok(turns[t].responses[r], add_special_tokens=False)["input_ids"] + end))
+                ctx = [
+                    i
+                    for s in build_context(tok, p, r, [x.artefacts for x in turns[:t]])
+                    for i in s.ids
+                ]
+                out.append(
+                    (
+                        ctx,
+                        tok(turns[t].responses[r], add_special_tokens=False)[
+                            "input_ids"
+                        ]
+                        + end,
+                    )
+                )
         bar.update(min(len(out), n) - bar.n)
     bar.close()
     return out[:n]
@@ -79,9 +111,11 @@ def sft(model, examples, steps, batch=32, lr=3e-3, seed=0, desc="sft"):
     Batches hold examples of similar length (sorted, then shuffled as batches), so little compute goes to padding."""
     rng = random.Random(seed)
     ordered = sorted(examples, key=lambda e: len(e[0]) + len(e[1]))
-    batches = [ordered[i:i + batch] for i in range(0, len(ordered), batch)]
+    batches = [ordered[i : i + batch] for i in range(0, len(ordered), batch)]
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / steps)))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / steps))
+    )
     model.train()
     bar = tqdm(range(steps), desc=desc, leave=False)
     for step in bar:
@@ -99,14 +133,18 @@ def sft(model, examples, steps, batch=32, lr=3e-3, seed=0, desc="sft"):
     return model.eval()
 
 
-TOY_VERSION = "toy-v10"  # bump when the world, the prompts, parsing or teacher contexts change what gets built
+# bump when the world, the prompts, parsing or teacher contexts change what gets built
+TOY_VERSION = "toy-v10"
 # Untied input and output embeddings: with tied ones, every push down on a sampled token (a guessed digit, say)
 # would also move how that token is read in the question, and the toy students drifted into garbage.
 SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2, tie_word_embeddings=False)
-STUDENT_STEPS = 4000  # the base student's SFT steps: the bulk of the build's minutes on a 2-core CPU
+# the base student's SFT steps: the bulk of the build's minutes on a 2-core CPU
+STUDENT_STEPS = 4000
 SFT = dict(batch=32, lr=3e-3)  # the base student's SFT batch and peak learning rate
-SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "student")  # build_toy's student, as built
-FINGERPRINT = 256  # the SFT examples hashed into a build's fingerprint (with the tokenizer and every setting)
+# build_toy's student, as built
+SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "student")
+# the SFT examples hashed into a build's fingerprint (with the tokenizer and every setting)
+FINGERPRINT = 256
 
 
 def toy_root(cache):
@@ -127,13 +165,19 @@ def toy_tokenizer(train, seed):
         turns = simulate(p, ROLE_BLIND, rng)
         for t in range(len(turns)):
             for r in ROLES[p["domain"]]:
-                ids = [i for s in build_context(base, p, r, [[x.artefacts] for x in turns[:t]]) for i in s.ids]
+                ids = [
+                    i
+                    for s in build_context(base, p, r, [x.artefacts for x in turns[:t]])
+                    for i in s.ids
+                ]
                 corpus.append(base.decode(ids))
                 corpus.append(turns[t].responses[r])
     return make_phrase_tokenizer(corpus)
 
 
-@functools.lru_cache(maxsize=4)  # a pure function of the code and its arguments: the commands ask twice
+@functools.lru_cache(
+    maxsize=4
+)  # a pure function of the code and its arguments: the commands ask twice
 def shipped_fingerprint(student_steps, examples, seed):
     train = toy_problems("train")
     return fingerprint(toy_tokenizer(train, seed), train, student_steps, examples, seed)
@@ -143,9 +187,16 @@ def fingerprint(tok, train, student_steps, examples, seed):
     """A hash of what a build trains from: the toy version, the model shape, the SFT settings, the tokenizer's
     vocabulary and the first FINGERPRINT SFT examples (a change of the world, the prompts or the simulator shows
     there; the examples are drawn in order, so the first ones are those of the full build)."""
-    spec = dict(toy=TOY_VERSION, shape=SHAPE, sft=SFT, steps=student_steps, examples=examples, seed=seed,
-                vocab=sorted(tok.get_vocab().items()),
-                data=sft_examples(tok, train, FINGERPRINT, seed + 1, progress=False))
+    spec = dict(
+        toy=TOY_VERSION,
+        shape=SHAPE,
+        sft=SFT,
+        steps=student_steps,
+        examples=examples,
+        seed=seed,
+        vocab=sorted(tok.get_vocab().items()),
+        data=sft_examples(tok, train, FINGERPRINT, seed + 1, progress=False),
+    )
     return hashlib.sha256(json.dumps(spec).encode()).hexdigest()
 
 
@@ -169,15 +220,26 @@ def shipped(path, key):
         weights = sha256_of(os.path.join(path, "model.safetensors"))
     except (OSError, ValueError):
         return None
-    return record if record.get("fingerprint") == key and record.get("sha256") == weights else None
+    return (
+        record
+        if record.get("fingerprint") == key and record.get("sha256") == weights
+        else None
+    )
 
 
 def write_record(path, key, seconds):
     """Write path/build.json beside a model saved at `path`: the fingerprint `key` of what it was trained from,
     its weights' sha256, and the wall seconds, load average, CPU and torch of its build (shipped reads it)."""
-    record = dict(toy=TOY_VERSION, fingerprint=key, sha256=sha256_of(os.path.join(path, "model.safetensors")),
-                  seconds=round(seconds, 1), load=round(os.getloadavg()[0], 2), machine=machine(),
-                  torch=torch.__version__, threads=torch.get_num_threads())
+    record = dict(
+        toy=TOY_VERSION,
+        fingerprint=key,
+        sha256=sha256_of(os.path.join(path, "model.safetensors")),
+        seconds=round(seconds, 1),
+        load=round(os.getloadavg()[0], 2),
+        machine=machine(),
+        torch=torch.__version__,
+        threads=torch.get_num_threads(),
+    )
     with open(os.path.join(path, "build.json"), "w") as f:
         f.write(json.dumps(record, indent=1) + "\n")
 
@@ -190,13 +252,21 @@ def build_line(cache, rebuild=False):
         return f"toy world: the toy student and problems are loaded from the cache, {root}/"
     record = None if rebuild else shipped_record()
     if record:
-        return (f"toy world: the toy student is the one shipped in toy/student/ ({STUDENT_STEPS:,} SFT steps, "
-                f"built in {minutes(record['seconds'])} on {record['machine']} at load average {record['load']:.1f}; "
-                f"python -m toy --rebuild trains it here), copied with the toy problems to {root}/")
-    why = "" if rebuild else " (the shipped toy/student/ was trained from other data or settings)"
-    return (f"toy world: building the toy student{why} (a tokenizer, {STUDENT_STEPS:,} SFT steps of a "
-            f"0.25M-parameter model) and the toy problems, once (the bar below shows the time left), cached in "
-            f"{root}/")
+        return (
+            f"toy world: the toy student is the one shipped in toy/student/ ({STUDENT_STEPS:,} SFT steps, "
+            f"built in {minutes(record['seconds'])} on {record['machine']} at load average {record['load']:.1f}; "
+            f"python -m toy --rebuild trains it here), copied with the toy problems to {root}/"
+        )
+    why = (
+        ""
+        if rebuild
+        else " (the shipped toy/student/ was trained from other data or settings)"
+    )
+    return (
+        f"toy world: building the toy student{why} (a tokenizer, {STUDENT_STEPS:,} SFT steps of a "
+        f"0.25M-parameter model) and the toy problems, once (the bar below shows the time left), cached in "
+        f"{root}/"
+    )
 
 
 def minutes(seconds):
@@ -217,9 +287,16 @@ def start_toy(cache, threads=0, rebuild=False):
     start = time.monotonic()
     root = build_toy(cache, rebuild=rebuild)
     if trains:
-        same = f"; {against_shipped(os.path.join(root, 'student'), SHIPPED)}" if rebuild else ""
-        print(f"toy world: built in {minutes(time.monotonic() - start)} here (load average "
-              f"{os.getloadavg()[0]:.1f}), cached in {root}/{same}", flush=True)
+        same = (
+            f"; {against_shipped(os.path.join(root, 'student'), SHIPPED)}"
+            if rebuild
+            else ""
+        )
+        print(
+            f"toy world: built in {minutes(time.monotonic() - start)} here (load average "
+            f"{os.getloadavg()[0]:.1f}), cached in {root}/{same}",
+            flush=True,
+        )
     return root
 
 
@@ -228,15 +305,21 @@ def against_shipped(path, shipped_dir):
     `shipped_dir` (toy/student/ or toy/teacher/): the same bytes, or other bytes and why they may differ."""
     name = f"the shipped toy/{os.path.basename(shipped_dir)}/"
     try:
-        same = sha256_of(os.path.join(path, "model.safetensors")) == \
-            sha256_of(os.path.join(shipped_dir, "model.safetensors"))
+        same = sha256_of(os.path.join(path, "model.safetensors")) == sha256_of(
+            os.path.join(shipped_dir, "model.safetensors")
+        )
     except OSError:  # none shipped
         same = False
-    return f"the same bytes as {name}" if same else \
-        f"other bytes than {name} (another CPU's float kernels, or other code: docs/toy.md)"
+    return (
+        f"the same bytes as {name}"
+        if same
+        else f"other bytes than {name} (another CPU's float kernels, or other code: docs/toy.md)"
+    )
 
 
-def build_toy(cache=".cache", student_steps=STUDENT_STEPS, examples=16000, seed=0, rebuild=False):
+def build_toy(
+    cache=".cache", student_steps=STUDENT_STEPS, examples=16000, seed=0, rebuild=False
+):
     """Build the toy world once; -> the directory holding student/ (save_pretrained, with the tokenizer and
     build.json) and the problem files train.jsonl, valid.jsonl and test.jsonl, under cache/TOY_VERSION. The student
     is the shipped one (toy/student/) when shipped_record says it is what these settings would train, else trained
@@ -255,20 +338,32 @@ def build_toy(cache=".cache", student_steps=STUDENT_STEPS, examples=16000, seed=
         start, train = time.monotonic(), toy_problems("train")
         tok = toy_tokenizer(train, seed)
         student = tiny_model("qwen3", vocab_size=len(tok), seed=seed + 2, **SHAPE)
-        sft(student, sft_examples(tok, train, examples, seed + 1), student_steps, desc="toy student", **SFT)
+        sft(
+            student,
+            sft_examples(tok, train, examples, seed + 1),
+            student_steps,
+            desc="toy student",
+            **SFT,
+        )
         student.save_pretrained(os.path.join(tmp, "student"))
         tok.save_pretrained(os.path.join(tmp, "student"))
-        write_record(os.path.join(tmp, "student"), fingerprint(tok, train, student_steps, examples, seed),
-                     time.monotonic() - start)
-    for split in SPLITS:  # the problems as files, so train.py and eval.py read them like any others
+        write_record(
+            os.path.join(tmp, "student"),
+            fingerprint(tok, train, student_steps, examples, seed),
+            time.monotonic() - start,
+        )
+    # the problems as files, so train.py and eval.py read them like any others
+    for split in SPLITS:
         with open(os.path.join(tmp, f"{split}.jsonl"), "w") as f:
             f.writelines(json.dumps(p) + "\n" for p in toy_problems(split))
     os.makedirs(cache, exist_ok=True)
-    if rebuild and os.path.isdir(root):  # the cache is ours to replace: nothing in it is a user's
+    # the cache is ours to replace: nothing in it is a user's
+    if rebuild and os.path.isdir(root):
         shutil.rmtree(root)
     try:
         os.replace(tmp, root)
-    except OSError:  # another process (say, a second ablation process) finished the same build first
+    # another process (say, a second ablation process) finished the same build first
+    except OSError:
         if not built(root):
             raise
         shutil.rmtree(tmp)
@@ -279,22 +374,38 @@ def machine():
     """The CPU, as build.json records where a student was built (its float kernels decide its bytes)."""
     try:
         with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+            names = [
+                line.split(":", 1)[1].strip()
+                for line in f
+                if line.startswith("model name")
+            ]
     except OSError:
         names = []
-    return f"{names[0] if names else platform.machine()}, {os.cpu_count()} cores, " \
-           f"{torch.backends.cpu.get_cpu_capability()} kernels"
+    return (
+        f"{names[0] if names else platform.machine()}, {os.cpu_count()} cores, "
+        f"{torch.backends.cpu.get_cpu_capability()} kernels"
+    )
 
 
 def train_args(root, out):
     """train.py's arguments for the toy world built at `root` (build_toy), writing to `out`, with the toy preset
     (config.py, TOY); the caller hands train.main the hand-written teacher (toy/expert.py), so there is no
     --teacher."""
-    return ["--problems", os.path.join(root, "train.jsonl"), "--student", os.path.join(root, "student"),
-            "--out", out, "--preset", "toy"]
+    return [
+        "--problems",
+        os.path.join(root, "train.jsonl"),
+        "--student",
+        os.path.join(root, "student"),
+        "--out",
+        out,
+        "--preset",
+        "toy",
+    ]
 
 
 # The close of every toy command's --help: each passes the flags it does not know on to train.py
-PASSED_ON = ("Every other flag is passed on to train.py, and described by python train.py --help: --steps, "
-             "--batch, --lr, --eval-seeds, --threads, --overwrite and the rest; the toy preset (config.py, TOY) "
-             "gives the defaults.")
+PASSED_ON = (
+    "Every other flag is passed on to train.py, and described by python train.py --help: --steps, "
+    "--batch, --lr, --eval-seeds, --threads, --overwrite and the rest; the toy preset (config.py, TOY) "
+    "gives the defaults."
+)

@@ -34,6 +34,7 @@ keeps every token possible. What it cannot show: anything about a learned teache
 base_model() returns log-probabilities as "hidden states" and get_output_embeddings() is the identity, so
 sampler.sequence_logprobs and teacher.score use it unchanged.
 """
+
 import functools
 import math
 import re
@@ -47,19 +48,27 @@ from prompts import ANSWER_FMT, ROLE_NAMES
 from teacher import KAPPA, ROLE_CONDITIONS
 from toy.world import FIRST, NOUN, calc, question_spec, value_of
 
-DECIDE = 0.97        # P(keep) or P(revise) when the verdict names the side at fault (PAC)
-TEAMMATE_WORK = 0.5  # share of its responses that also do the teammate's part: under the seat's own condition
-CONTRAST_WORK = 1 - 1e-4  # ... and under the contrast condition kappa(r), whose core duty that part is
-SMOOTH = 1e-3        # share of each plan's mass spread over every token
-SURE = 0.99          # its confidence in a digit of its own arithmetic, and in where a number ends
-PRINT_VALUE = 0.2    # a Tool-User's share of programs that print the value rather than compute it
-ADOPT = 0.9          # P(adopt what the program printed | revise) when the verdict clears the program
-CANONICAL = 0.99     # share of a continuation's mass on the tokenizer's own first token for it
+DECIDE = 0.97  # P(keep) or P(revise) when the verdict names the side at fault (PAC)
+# share of its responses that also do the teammate's part: under the seat's own condition
+TEAMMATE_WORK = 0.5
+# ... and under the contrast condition kappa(r), whose core duty that part is
+CONTRAST_WORK = 1 - 1e-4
+SMOOTH = 1e-3  # share of each plan's mass spread over every token
+# its confidence in a digit of its own arithmetic, and in where a number ends
+SURE = 0.99
+# a Tool-User's share of programs that print the value rather than compute it
+PRINT_VALUE = 0.2
+# P(adopt what the program printed | revise) when the verdict clears the program
+ADOPT = 0.9
+# share of a continuation's mass on the tokenizer's own first token for it
+CANONICAL = 0.99
 DIGITS = "0123456789"
-FAULT = {"coder": ("in the program", "in both", "at least in the program"),
-         "tester": ("in the test case", "in both"),
-         "reasoner": ("in the derivation", "in both"),
-         "tool_user": ("in the program's computation", "in both")}
+FAULT = {
+    "coder": ("in the program", "in both", "at least in the program"),
+    "tester": ("in the test case", "in both"),
+    "reasoner": ("in the derivation", "in both"),
+    "tool_user": ("in the program's computation", "in both"),
+}
 
 
 def lit(text):
@@ -73,21 +82,52 @@ def num(value):
 
 # --------------------------------------------------------------------------------------------- the plans
 
+
 def fresh(role, question):
     """Parts of a right first-turn artefact of `role` for the toy question (its own arithmetic, from the text)."""
     spec = question_spec(question)
     a, op, b = spec
     side = lambda k: lit("x") if k is None else num(str(k))
     if role == "coder":
-        return [lit("Code:\n```python\nx = int(input())\nprint("), side(a), lit(f" {op} "), side(b), lit(")\n```")]
+        return [
+            lit("Code:\n```python\nx = int(input())\nprint("),
+            side(a),
+            lit(f" {op} "),
+            side(b),
+            lit(")\n```"),
+        ]
     if role == "tester":
-        out = lambda fills: str(value_of(spec, int(fills[-1]))) if fills and fills[-1].isdigit() else "0"
-        return [lit("Test Input:\n```\n"), num(None), lit("\n```\nTest Output:\n```\n"), num(out), lit("\n```")]
+        out = lambda fills: (
+            str(value_of(spec, int(fills[-1])))
+            if fills and fills[-1].isdigit()
+            else "0"
+        )
+        return [
+            lit("Test Input:\n```\n"),
+            num(None),
+            lit("\n```\nTest Output:\n```\n"),
+            num(out),
+            lit("\n```"),
+        ]
     v = str(calc(a, op, b))
     if role == "reasoner":
-        return [lit("Reasoning Steps: "), num(str(a)), lit(f" {op} "), num(str(b)), lit(" = "), num(v),
-                lit("\n#### "), num(v)]
-    return [lit("Code:\n```python\nprint("), num(str(a)), lit(f" {op} "), num(str(b)), lit(")\n```")]
+        return [
+            lit("Reasoning Steps: "),
+            num(str(a)),
+            lit(f" {op} "),
+            num(str(b)),
+            lit(" = "),
+            num(v),
+            lit("\n#### "),
+            num(v),
+        ]
+    return [
+        lit("Code:\n```python\nprint("),
+        num(str(a)),
+        lit(f" {op} "),
+        num(str(b)),
+        lit(")\n```"),
+    ]
 
 
 def artefacts(role, question):
@@ -95,9 +135,17 @@ def artefacts(role, question):
     it worked out instead of the expression (PRINT_VALUE of its mass), so closing `print(8` is never a surprise."""
     if role != "tool_user":
         return [(1.0, fresh(role, question))]
-    return [(1 - PRINT_VALUE, fresh(role, question)),
-            (PRINT_VALUE, [lit("Code:\n```python\nprint("), num(str(value_of(question_spec(question)))),
-                           lit(")\n```")])]
+    return [
+        (1 - PRINT_VALUE, fresh(role, question)),
+        (
+            PRINT_VALUE,
+            [
+                lit("Code:\n```python\nprint("),
+                num(str(value_of(question_spec(question)))),
+                lit(")\n```"),
+            ],
+        ),
+    ]
 
 
 def adopted(role, last):
@@ -106,11 +154,21 @@ def adopted(role, last):
     None for the other roles, or when nothing usable was printed."""
     if role == "reasoner":
         m = re.search(r"It printed: (-?\d+)\n", last)
-        return m and [lit("Reasoning Steps: I adopt the printed result.\n#### "), num(m.group(1))]
+        return m and [
+            lit("Reasoning Steps: I adopt the printed result.\n#### "),
+            num(m.group(1)),
+        ]
     if role == "tester":
-        m = re.search(r"Your test input:\n```\n(-?\d+)\n```.*The program's output:\n```\n(-?\d+)\n```", last, re.S)
-        return m and [lit(f"Test Input:\n```\n{m.group(1)}\n```\nTest Output:\n```\n"), num(m.group(2)),
-                      lit("\n```")]
+        m = re.search(
+            r"Your test input:\n```\n(-?\d+)\n```.*The program's output:\n```\n(-?\d+)\n```",
+            last,
+            re.S,
+        )
+        return m and [
+            lit(f"Test Input:\n```\n{m.group(1)}\n```\nTest Output:\n```\n"),
+            num(m.group(2)),
+            lit("\n```"),
+        ]
     return None
 
 
@@ -119,16 +177,29 @@ def kept(role, last):
     had none."""
     if role in ("coder", "tool_user"):
         m = re.search(r"Your program:\n```python\n(.*?)```", last, re.S)
-        return None if m is None or "(no program" in m.group(1) else [lit(f"Code:\n```python\n{m.group(1)}```")]
+        return (
+            None
+            if m is None or "(no program" in m.group(1)
+            else [lit(f"Code:\n```python\n{m.group(1)}```")]
+        )
     if role == "tester":
-        m = re.search(r"Your test input:\n```\n(.*?)```\nYour expected output:\n```\n(.*?)```", last, re.S)
+        m = re.search(
+            r"Your test input:\n```\n(.*?)```\nYour expected output:\n```\n(.*?)```",
+            last,
+            re.S,
+        )
         if m is None or "(no test case" in m.group(1):
             return None
-        return [lit(f"Test Input:\n```\n{m.group(1)}```\nTest Output:\n```\n{m.group(2)}```")]
+        return [
+            lit(
+                f"Test Input:\n```\n{m.group(1)}```\nTest Output:\n```\n{m.group(2)}```"
+            )
+        ]
     m = re.search(r"Your derivation:\n(.*?)\nYour answer: ", last, re.S)
     if m is None or "####" not in m.group(1):
         return None
-    text = re.sub(r"^I (keep|revise) my answer\.\n", "", m.group(1)).split("\nCode:")[0]  # no appended program
+    # no appended program
+    text = re.sub(r"^I (keep|revise) my answer\.\n", "", m.group(1)).split("\nCode:")[0]
     return [lit(text)]
 
 
@@ -146,16 +217,41 @@ def conclusion_of(seat, verdict, last):
     produced (`last`, its history entry of that turn: the same agent has no other name in its context), and reads
     a fault in its own artefact from it and in its teammates' from the other role's lines, as a pair's conclusion
     would name them ("in the program", "in the test case", "in both")."""
-    lines = [x for x in verdict.split("\n") if x.startswith("- ")]  # without the header line
+    # without the header line
+    lines = [x for x in verdict.split("\n") if x.startswith("- ")]
     if len(lines) == 2:
         return lines[-1]
     mate = KAPPA[seat]
     mine = [x for x in lines if x.startswith(f"- {ROLE_NAMES[seat]} ")]
-    values = [v for m in re.findall(OWN_VALUES[seat], last) for v in ((m,) if isinstance(m, str) else m)]
-    own = next((x for x in mine if all(repr(v) in x for v in values)), mine[0] if mine else "")
-    faulty = {r for r, ls in ((seat, [own]), (mate, [x for x in lines if x.startswith(f"- {ROLE_NAMES[mate]} ")]))
-              if any("does not" in x or "no program" in x or "no test case" in x or "no answer" in x for x in ls)}
-    return "in both" if len(faulty) == 2 else FAULT[faulty.pop()][0] if faulty else "no fault"
+    values = [
+        v
+        for m in re.findall(OWN_VALUES[seat], last)
+        for v in ((m,) if isinstance(m, str) else m)
+    ]
+    own = next(
+        (x for x in mine if all(repr(v) in x for v in values)), mine[0] if mine else ""
+    )
+    faulty = {
+        r
+        for r, ls in (
+            (seat, [own]),
+            (mate, [x for x in lines if x.startswith(f"- {ROLE_NAMES[mate]} ")]),
+        )
+        if any(
+            "does not" in x
+            or "no program" in x
+            or "no test case" in x
+            or "no answer" in x
+            for x in ls
+        )
+    }
+    return (
+        "in both"
+        if len(faulty) == 2
+        else FAULT[faulty.pop()][0]
+        if faulty
+        else "no fault"
+    )
 
 
 def own_plans(seat, cond, question, history):
@@ -166,8 +262,18 @@ def own_plans(seat, cond, question, history):
         return artefacts(seat, question)
     verdicts = history.split("Verification result for the previous turn:")
     last = history.split("\nTurn ")[-1]  # the previous turn's entry
-    conclusion = conclusion_of(seat, verdicts[-1].split("\n\n")[0].strip(), last) if len(verdicts) > 1 else None
-    p_revise = 0.5 if conclusion is None else DECIDE if any(f in conclusion for f in FAULT[cond]) else 1 - DECIDE
+    conclusion = (
+        conclusion_of(seat, verdicts[-1].split("\n\n")[0].strip(), last)
+        if len(verdicts) > 1
+        else None
+    )
+    p_revise = (
+        0.5
+        if conclusion is None
+        else DECIDE
+        if any(f in conclusion for f in FAULT[cond])
+        else 1 - DECIDE
+    )
     keep, adopt = kept(seat, last), adopted(seat, last)
     if keep is None:
         p_revise = 1.0
@@ -178,7 +284,10 @@ def own_plans(seat, cond, question, history):
     else:  # the verdict clears the program when it blames only this seat
         p_adopt = ADOPT if FAULT[seat][0] in conclusion else 1 - ADOPT
     opening = lambda word: [lit(f"I {word} my {NOUN[seat]}.\n")]
-    out = [(p_revise * (1 - p_adopt) * w, opening("revise") + parts) for w, parts in artefacts(seat, question)]
+    out = [
+        (p_revise * (1 - p_adopt) * w, opening("revise") + parts)
+        for w, parts in artefacts(seat, question)
+    ]
     if p_adopt:
         out.append((p_revise * p_adopt, opening("revise") + adopt))
     if keep is not None:
@@ -193,8 +302,11 @@ def plans(context):
     seat = next(r for r in ANSWER_FMT if ANSWER_FMT[r] in context)
     cond = next(r for r in ROLE_CONDITIONS if ROLE_CONDITIONS[r] in context)
     question = context.split("Problem:\n", 1)[1].split("\n\n", 1)[0]
-    history = context.split("History of the earlier turns:\n", 1)[1] if "History of the earlier turns:" in context \
+    history = (
+        context.split("History of the earlier turns:\n", 1)[1]
+        if "History of the earlier turns:" in context
         else None
+    )
     share = TEAMMATE_WORK if cond == seat else CONTRAST_WORK
     mate = fresh(KAPPA[seat], question)
     first = seat in FIRST.values()
@@ -222,7 +334,7 @@ def continuations(parts, s):
     probability)]. The whole remaining text is returned because one token may span several literal parts."""
     i, fills = 0, []
     for pi, (kind, value) in enumerate(parts):
-        rest = parts[pi + 1:]
+        rest = parts[pi + 1 :]
         if kind == "lit":
             n = 0
             while n < len(value) and i + n < len(s) and s[i + n] == value[n]:
@@ -244,11 +356,19 @@ def continuations(parts, s):
         written = s[i:j]
         after = render(rest, fills + [written]) or None
         if pref is None:  # any digit, once
-            return [(d + render(rest, fills + [d]), 0.1) for d in DIGITS] if not written else [(after, 1.0)]
-        if pref.startswith(written) and written != pref:  # its own next digit, or (arithmetic is not certain) another
-            go_on = pref[len(written):] + render(rest, fills + [pref])
-            return [(go_on, SURE)] + [(d, (1 - SURE) / 9) for d in DIGITS if d != go_on[0]]
-        return [(after, SURE)] + [(d, (1 - SURE) / 10) for d in DIGITS]  # done, or wrong: the plan goes on after it
+            return (
+                [(d + render(rest, fills + [d]), 0.1) for d in DIGITS]
+                if not written
+                else [(after, 1.0)]
+            )
+        # its own next digit, or (arithmetic is not certain) another
+        if pref.startswith(written) and written != pref:
+            go_on = pref[len(written) :] + render(rest, fills + [pref])
+            return [(go_on, SURE)] + [
+                (d, (1 - SURE) / 9) for d in DIGITS if d != go_on[0]
+            ]
+        # done, or wrong: the plan goes on after it
+        return [(after, SURE)] + [(d, (1 - SURE) / 10) for d in DIGITS]
     return [(None, 1.0)]  # the plan is complete
 
 
@@ -256,11 +376,14 @@ def recover(parts, fills, s):
     """A prefix that left the plan inside its text: continue where the end of s occurs in the plan's text (the
     longest such ending, at least two characters), else finish with the plan's closing text (what follows its
     last number), so that closing what the student began is what the teacher expects. None = end now."""
-    text = "".join(value if kind == "lit" else fill for (kind, value), fill in _with_fills(parts, fills))
+    text = "".join(
+        value if kind == "lit" else fill
+        for (kind, value), fill in _with_fills(parts, fills)
+    )
     for m in range(min(len(s), 40), 1, -1):
         j = text.rfind(s[-m:])
         if j >= 0:
-            return text[j + m:] or None
+            return text[j + m :] or None
     closing = parts[-1][1] if parts[-1][0] == "lit" else ""
     for m in range(len(closing), 0, -1):
         if s.endswith(closing[:m]):
@@ -274,7 +397,11 @@ def _with_fills(parts, fills):
     for kind, value in parts:
         fill = None
         if kind == "num":
-            fill = next(written, None) or (value(done) if callable(value) else value) or "0"
+            fill = (
+                next(written, None)
+                or (value(done) if callable(value) else value)
+                or "0"
+            )
             done.append(fill)
         yield (kind, value), fill
 
@@ -289,9 +416,12 @@ class HandTeacher(nn.Module):
         # The identity as a sparse (CSR) matrix: the LM head's product then costs V multiplies a position, not V^2,
         # and is the same exact copy of each log-probability (x * 1 = x; the dense one added exact zeros).
         self.head = nn.Linear(self.V, self.V, bias=False, device="meta")
-        with warnings.catch_warnings():  # torch calls its sparse CSR support beta; the identity needs little of it
+        # torch calls its sparse CSR support beta; the identity needs little of it
+        with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
-            self.head.weight = nn.Parameter(torch.eye(self.V).to_sparse_csr(), requires_grad=False)
+            self.head.weight = nn.Parameter(
+                torch.eye(self.V).to_sparse_csr(), requires_grad=False
+            )
         self.pieces = [tokenizer.decode([i]) for i in range(self.V)]
         self.eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
         self.think_end = tokenizer.convert_tokens_to_ids("</think>")
@@ -310,7 +440,9 @@ class HandTeacher(nn.Module):
         other token the text begins with."""
         if not text:
             return {}
-        fits = [i for i in self.by_first.get(text[0], ()) if text.startswith(self.pieces[i])]
+        fits = [
+            i for i in self.by_first.get(text[0], ()) if text.startswith(self.pieces[i])
+        ]
         first = self.tok(text, add_special_tokens=False)["input_ids"][0]
         mass = {i: (1 - CANONICAL) / len(fits) for i in fits}
         mass[first] = mass.get(first, 0.0) + CANONICAL
@@ -347,8 +479,12 @@ class HandTeacher(nn.Module):
             rows.append(row)
             if tok is None:
                 break
-            for k, (nxt, total) in enumerate(per_plan):  # Bayes: each plan's weight times what it gave this token
-                log_w[k] += math.log((1 - SMOOTH) * nxt.get(tok, 0.0) / max(total, 1e-12) + SMOOTH / self.V)
+            # Bayes: each plan's weight times what it gave this token
+            for k, (nxt, total) in enumerate(per_plan):
+                log_w[k] += math.log(
+                    (1 - SMOOTH) * nxt.get(tok, 0.0) / max(total, 1e-12)
+                    + SMOOTH / self.V
+                )
             s += self.pieces[tok]
         return torch.tensor(rows[:-1], dtype=torch.float64).reshape(-1, self.V).log()
 
@@ -357,10 +493,13 @@ class HandTeacher(nn.Module):
         log-probabilities of that token; elsewhere unset (never read). The response starts after the chat tail's
         '</think>\\n\\n'; the context before it is decoded to text and read by plans()."""
         B, L = input_ids.shape
-        out = torch.empty(B, L, self.V)  # not zeroed: (B, L, V) floats, and only response positions are read
+        # not zeroed: (B, L, V) floats, and only response positions are read
+        out = torch.empty(B, L, self.V)
         for b in range(B):
-            ids = input_ids[b, :int(attention_mask[b].sum())].tolist()
-            start = len(ids) - 1 - ids[::-1].index(self.think_end) + 1 + self.after_think
+            ids = input_ids[b, : int(attention_mask[b].sum())].tolist()
+            start = (
+                len(ids) - 1 - ids[::-1].index(self.think_end) + 1 + self.after_think
+            )
             lp = self.response_logprobs(self.tok.decode(ids[:start]), ids[start:])
-            out[b, start - 1:start - 1 + len(lp)] = lp.float()
+            out[b, start - 1 : start - 1 + len(lp)] = lp.float()
         return SimpleNamespace(last_hidden_state=out.to(self.head.weight.device))

@@ -27,6 +27,7 @@ docs/toy.md). The teacher must learn by itself to read a verdict
 among its lines, to tell the conditions apart, and to price the students' tokens: no rule, plan, probability or
 prefix logic of toy/expert.py is in its data.
 """
+
 import argparse
 import copy
 import hashlib
@@ -42,26 +43,51 @@ from tqdm import tqdm
 from infra.models import load_model, load_tokenizer
 from prompts import ROLES, build_context, stop_ids_of
 from teacher import KAPPA, score, teacher_contexts
+from toy.build import (
+    TOY_VERSION,
+    against_shipped,
+    sft,
+    sha256_of,
+    shipped,
+    start_toy,
+    write_record,
+)
 from toy.expert import HandTeacher
-from toy.build import TOY_VERSION, against_shipped, sft, sha256_of, shipped, start_toy, write_record
-from toy.world import (COMPUTING, NOUN, ROLE_BLIND, calc, deferring, derivation, expr, program, question_spec,
-                       simulate, test_case, toy_problems, value_of, whole_job)
+from toy.world import (
+    COMPUTING,
+    NOUN,
+    ROLE_BLIND,
+    calc,
+    deferring,
+    derivation,
+    expr,
+    program,
+    question_spec,
+    simulate,
+    test_case,
+    toy_problems,
+    value_of,
+    whole_job,
+)
 
-LEARNED_VERSION = 2  # bump when the code below changes what gets built (the settings are in the key already)
+# bump when the code below changes what gets built (the settings are in the key already)
+LEARNED_VERSION = 2
 GROW = 2  # decoder layers added on top of the student's two (grown)
-SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "teacher")  # build_learned's teacher, as built
+# build_learned's teacher, as built
+SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "teacher")
 DATA = dict(
-    examples=16000,   # (teacher context, target) pairs
+    examples=16000,  # (teacher context, target) pairs
     first_turns=0.5,  # share of first turns kept (later turns carry the decisions, the first only the format)
-    CONTRAST=0.5,     # share of contexts under the contrast condition kappa(r)
-    VERDICT=0.7,      # share of later turns whose context carries the verdicts (the rest: none, as w/o PAC)
-    WHOLE_JOB=0.5,    # share of expert responses under the seat's own condition that also do the teammate's part
-    ADOPT=0.9,        # share of a computing role's revisions that take over a right program's value
-    STUDENT=0.05,     # share of targets that are the base student's own response (smoothing, module docstring)
+    CONTRAST=0.5,  # share of contexts under the contrast condition kappa(r)
+    VERDICT=0.7,  # share of later turns whose context carries the verdicts (the rest: none, as w/o PAC)
+    WHOLE_JOB=0.5,  # share of expert responses under the seat's own condition that also do the teammate's part
+    ADOPT=0.9,  # share of a computing role's revisions that take over a right program's value
+    STUDENT=0.05,  # share of targets that are the base student's own response (smoothing, module docstring)
     seed=0,
 )
 TRAIN = dict(steps=1500, batch=16, lr=3e-3, seed=0)
-LIMIT = 12288  # the teacher's prompt limit (config.py's, App. D.6.3); the toy's contexts are far shorter
+# the teacher's prompt limit (config.py's, App. D.6.3); the toy's contexts are far shorter
+LIMIT = 12288
 
 
 def right_artefact(role, problem, rng):
@@ -90,13 +116,19 @@ def expert_response(seat, cond, problem, turns, shown, rng, d=DATA):
         if revise or not kept:
             mate_right = last.checks[KAPPA[seat]]
             p_adopt = (d["ADOPT"] if mate_right else 1 - d["ADOPT"]) if shown else 0.5
-            took = deferring(seat, last.artefacts) if seat in COMPUTING and rng.random() < p_adopt else None
+            took = (
+                deferring(seat, last.artefacts)
+                if seat in COMPUTING and rng.random() < p_adopt
+                else None
+            )
             own = took or own
         else:
             own = kept
     text = own
     if cond != seat or rng.random() < d["WHOLE_JOB"]:
-        text = whole_job(seat, problem["domain"], own, right_artefact(KAPPA[seat], problem, rng))
+        text = whole_job(
+            seat, problem["domain"], own, right_artefact(KAPPA[seat], problem, rng)
+        )
     if turns:
         text = f"I {'keep' if own == kept else 'revise'} my {NOUN[seat]}.\n" + text
     return text
@@ -105,8 +137,15 @@ def expert_response(seat, cond, problem, turns, shown, rng, d=DATA):
 def training_examples(tok, problems, d, progress=True):
     """d["examples"] (teacher context ids, target ids) pairs (module docstring)."""
     rng, out, end = random.Random(d["seed"]), [], [stop_ids_of(tok)[0]]
-    by_domain = [[p for p in problems if p["domain"] == dom] for dom in ("code", "math")]
-    bar = tqdm(total=d["examples"], desc="learned teacher examples", leave=False, disable=not progress)
+    by_domain = [
+        [p for p in problems if p["domain"] == dom] for dom in ("code", "math")
+    ]
+    bar = tqdm(
+        total=d["examples"],
+        desc="learned teacher examples",
+        leave=False,
+        disable=not progress,
+    )
     while len(out) < d["examples"]:
         p = rng.choice(rng.choice([ps for ps in by_domain if ps]))
         turns = simulate(p, ROLE_BLIND, rng)
@@ -116,15 +155,25 @@ def training_examples(tok, problems, d, progress=True):
             shown = t > 0 and rng.random() < d["VERDICT"]
             for seat in ROLES[p["domain"]]:
                 cond = KAPPA[seat] if rng.random() < d["CONTRAST"] else seat
-                segments = build_context(tok, p, seat, [[x.artefacts] for x in turns[:t]])
-                ctx = teacher_contexts(tok, segments, (cond,), [x.verdict for x in turns[:t]] if shown else None,
-                                       LIMIT)[0]
-                target = turns[t].responses[seat] if rng.random() < d["STUDENT"] else \
-                    expert_response(seat, cond, p, turns[:t], shown, rng, d)
-                out.append((ctx, tok(target, add_special_tokens=False)["input_ids"] + end))
+                segments = build_context(tok, p, seat, [x.artefacts for x in turns[:t]])
+                ctx = teacher_contexts(
+                    tok,
+                    segments,
+                    (cond,),
+                    [x.verdict for x in turns[:t]] if shown else None,
+                    LIMIT,
+                )[0]
+                target = (
+                    turns[t].responses[seat]
+                    if rng.random() < d["STUDENT"]
+                    else expert_response(seat, cond, p, turns[:t], shown, rng, d)
+                )
+                out.append(
+                    (ctx, tok(target, add_special_tokens=False)["input_ids"] + end)
+                )
         bar.update(min(len(out), d["examples"]) - bar.n)
     bar.close()
-    return out[:d["examples"]]
+    return out[: d["examples"]]
 
 
 def grown(student, extra, seed):
@@ -138,9 +187,14 @@ def grown(student, extra, seed):
     torch.manual_seed(seed)
     model = type(student)(config)
     missing, unexpected = model.load_state_dict(student.state_dict(), strict=False)
-    new = tuple(f"model.layers.{student.config.num_hidden_layers + i}." for i in range(extra))
-    if unexpected or not missing or any(not k.startswith(new) for k in missing):  # only the new layers are new
-        raise ValueError(f"grown: the student's weights do not fit a {config.num_hidden_layers}-layer copy")
+    new = tuple(
+        f"model.layers.{student.config.num_hidden_layers + i}." for i in range(extra)
+    )
+    # only the new layers are new
+    if unexpected or not missing or any(not k.startswith(new) for k in missing):
+        raise ValueError(
+            f"grown: the student's weights do not fit a {config.num_hidden_layers}-layer copy"
+        )
     with torch.no_grad():
         for layer in model.model.layers[-extra:]:
             layer.self_attn.o_proj.weight.zero_()
@@ -154,9 +208,18 @@ def cache_key(root, data=None, train=None, grow=None):
     the world, the prompts or the teacher contexts shows there). A change of any rebuilds it."""
     data, train, grow = data or DATA, train or TRAIN, grow or GROW
     tok = load_tokenizer(os.path.join(root, "student"))
-    first = training_examples(tok, toy_problems("train"), dict(data, examples=64), progress=False)
-    spec = dict(version=LEARNED_VERSION, toy=TOY_VERSION, data=data, train=train, grow=grow, examples=first,
-                student=sha256_of(os.path.join(root, "student", "model.safetensors")))
+    first = training_examples(
+        tok, toy_problems("train"), dict(data, examples=64), progress=False
+    )
+    spec = dict(
+        version=LEARNED_VERSION,
+        toy=TOY_VERSION,
+        data=data,
+        train=train,
+        grow=grow,
+        examples=first,
+        student=sha256_of(os.path.join(root, "student", "model.safetensors")),
+    )
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
@@ -179,16 +242,29 @@ def build_learned(root, data=None, train=None, grow=None, rebuild=False):
         return out
     tmp = f"{out}.tmp{os.getpid()}"
     if shipped(SHIPPED, key) and not rebuild:
-        print(f"toy world: the learned teacher is the one shipped in toy/teacher/, copied to {out}/", flush=True)
+        print(
+            f"toy world: the learned teacher is the one shipped in toy/teacher/, copied to {out}/",
+            flush=True,
+        )
         shutil.copytree(SHIPPED, tmp)
     else:
-        print(f"toy world: building the learned teacher (the student grown by {grow} layers, {train['steps']:,} "
-              f"SFT steps on {data['examples']:,} examples), once: cached in {out}/", flush=True)
+        print(
+            f"toy world: building the learned teacher (the student grown by {grow} layers, {train['steps']:,} "
+            f"SFT steps on {data['examples']:,} examples), once: cached in {out}/",
+            flush=True,
+        )
         start = time.monotonic()
         student, tok = load_model(os.path.join(root, "student"))
         model = grown(student, grow, train["seed"] + 7)
-        sft(model, training_examples(tok, toy_problems("train"), data), train["steps"], batch=train["batch"],
-            lr=train["lr"], seed=train["seed"], desc="learned teacher")
+        sft(
+            model,
+            training_examples(tok, toy_problems("train"), data),
+            train["steps"],
+            batch=train["batch"],
+            lr=train["lr"],
+            seed=train["seed"],
+            desc="learned teacher",
+        )
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         write_record(tmp, key, time.monotonic() - start)
@@ -203,6 +279,7 @@ def build_learned(root, data=None, train=None, grow=None, rebuild=False):
 
 # ------------------------------------------------------------------------------ the check (before training)
 
+
 def check_cases(tok, problems, n, seed):
     """Held-out cases from n simulated base-student episodes on `problems`: per (turn, seat), the student's
     response and where its own artefact lies in it, its contexts under both conditions with and without the
@@ -213,15 +290,29 @@ def check_cases(tok, problems, n, seed):
         turns = simulate(p, ROLE_BLIND, rng)
         for t, turn in enumerate(turns):
             for seat in ROLES[p["domain"]]:
-                segs = build_context(tok, p, seat, [[x.artefacts] for x in turns[:t]])
+                segs = build_context(tok, p, seat, [x.artefacts for x in turns[:t]])
                 verdicts = [x.verdict for x in turns[:t]]
-                ctx = {(cond, pac): teacher_contexts(tok, segs, (cond,), verdicts if pac else None, LIMIT)[0]
-                       for cond in (seat, KAPPA[seat]) for pac in (True, False)}
+                ctx = {
+                    (cond, pac): teacher_contexts(
+                        tok, segs, (cond,), verdicts if pac else None, LIMIT
+                    )[0]
+                    for cond in (seat, KAPPA[seat])
+                    for pac in (True, False)
+                }
                 text, own = turn.responses[seat], turn.own[seat]
-                case = dict(seat=seat, t=t, ctx=ctx, student_ctx=[i for x in segs for i in x.ids], text=text,
-                            own=own, decision=None)
-                if t and turns[t - 1].own[seat]:  # a decision to take: keep what it had, or revise it
-                    case["decision"] = not turns[t - 1].checks[seat]  # True: revising is right
+                case = dict(
+                    seat=seat,
+                    t=t,
+                    ctx=ctx,
+                    student_ctx=[i for x in segs for i in x.ids],
+                    text=text,
+                    own=own,
+                    decision=None,
+                )
+                # a decision to take: keep what it had, or revise it
+                if t and turns[t - 1].own[seat]:
+                    # True: revising is right
+                    case["decision"] = not turns[t - 1].checks[seat]
                 cases.append(case)
     return cases
 
@@ -232,7 +323,10 @@ def _token_parts(tok, text, own):
     token counts as the own part's when the response holds nothing else (ending its own work there is the role's
     own behaviour), else as neither)."""
     ids = tok(text, add_special_tokens=False)["input_ids"]
-    start, opening = text.rfind(own), text.find("\n") + 1 if text.startswith("I ") else 0
+    start, opening = (
+        text.rfind(own),
+        text.find("\n") + 1 if text.startswith("I ") else 0,
+    )
     parts = []
     for i in range(len(ids)):
         begins = len(tok.decode(ids[:i]))
@@ -251,13 +345,24 @@ def check(teacher, tok, cases, student=None, batch_tokens=16384):
     log-prob, and the share below -1 nat: how far the teacher is from the students on their own tokens.
     -> {row: percentage, nats, or a count as text}."""
     ids = lambda texts: [tok(x, add_special_tokens=False)["input_ids"] for x in texts]
-    logp = lambda ctxs, texts: [x.sum().item() for x in score(teacher, ctxs, ids(texts),
-                                                                  max_batch_tokens=batch_tokens)]
+    logp = lambda ctxs, texts: [
+        x.sum().item()
+        for x in score(teacher, ctxs, ids(texts), max_batch_tokens=batch_tokens)
+    ]
     split = [_token_parts(tok, c["text"], c["own"]) for c in cases]
     resp = [r for r, _ in split]
-    target = score(teacher, [c["ctx"][(c["seat"], True)] for c in cases], resp, max_batch_tokens=batch_tokens)
-    contrast = score(teacher, [c["ctx"][(KAPPA[c["seat"]], True)] for c in cases], resp,
-                     max_batch_tokens=batch_tokens)
+    target = score(
+        teacher,
+        [c["ctx"][(c["seat"], True)] for c in cases],
+        resp,
+        max_batch_tokens=batch_tokens,
+    )
+    contrast = score(
+        teacher,
+        [c["ctx"][(KAPPA[c["seat"]], True)] for c in cases],
+        resp,
+        max_batch_tokens=batch_tokens,
+    )
     own_pos, mate_neg = [], []
     for (_, parts), a, b in zip(split, target, contrast):
         adv = (a - b).tolist()  # (len,) A^role per token
@@ -268,7 +373,8 @@ def check(teacher, tok, cases, student=None, batch_tokens=16384):
         if mate:
             mate_neg.append(sum(mate) / len(mate) < 0)
     later = [c for c in cases if c["decision"] is not None]
-    line = lambda c, word: f"I {word} my {NOUN[c['seat']]}.\n"  # the decision line that opens a later turn
+    # the decision line that opens a later turn
+    line = lambda c, word: f"I {word} my {NOUN[c['seat']]}.\n"
     revise, keep = {}, {}
     for pac in (True, False):
         ctxs = [c["ctx"][(c["seat"], pac)] for c in later]
@@ -284,16 +390,26 @@ def check(teacher, tok, cases, student=None, batch_tokens=16384):
     pct = lambda xs: 100.0 * sum(xs) / max(len(xs), 1)
     opd = {}
     if student is not None:
-        mine = score(student, [c["student_ctx"] for c in cases], resp, max_batch_tokens=batch_tokens)
+        mine = score(
+            student,
+            [c["student_ctx"] for c in cases],
+            resp,
+            max_batch_tokens=batch_tokens,
+        )
         gap = torch.cat([a - m for a, m in zip(target, mine)])
-        opd = {"A^OPD per token on the students' responses (nats, mean)": f"{gap.mean().item():.2f}",
-               "... its share of tokens below -1 nat (%)": f"{100 * (gap < -1).float().mean().item():.1f}"}
-    return {"A^role > 0 on the role's own artefact": pct(own_pos),
-            "A^role < 0 on the teammate's part": pct(mate_neg),
-            "the right decision preferred (verdicts in context)": pct(decide),
-            "PAC: a needed revision gains with the verdicts": pct(fix_up),
-            "PAC: a right keep gains with the verdicts": pct(keep_up),
-            **opd, "responses / whole jobs / decisions": f"{len(own_pos)} / {len(mate_neg)} / {len(later)}"}
+        opd = {
+            "A^OPD per token on the students' responses (nats, mean)": f"{gap.mean().item():.2f}",
+            "... its share of tokens below -1 nat (%)": f"{100 * (gap < -1).float().mean().item():.1f}",
+        }
+    return {
+        "A^role > 0 on the role's own artefact": pct(own_pos),
+        "A^role < 0 on the teammate's part": pct(mate_neg),
+        "the right decision preferred (verdicts in context)": pct(decide),
+        "PAC: a needed revision gains with the verdicts": pct(fix_up),
+        "PAC: a right keep gains with the verdicts": pct(keep_up),
+        **opd,
+        "responses / whole jobs / decisions": f"{len(own_pos)} / {len(mate_neg)} / {len(later)}",
+    }
 
 
 def check_rows(teachers, tok, problems, n=60, seed=901, student=None):
@@ -301,39 +417,91 @@ def check_rows(teachers, tok, problems, n=60, seed=901, student=None):
     {row: {name: value}}, the shape RUN/teacher_check.json has for the run report (infra/report.py)."""
     cases = check_cases(tok, problems, n, seed)
     per = {name: check(m, tok, cases, student) for name, m in teachers.items()}
-    return {row: {name: per[name][row] for name in per} for row in next(iter(per.values()))}
+    return {
+        row: {name: per[name][row] for name in per} for row in next(iter(per.values()))
+    }
 
 
 def check_table(rows):
     """check_rows' result as Markdown, one column per teacher."""
     names = list(next(iter(rows.values())))
-    lines = ["| % of held-out cases | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    lines = [
+        "| % of held-out cases | " + " | ".join(names) + " |",
+        "|---" * (len(names) + 1) + "|",
+    ]
     for k, cells in rows.items():
-        lines.append(f"| {k} | " + " | ".join(v if isinstance(v, str) else f"{v:.1f}" for v in cells.values()) + " |")
+        lines.append(
+            f"| {k} | "
+            + " | ".join(
+                v if isinstance(v, str) else f"{v:.1f}" for v in cells.values()
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Build the learned toy teacher (cached) and print its check beside "
-                                 "the hand-written teacher's, on held-out toy responses.")
-    ap.add_argument("--cache", default=".cache", help="where the toy world is built (as python -m toy)")
-    ap.add_argument("--split", default="test", choices=("valid", "test"), help="the held-out problems")
-    ap.add_argument("--episodes", type=int, default=60, help="simulated base-student episodes to check on")
+    ap = argparse.ArgumentParser(
+        description="Build the learned toy teacher (cached) and print its check beside "
+        "the hand-written teacher's, on held-out toy responses."
+    )
+    ap.add_argument(
+        "--cache",
+        default=".cache",
+        help="where the toy world is built (as python -m toy)",
+    )
+    ap.add_argument(
+        "--split",
+        default="test",
+        choices=("valid", "test"),
+        help="the held-out problems",
+    )
+    ap.add_argument(
+        "--episodes",
+        type=int,
+        default=60,
+        help="simulated base-student episodes to check on",
+    )
     ap.add_argument("--seed", type=int, default=901, help="the episodes' seed")
-    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: the cores other work leaves)")
-    ap.add_argument("--rebuild", action="store_true", help="train the teacher here (minutes) instead of copying "
-                    "the shipped toy/teacher/, and say if it is the same")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch CPU threads (0: the cores other work leaves)",
+    )
+    ap.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="train the teacher here (minutes) instead of copying "
+        "the shipped toy/teacher/, and say if it is the same",
+    )
     args = ap.parse_args(argv)
     root = start_toy(args.cache, args.threads)
     path = build_learned(root, rebuild=args.rebuild)
     if args.rebuild:
-        print(f"toy world: the learned teacher was trained in {path}/; {against_shipped(path, SHIPPED)}", flush=True)
+        print(
+            f"toy world: the learned teacher was trained in {path}/; {against_shipped(path, SHIPPED)}",
+            flush=True,
+        )
     learned, tok = load_model(path)
     teachers = {"learned": learned, "hand-written": HandTeacher(tok)}
     student = load_model(os.path.join(root, "student"))[0]
-    print(f"\nThe teachers' check on {args.episodes} base-student episodes of the {args.split} split "
-          f"(seed {args.seed}):\n")
-    print(check_table(check_rows(teachers, tok, toy_problems(args.split), args.episodes, args.seed, student)))
+    print(
+        f"\nThe teachers' check on {args.episodes} base-student episodes of the {args.split} split "
+        f"(seed {args.seed}):\n"
+    )
+    print(
+        check_table(
+            check_rows(
+                teachers,
+                tok,
+                toy_problems(args.split),
+                args.episodes,
+                args.seed,
+                student,
+            )
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -22,19 +22,26 @@ The base students ("pretraining", SFT on simulated episodes in student-visible p
 Nothing here gives the students a verdict, a reference value or a role condition: the simulator only shapes the
 starting checkpoint.
 """
+
 import random
 import re
 from dataclasses import dataclass
 
-from attribution import attribute_math, describe_code
+from attribution import attribute_math, render_code
 from config import MAX_TURNS
-from infra.answers import answers_equivalent
-from infra.cases import outputs_match
-from infra.outcomes import ERROR, RunResult, is_error
-from prompts import (CodeArtefacts, MathArtefacts, NO_CODE_BLOCK, ROLES, extract_answer, extract_program,
-                     extract_test_case, printed_answer)
+from infra.answers import answers_equivalent, outputs_match
+from prompts import (
+    NO_CODE_BLOCK,
+    ROLES,
+    CodeArtefacts,
+    MathArtefacts,
+    extract_answer,
+    extract_program,
+    extract_test_case,
+    printed_answer,
+)
+from sandbox.outcomes import ERROR, RunResult, is_error
 from teacher import KAPPA
-
 
 # ---------------------------------------------------------------------------------------------- problems
 
@@ -61,19 +68,43 @@ def value_of(spec, x=None):
 def toy_problems(split):
     """'train', 'valid' or 'test': disjoint and deterministic, in the project's problem schema (infra/data.py). A third
     of each domain is held out and split in two: 'valid' for choosing settings, 'test' for the figures we report."""
-    specs = [s for op in OPS for k in range(1, 20) for s in ((None, op, k), (k, op, None))]
-    code = [{"id": f"code:{expr(s).replace(' ', '')}", "domain": "code", "format": "stdio",
-             "question": f"The input is one integer x. Print {expr(s).replace(s[1], OPS[s[1]])}.",
-             "tests": [{"input": f"{x}\n", "output": f"{value_of(s, x)}\n"} for x in (2, 5, 9)],
-             "solution": f"x = int(input())\nprint({expr(s)})\n"} for s in specs]
-    math_ = [{"id": f"math:{a}{op}{b}", "domain": "math", "question": f"What is {a} {OPS[op]} {b}?",
-              "answer": str(calc(a, op, b))} for op in OPS for a in range(1, 7) for b in range(1, 7)]
+    specs = [
+        s for op in OPS for k in range(1, 20) for s in ((None, op, k), (k, op, None))
+    ]
+    code = [
+        {
+            "id": f"code:{expr(s).replace(' ', '')}",
+            "domain": "code",
+            "format": "stdio",
+            "question": f"The input is one integer x. Print {expr(s).replace(s[1], OPS[s[1]])}.",
+            "tests": [
+                {"input": f"{x}\n", "output": f"{value_of(s, x)}\n"} for x in (2, 5, 9)
+            ],
+            "solution": f"x = int(input())\nprint({expr(s)})\n",
+        }
+        for s in specs
+    ]
+    math_ = [
+        {
+            "id": f"math:{a}{op}{b}",
+            "domain": "math",
+            "question": f"What is {a} {OPS[op]} {b}?",
+            "answer": str(calc(a, op, b)),
+        }
+        for op in OPS
+        for a in range(1, 7)
+        for b in range(1, 7)
+    ]
     if split not in SPLITS:
         raise ValueError(f"toy_problems: split must be one of {SPLITS}, got {split!r}")
     out, rng = [], random.Random(1234)
     for ps in (code, math_):
         held = rng.sample(range(len(ps)), len(ps) // 3)
-        part = {"train": set(range(len(ps))) - set(held), "valid": set(held[::2]), "test": set(held[1::2])}[split]
+        part = {
+            "train": set(range(len(ps))) - set(held),
+            "valid": set(held[::2]),
+            "test": set(held[1::2]),
+        }[split]
         out += [p for i, p in enumerate(ps) if i in part]
     return out
 
@@ -87,20 +118,31 @@ def question_spec(question):
 
 # ------------------------------------------------------------------------------------- simulated agents
 
+
 @dataclass
 class Behaviour:
-    err: float        # chance that a copied expression slips (one constant off by a neighbouring digit)
-    revise: float     # after a conflict: chance to revise, whatever its own correctness
-    defer: float      # chance that a revision of a role that copies takes the teammate's value over, rather than
-                      # start afresh (a role that must compute always takes it over: afresh it could only guess)
-    whole_job: float  # chance to also write the teammate's kind of artefact (in the workflow's order)
+    # chance that a copied expression slips (one constant off by a neighbouring digit)
+    err: float
+    revise: float  # after a conflict: chance to revise, whatever its own correctness
+    # chance that a revision of a role that copies takes the teammate's value over, rather than
+    defer: float
+    # start afresh (a role that must compute always takes it over: afresh it could only guess)
+    # chance to also write the teammate's kind of artefact (in the workflow's order)
+    whole_job: float
 
 
 ROLE_BLIND = Behaviour(err=0.15, revise=0.5, defer=0.5, whole_job=0.5)
 GUESS = range(0, 41)  # what a role that must compute a value writes for it: a guess
-NOUN = {"coder": "program", "tester": "test case", "reasoner": "answer", "tool_user": "program"}
-FIRST = {"code": "coder", "math": "reasoner"}  # whose artefact comes first in a whole-job response
-COMPUTING = ("tester", "reasoner")  # the roles that must work out a value (the others copy the question)
+NOUN = {
+    "coder": "program",
+    "tester": "test case",
+    "reasoner": "answer",
+    "tool_user": "program",
+}
+# whose artefact comes first in a whole-job response
+FIRST = {"code": "coder", "math": "reasoner"}
+# the roles that must work out a value (the others copy the question)
+COMPUTING = ("tester", "reasoner")
 
 
 def program(text):
@@ -138,11 +180,17 @@ def fresh(role, problem, b, rng):
 def deferring(role, last):
     """A role-blind revision: take the teammate's value over, from `last`, the previous turn's artefacts
     (prompts.CodeArtefacts or MathArtefacts); None if there is nothing to take."""
-    if role == "tester" and last.program_output and not is_error(last.program_output) \
-            and last.test_input is not None:
+    if (
+        role == "tester"
+        and last.program_output
+        and not is_error(last.program_output)
+        and last.test_input is not None
+    ):
         return test_case(last.test_input.strip(), last.program_output.strip())
     if role == "reasoner" and not is_error(last.program_answer):
-        return f"Reasoning Steps: I adopt the printed result.\n#### {last.program_answer}"
+        return (
+            f"Reasoning Steps: I adopt the printed result.\n#### {last.program_answer}"
+        )
     if role == "tool_user" and last.derivation_answer:
         return program(f"print({last.derivation_answer})")
     if role == "coder" and last.test_output:
@@ -166,7 +214,9 @@ def respond(role, problem, turns, b, rng):
             own = deferring(role, turns[-1].artefacts) or own
     text = own
     if rng.random() < b.whole_job:
-        text = whole_job(role, problem["domain"], own, fresh(KAPPA[role], problem, b, rng))
+        text = whole_job(
+            role, problem["domain"], own, fresh(KAPPA[role], problem, b, rng)
+        )
     if turns:
         text = f"I {'revise' if revise else 'keep'} my {NOUN[role]}.\n" + text
     return text, own
@@ -177,7 +227,13 @@ def _run(source, stdin=""):
     in making training data)."""
     out, lines = [], iter(stdin.splitlines())
     try:
-        exec(source, {"input": lambda: next(lines), "print": lambda *a: out.append(" ".join(map(str, a)))})
+        exec(
+            source,
+            {
+                "input": lambda: next(lines),
+                "print": lambda *a: out.append(" ".join(map(str, a))),
+            },
+        )
     except Exception as e:
         return f"{ERROR}{type(e).__name__}: {e}"
     return "".join(o + "\n" for o in out)
@@ -187,43 +243,87 @@ def step_env(problem, texts):
     """The environment of rollout.code_env / math_env and the verifier's checks, on simulator programs without a
     sandbox. Returns (CodeArtefacts or MathArtefacts, agree, {role: was its artefact right})."""
     if problem["domain"] == "code":
-        (prog, by_coder), (case, by_tester) = extract_program(texts["coder"]), extract_test_case(texts["tester"])
+        (prog, by_coder), (case, by_tester) = (
+            extract_program(texts["coder"]),
+            extract_test_case(texts["tester"]),
+        )
         out = _run(prog, case[0]) if prog and case else None
-        artefacts = CodeArtefacts(prog, case and case[0], case and case[1], NO_CODE_BLOCK if prog is None else out,
-                                  {"coder": by_coder, "tester": by_tester})
-        agree = out is not None and not is_error(out) and outputs_match("stdio", out, case[1])
-        passes = prog is not None and all(outputs_match("stdio", _run(prog, t["input"]), t["output"])
-                                          for t in problem["tests"])
-        test_ok = case is not None and outputs_match("stdio", _run(problem["solution"], case[0]), case[1])
+        artefacts = CodeArtefacts(
+            prog,
+            case and case[0],
+            case and case[1],
+            NO_CODE_BLOCK if prog is None else out,
+            {"coder": by_coder, "tester": by_tester},
+        )
+        agree = (
+            out is not None
+            and not is_error(out)
+            and outputs_match("stdio", out, case[1])
+        )
+        passes = prog is not None and all(
+            outputs_match("stdio", _run(prog, t["input"]), t["output"])
+            for t in problem["tests"]
+        )
+        test_ok = case is not None and outputs_match(
+            "stdio", _run(problem["solution"], case[0]), case[1]
+        )
         return artefacts, agree, {"coder": passes, "tester": test_ok}
-    (prog, by_tool_user), (answer, by_reasoner) = extract_program(texts["tool_user"]), \
-        extract_answer(texts["reasoner"])
+    (prog, by_tool_user), (answer, by_reasoner) = (
+        extract_program(texts["tool_user"]),
+        extract_answer(texts["reasoner"]),
+    )
     out = _run(prog) if prog else None
-    ran = out is not None and not is_error(out)  # the toy's own programs: its _run's text says how they ended
+    # the toy's own programs: its _run's text says how they ended
+    ran = out is not None and not is_error(out)
     printed = printed_answer(RunResult(out, None)) if prog else NO_CODE_BLOCK
-    artefacts = MathArtefacts(texts["reasoner"], answer, prog, printed, {"reasoner": by_reasoner,
-                                                                          "tool_user": by_tool_user}, ran)
+    artefacts = MathArtefacts(
+        texts["reasoner"],
+        answer,
+        prog,
+        printed,
+        {"reasoner": by_reasoner, "tool_user": by_tool_user},
+        ran,
+    )
     agree = ran and answers_equivalent(answer, printed)
-    return artefacts, agree, {"reasoner": answers_equivalent(answer, problem["answer"]),
-                              "tool_user": ran and answers_equivalent(printed, problem["answer"])}
+    return (
+        artefacts,
+        agree,
+        {
+            "reasoner": answers_equivalent(answer, problem["answer"]),
+            "tool_user": ran and answers_equivalent(printed, problem["answer"]),
+        },
+    )
 
 
 def verdict(problem, artefacts, checks):
     """c^t for a simulated turn, rendered by attribution.py exactly as for a real one."""
     if problem["domain"] == "math":
-        return attribute_math(problem, artefacts.derivation_answer, artefacts.program_answer,
-                              artefacts.program_ran).description
-    case = None if artefacts.test_input is None else (artefacts.test_input, artefacts.test_output)
-    return describe_code(artefacts.program is not None, case, artefacts.program_output, checks["coder"],
-                         checks["tester"]).description
+        return attribute_math(
+            problem,
+            artefacts.derivation_answer,
+            artefacts.program_answer,
+            artefacts.program_ran,
+        ).description
+    case = (
+        None
+        if artefacts.test_input is None
+        else (artefacts.test_input, artefacts.test_output)
+    )
+    return render_code(
+        artefacts.program is not None,
+        case,
+        artefacts.program_output,
+        checks["coder"],
+        checks["tester"],
+    ).description
 
 
 @dataclass
 class SimTurn:  # what prompts.build_context reads of a turn (artefacts), plus the simulator's own records
     artefacts: CodeArtefacts | MathArtefacts
-    responses: dict   # role -> response text
-    own: dict         # role -> the text of its own artefact in that response
-    checks: dict      # role -> was its artefact right
+    responses: dict  # role -> response text
+    own: dict  # role -> the text of its own artefact in that response
+    checks: dict  # role -> was its artefact right
     verdict: str
 
 
@@ -234,8 +334,15 @@ def simulate(problem, b, rng, max_turns=MAX_TURNS):
         said = {r: respond(r, problem, turns, b, rng) for r in ROLES[problem["domain"]]}
         texts = {r: text for r, (text, _) in said.items()}
         artefacts, agree, checks = step_env(problem, texts)
-        turns.append(SimTurn(artefacts, texts, {r: own for r, (_, own) in said.items()}, checks,
-                             verdict(problem, artefacts, checks)))
+        turns.append(
+            SimTurn(
+                artefacts,
+                texts,
+                {r: own for r, (_, own) in said.items()},
+                checks,
+                verdict(problem, artefacts, checks),
+            )
+        )
         if agree:
             break
     return turns

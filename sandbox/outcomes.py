@@ -1,4 +1,4 @@
-"""What a sandboxed run reports (sandbox.py): its stdout, the one line the agents read when it failed (App. D.6.1:
+"""What a sandboxed run reports (jail.py): its stdout, the one line the agents read when it failed (App. D.6.1:
 crashes, syntax errors and timeouts become an "error: ..." string, never an exception), and the sandbox's own
 condition as a field that nothing the program writes can set.
 
@@ -8,28 +8,35 @@ program speaks only after STDERR ("error: stderr: ZeroDivisionError: division by
 writes reads as the sandbox's. Readers that decide anything (the cache of cases.py, the verifier, the rewards)
 read the fields, never the line.
 """
-import signal
-from dataclasses import dataclass
 
+import signal
+from dataclasses import dataclass, field
+
+MAX_STDOUT = 1 << 20  # bytes of stdout returned to the caller
 MAX_ERROR = 300  # chars of the error line
-ERROR = "error: "  # every failed run's line starts with this; agents see it verbatim (App. D.6.1)
-STDERR = "stderr: "  # then this, before the last line the program wrote to stderr: its words, never the sandbox's
+# every failed run's line starts with this; agents see it verbatim (App. D.6.1)
+ERROR = "error: "
+# then this, before the last line the program wrote to stderr: its words, never the sandbox's
+STDERR = "stderr: "
 
 # The sandbox's own conditions of a run (RunResult.condition). NOT_RUN: the trainer's reasons (its files and disk,
 # its caps, the jail not made, a trainer terminating), which say nothing of the program; TIMED_OUT: under load a
-# program may finish next time; OVER_CAP: more than sandbox.MAX_STDOUT printed.
+# program may finish next time; OVER_CAP: more than MAX_STDOUT printed.
 NOT_RUN, TIMED_OUT, OVER_CAP = "not run", "timed out", "output over the cap"
 
 
 @dataclass(frozen=True)  # frozen: run_case hands the same result to every caller
 class RunResult:
-    stdout: str          # captured stdout (up to MAX_STDOUT bytes), also whatever was flushed before an error
-    error: str | None    # None: exited 0 within the timeout; else the one line the agents read, from ERROR on
-    condition: str | None = None  # the sandbox's own (NOT_RUN, TIMED_OUT, OVER_CAP); None: the program's outcome
+    # captured stdout (up to MAX_STDOUT bytes), also whatever was flushed before an error
+    stdout: str
+    # None: exited 0 within the timeout; else the one line the agents read, from ERROR on
+    error: str | None
+    # the sandbox's own (NOT_RUN, TIMED_OUT, OVER_CAP); None: the program's outcome
+    condition: str | None = None
+    ok: bool = field(init=False)  # exited 0 within the timeout: error is None
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None
+    def __post_init__(self):
+        object.__setattr__(self, "ok", self.error is None)  # frozen
 
 
 def is_error(outcome: str | None) -> bool:

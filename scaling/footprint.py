@@ -1,6 +1,7 @@
 """Bytes of a model's tensors, from its config alone (never its weights): the exact parameter count, what autograd
 saves per token in a decoder layer, the KV cache of one generate call, the activations of a prefill or of teacher
-scoring, the size of a checkpoint. memory.py sums them into the plan of a training step (or of eval.py).
+scoring, the size of a checkpoint, from a config (a transformers config or a plain dict such as
+infra.models.QWEN3's). memory.py sums them into the plan of a training step (or of eval.py).
 
 Counted from the code paths of sampler.generate, sampler.sequence_logprobs, teacher.score and train.update (torch
 2.13, transformers 5.24, Qwen3 / Llama architectures), and checked against built models (tests/test_memory.py).
@@ -8,32 +9,15 @@ Sizes: P = parameter count (exact, `param_count`); C hidden, L layers, H / Hkv q
 dim, I intermediate, V vocabulary; Q = H*D, K = Hkv*D; p = parameter bytes (4: fp32 master weights), a = compute
 bytes (2 under bf16 autocast, 4 in fp32), t = teacher bytes.
 """
-import os
 
-from transformers import AutoConfig
-
-from infra.models import TINY, gguf_config, local_files_only, model_kind, tiny_model
 from sampler import CACHE_BUCKET
-
-# Real shapes, from the Qwen3 model cards. All five: head_dim 128, vocab 151,936, per-head q/k RMSNorm, no bias.
-_QWEN3_COMMON = dict(model_type="qwen3", head_dim=128, vocab_size=151936, attention_bias=False)
-QWEN3 = {
-    "Qwen3-0.6B": dict(_QWEN3_COMMON, hidden_size=1024, num_hidden_layers=28, num_attention_heads=16,
-                       num_key_value_heads=8, intermediate_size=3072, tie_word_embeddings=True),
-    "Qwen3-1.7B": dict(_QWEN3_COMMON, hidden_size=2048, num_hidden_layers=28, num_attention_heads=16,
-                       num_key_value_heads=8, intermediate_size=6144, tie_word_embeddings=True),
-    "Qwen3-4B": dict(_QWEN3_COMMON, hidden_size=2560, num_hidden_layers=36, num_attention_heads=32,
-                     num_key_value_heads=8, intermediate_size=9728, tie_word_embeddings=True),
-    "Qwen3-8B": dict(_QWEN3_COMMON, hidden_size=4096, num_hidden_layers=36, num_attention_heads=32,
-                     num_key_value_heads=8, intermediate_size=12288, tie_word_embeddings=False),
-    "Qwen3-14B": dict(_QWEN3_COMMON, hidden_size=5120, num_hidden_layers=40, num_attention_heads=40,
-                      num_key_value_heads=8, intermediate_size=17408, tie_word_embeddings=False),
-}
 
 
 def _get(cfg, name, default=None):
     """A field of a plain dict or of a transformers config."""
-    value = cfg.get(name, default) if isinstance(cfg, dict) else getattr(cfg, name, default)
+    value = (
+        cfg.get(name, default) if isinstance(cfg, dict) else getattr(cfg, name, default)
+    )
     return default if value is None else value
 
 
@@ -41,10 +25,19 @@ def shape(cfg):
     """-> dict C, L, H, Hkv, D, I, V, Q, K, tie, qk_norm, attn_bias, mlp_bias from a dict or transformers config."""
     C, H = _get(cfg, "hidden_size"), _get(cfg, "num_attention_heads")
     D = _get(cfg, "head_dim", C // H)
-    s = dict(C=C, L=_get(cfg, "num_hidden_layers"), H=H, Hkv=_get(cfg, "num_key_value_heads", H), D=D,
-             I=_get(cfg, "intermediate_size"), V=_get(cfg, "vocab_size"), tie=bool(_get(cfg, "tie_word_embeddings")),
-             qk_norm=_get(cfg, "model_type") == "qwen3", attn_bias=bool(_get(cfg, "attention_bias", False)),
-             mlp_bias=bool(_get(cfg, "mlp_bias", False)))
+    s = dict(
+        C=C,
+        L=_get(cfg, "num_hidden_layers"),
+        H=H,
+        Hkv=_get(cfg, "num_key_value_heads", H),
+        D=D,
+        I=_get(cfg, "intermediate_size"),
+        V=_get(cfg, "vocab_size"),
+        tie=bool(_get(cfg, "tie_word_embeddings")),
+        qk_norm=_get(cfg, "model_type") == "qwen3",
+        attn_bias=bool(_get(cfg, "attention_bias", False)),
+        mlp_bias=bool(_get(cfg, "mlp_bias", False)),
+    )
     s["Q"], s["K"] = s["H"] * D, s["Hkv"] * D
     return s
 
@@ -57,7 +50,9 @@ def param_count(cfg):
     mlp_bias), two RMSNorms 2C]."""
     s = shape(cfg)
     C, Q, K, I, D = s["C"], s["Q"], s["K"], s["I"], s["D"]
-    attn = 2 * C * Q + 2 * C * K + (Q + 2 * K + C) * s["attn_bias"] + 2 * D * s["qk_norm"]
+    attn = (
+        2 * C * Q + 2 * C * K + (Q + 2 * K + C) * s["attn_bias"] + 2 * D * s["qk_norm"]
+    )
     mlp = 3 * C * I + (2 * I + C) * s["mlp_bias"]
     return s["V"] * C * (1 if s["tie"] else 2) + s["L"] * (attn + mlp + 2 * C) + C
 
@@ -143,7 +138,8 @@ def rollout_bytes(cfg, B, prompt_len, response_len, a, kvb, rollout_attention="f
     (8 x B x H x T^2). Each decode step attends over the whole cache: the math fallback upcasts it to fp32 and
     repeats it to H heads, one layer at a time; plus four (B, V) fp32 vocabulary rows."""
     s, T, TN = shape(cfg), prompt_len, _bucket(prompt_len + response_len)
-    prefill = B * T * nograd_token_bytes(cfg, a, a, kvb) + (2 + a) * B * T * T  # weights in a (copies)
+    # weights in a (copies)
+    prefill = B * T * nograd_token_bytes(cfg, a, a, kvb) + (2 + a) * B * T * T
     decode = 2 * B * TN * s["K"] * (a if kvb != a else 0) + 16 * B * s["V"]
     if rollout_attention == "math":
         prefill += 8 * B * s["H"] * T * T
@@ -165,21 +161,3 @@ def scoring_bytes(cfg, tb, seq_len, response_len, batch_tokens, lm_head_chunk):
         act_t += (1 + tb) * Bt * seq_len * seq_len + tok_t * 2 * tb * s["Q"]
     act_t += min(lm_head_chunk, Bt * response_len) * s["V"] * (tb + 8 if tb != 4 else 8)
     return act_t, Bt
-
-
-def config_of(name):
-    """A config for the estimator, without loading weights: a QWEN3 name or hub id ('Qwen/Qwen3-1.7B'),
-    'tiny-qwen3' / 'tiny-llama', a .gguf file (its metadata), or a local directory or hub id AutoConfig can read."""
-    short = name.split("/")[-1]
-    if short in QWEN3:
-        return QWEN3[short]
-    if name in TINY:
-        return tiny_model(name.split("-")[1]).config
-    model_kind(name)  # a text file, an empty folder, a typo: refused as the model spec it is not
-    try:
-        if name.endswith(".gguf") and os.path.isfile(name):
-            return gguf_config(name)
-        return AutoConfig.from_pretrained(name, local_files_only=local_files_only(name))
-    except Exception as e:  # a missing model arrives as OSError, a damaged or foreign file as whatever its parser hits
-        raise ValueError(f"model {name!r}: no config to read (give one of {sorted(QWEN3)}, {', '.join(TINY)}, a "
-                         f".gguf file or a local model directory): {str(e).strip().splitlines()[0]}") from None

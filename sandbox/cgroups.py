@@ -1,7 +1,8 @@
-"""The cgroup v1 caps of one sandboxed run (sandbox.py): everything the run starts shares one memory, process-count
+"""The cgroup v1 caps of one sandboxed run (jail.py): everything the run starts shares one memory, process-count
 and CPU cap. Only as root, and only where the v1 hierarchies of all three controllers are mounted and writable (as
 on this project's machines). Under cgroup v2 a process cannot give its own children limited cgroups (the
-no-internal-process rule), so there the per-process rlimits of sandbox.py are the caps."""
+no-internal-process rule), so there the per-process rlimits of jail.py are the caps."""
+
 import contextlib
 import functools
 import os
@@ -9,14 +10,16 @@ import re
 import socket
 import time
 
-from infra import uids
+from sandbox import uids
 
 CPUS = 1  # CPU share of one run (cpu.cfs_quota_us / cpu.cfs_period_us)
 NAME = "mas-opd-sandbox-{}"  # a run's cgroup in each hierarchy, after its uid
 
 # Run as root before the uid drop: moves the shell into the run's cgroups ($1 .. up to "--"), then execs the rest,
 # so that the program and everything it starts are inside the caps from their first instruction.
-ATTACH = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+ATTACH = (
+    'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+)
 
 
 @functools.cache
@@ -42,7 +45,7 @@ def cgroup_homes() -> dict[str, str]:
             for c in set(names.split(",")) & mounts.keys():
                 point, root = mounts[c]
                 if path.startswith(root):
-                    homes[c] = os.path.join(point, path[len(root):].lstrip("/"))
+                    homes[c] = os.path.join(point, path[len(root) :].lstrip("/"))
     ok = len(homes) == 3 and all(os.access(d, os.W_OK) for d in homes.values())
     if ok:
         reclaim(homes)
@@ -56,8 +59,12 @@ def reclaim(homes: dict[str, str]) -> None:
         with contextlib.suppress(OSError):
             for name in os.listdir(home):
                 if m := re.fullmatch(NAME.format(r"([1-9][0-9]*)"), name):
-                    with socket.socket(socket.AF_UNIX) as claim, contextlib.suppress(OSError):
-                        claim.bind(uids.CLAIM.format(m[1]))  # held while we remove it: no run can take the uid
+                    with (
+                        socket.socket(socket.AF_UNIX) as claim,
+                        contextlib.suppress(OSError),
+                    ):
+                        # held while we remove it: no run can take the uid
+                        claim.bind(uids.CLAIM.format(m[1]))
                         os.rmdir(os.path.join(home, name))
 
 
@@ -65,19 +72,26 @@ def make_cgroups(uid: int, memory_mb: int, max_procs: int) -> list[str]:
     """Create the run's cgroups with their caps; their directories ([] when cgroups are unavailable here). OSError
     when they are available and cannot be made: the caller refuses the run rather than run it uncapped."""
     homes = cgroup_homes()
-    caps = {"memory": [("memory.limit_in_bytes", memory_mb << 20), ("memory.memsw.limit_in_bytes", memory_mb << 20)],
-            "pids": [("pids.max", max_procs)],
-            "cpu": [("cpu.cfs_period_us", 100_000), ("cpu.cfs_quota_us", CPUS * 100_000)]}
+    caps = {
+        "memory": [
+            ("memory.limit_in_bytes", memory_mb << 20),
+            ("memory.memsw.limit_in_bytes", memory_mb << 20),
+        ],
+        "pids": [("pids.max", max_procs)],
+        "cpu": [("cpu.cfs_period_us", 100_000), ("cpu.cfs_quota_us", CPUS * 100_000)],
+    }
     made = []
     try:
         for c, home in homes.items():
             d = os.path.join(home, NAME.format(uid))
-            with contextlib.suppress(OSError):  # left by a run of this uid that was killed before it cleaned up
+            # left by a run of this uid that was killed before it cleaned up
+            with contextlib.suppress(OSError):
                 os.rmdir(d)
             os.mkdir(d)
             made.append(d)
             for name, value in caps[c]:
-                with contextlib.suppress(FileNotFoundError):  # memsw exists only with swap accounting
+                # memsw exists only with swap accounting
+                with contextlib.suppress(FileNotFoundError):
                     with open(os.path.join(d, name), "w") as f:
                         f.write(str(value))
     except OSError:

@@ -5,7 +5,7 @@ Each run is stateless (paper App. D.6.1): the program starts fresh, test input o
 wall-clock timeout, then everything it started is killed and everything it wrote is gone. Crashes, syntax
 errors and timeouts never raise; they become a RunResult (outcomes.py) with a one-line "error: ..." string, and
 the sandbox's own conditions (not run, timed out, output over the cap) in a field the program cannot set.
-`describe()` says which of these isolation levels is active (train.py and eval.py print it at start):
+`jail_line()` says which of these isolation levels is active (train.py and eval.py print it at start):
 
 - jail (bubblewrap installed, e.g. Debian's `bubblewrap` package): the program runs in its own user, mount, pid,
   IPC, network and UTS namespaces. It sees a read-only /usr (and the interpreter's prefix), a private /tmp and
@@ -33,6 +33,7 @@ I/O error of its own files around a run, its fd or process limits, a jail or cap
 the program's first instruction (_BOOT's word on a pipe says whether that was reached), a host disk too full for
 the run's output.
 """
+
 import contextlib
 import functools
 import math
@@ -45,17 +46,30 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
-from infra import seccomp, uids
-from infra.cgroups import ATTACH, cgroup_homes, make_cgroups, remove_cgroups
-from infra.namespaces import TOPS, jail_argv, shown_paths
-from infra.outcomes import ERROR, OVER_CAP, TIMED_OUT, RunResult, ended, failed, last_line, not_run
+from sandbox import seccomp, uids
+from sandbox.cgroups import ATTACH, cgroup_homes, make_cgroups, remove_cgroups
+from sandbox.namespaces import TOPS, jail_argv, shown_paths
+from sandbox.outcomes import (
+    ERROR,
+    MAX_STDOUT,
+    OVER_CAP,
+    TIMED_OUT,
+    RunResult,
+    ended,
+    failed,
+    last_line,
+    not_run,
+)
 
-MAX_STDOUT = 1 << 20       # bytes of stdout returned to the caller
-MAX_FILE_MB = 64           # RLIMIT_FSIZE: bounds every file the program writes, its stdout file included
-JAIL_TMP_MB = 64           # size of the jail's private /tmp and of its /dev/shm
-MAX_FILES = 256            # RLIMIT_NOFILE per process: without it a run could hold the host's limit (> 1M)
-SECCOMP_FILTER = seccomp.program(os.uname().machine)  # b"": no syscall table here, and describe() says so
-STARTED = b"STARTED"       # _BOOT's word on the status fd: the program's first instruction is next
+# RLIMIT_FSIZE: bounds every file the program writes, its stdout file included
+MAX_FILE_MB = 64
+JAIL_TMP_MB = 64  # size of the jail's private /tmp and of its /dev/shm
+# RLIMIT_NOFILE per process: without it a run could hold the host's limit (> 1M)
+MAX_FILES = 256
+# b"": no syscall table here, and jail_line() says so
+SECCOMP_FILTER = seccomp.program(os.uname().machine)
+# _BOOT's word on the status fd: the program's first instruction is next
+STARTED = b"STARTED"
 
 # Runs in the child before the program: an unprivileged process may lower its own limits, and doing it here
 # instead of in Popen(preexec_fn=...) keeps Popen thread-safe (run_cases spawns from several threads).
@@ -96,22 +110,32 @@ os.close(status)  # the program never holds it: what the trainer reads there was
 os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", "__builtins__.exit = __builtins__.quit = "
          "__import__('sys').exit; __import__('sys').argv[0] = __file__ = 'main.py'; "
          "exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))"])
-""".replace("STARTED", repr(STARTED))  # the script runs apart from this module: the word goes in as its text
+""".replace(
+    "STARTED", repr(STARTED)
+)  # the script runs apart from this module: the word goes in as its text
 
 
 def _env(home: str) -> dict:
     """Environment built from scratch: nothing of the parent's leaks (keys, tokens, CUDA settings)."""
-    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONIOENCODING": "utf-8", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-            "HOME": home, "TMPDIR": home}
+    return {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONIOENCODING": "utf-8",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "HOME": home,
+        "TMPDIR": home,
+    }
 
 
 # ----------------------------------------------------------------------------- the jail
 
+
 @dataclass(frozen=True)
 class Jail:
-    kind: str            # "bubblewrap", or "namespaces" (namespaces.py: unshare, as root)
-    shown: tuple         # the host paths the program sees read-only (namespaces.shown_paths)
+    kind: str  # "bubblewrap", or "namespaces" (namespaces.py: unshare, as root)
+    shown: tuple  # the host paths the program sees read-only (namespaces.shown_paths)
 
 
 def _bwrap(shown) -> list[str]:
@@ -119,8 +143,17 @@ def _bwrap(shown) -> list[str]:
     No --new-session: a run already starts in a session of its own without a terminal (start_new_session), and
     bwrap's would take the namespace's init out of the run's process group, out of reach of its kill and reaping.
     The program leaves that group instead (_BOOT), so that it cannot stop bwrap with killpg(0, SIGSTOP)."""
-    argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-            "--uid", "65534", "--gid", "65534"]
+    argv = [
+        "bwrap",
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--die-with-parent",
+        "--uid",
+        "65534",
+        "--gid",
+        "65534",
+    ]
     for path in shown:
         argv += ["--ro-bind", path, path]
     for top in TOPS:  # merged-/usr symlinks
@@ -129,16 +162,45 @@ def _bwrap(shown) -> list[str]:
     size = str(JAIL_TMP_MB << 20)
     # /proc read-only: the pid namespace's init (bubblewrap) runs under the program's uid, and /proc/1/mem,
     # oom_score_adj & co. would let the program write into it or have it killed
-    return argv + ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp", "--size", size,
-                   "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/proc", "--remount-ro", "/",
-                   "--chdir", "/tmp"]
+    return argv + [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        size,
+        "--tmpfs",
+        "/tmp",
+        "--size",
+        size,
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
+        "/dev",
+        "--remount-ro",
+        "/proc",
+        "--remount-ro",
+        "/",
+        "--chdir",
+        "/tmp",
+    ]
 
 
-def _jailed(jail: Jail, interpreter: str, uid: int | None, fd: int | None, command: list[str]) -> list[str]:
+def _jailed(
+    jail: Jail, interpreter: str, uid: int | None, fd: int | None, command: list[str]
+) -> list[str]:
     """The argv that runs `command` in `jail` under `uid`, with the program's source from the inherited `fd` as
     /tmp/main.py (None: no program, the interpreter probe)."""
-    if jail.kind == "namespaces":  # root until its mounts are made: it drops to the uid itself
-        return jail_argv(interpreter, uid, JAIL_TMP_MB << 20, -1 if fd is None else fd, list(jail.shown), command)
+    # root until its mounts are made: it drops to the uid itself
+    if jail.kind == "namespaces":
+        return jail_argv(
+            interpreter,
+            uid,
+            JAIL_TMP_MB << 20,
+            -1 if fd is None else fd,
+            list(jail.shown),
+            command,
+        )
     source = [] if fd is None else ["--file", str(fd), "/tmp/main.py"]
     return uids.as_user(_bwrap(jail.shown) + source + ["--", *command], uid)
 
@@ -146,7 +208,9 @@ def _jailed(jail: Jail, interpreter: str, uid: int | None, fd: int | None, comma
 # The probe makes the same re-exec as _BOOT. Where setpriv still holds root's capabilities for its own exec (as in
 # some containers), an interpreter behind a 0700 directory (a pyenv under /root) starts, and only its re-exec as the
 # sandbox user fails: probing the first exec alone chose an interpreter with which every program failed.
-_PROBE = "import os, sys; os.execv(sys.executable, [sys.executable, '-I', '-c', 'pass'])"
+_PROBE = (
+    "import os, sys; os.execv(sys.executable, [sys.executable, '-I', '-c', 'pass'])"
+)
 
 
 @functools.cache
@@ -154,18 +218,44 @@ def _setup() -> tuple[str, Jail | None]:
     """(interpreter, jail or None): bubblewrap's jail where it works here, else as root the namespaces jail where
     unshare works, and in it (or without one) the first Python that starts as the sandbox user (/root is 0700, so
     a pyenv sys.executable may not)."""
-    candidates = [exe for exe in (sys.executable, "/usr/bin/python3", shutil.which("python3")) if exe]
+    candidates = [
+        exe
+        for exe in (sys.executable, "/usr/bin/python3", shutil.which("python3"))
+        if exe
+    ]
     kinds = ["bubblewrap"] * bool(shutil.which("bwrap"))
     kinds += ["namespaces"] * bool(uids.IS_ROOT and shutil.which("unshare"))
-    jails = [(exe, Jail(kind, tuple(shown_paths(os.path.dirname(os.path.dirname(os.path.realpath(exe)))))))
-             for kind in kinds for exe in candidates]
+    jails = [
+        (
+            exe,
+            Jail(
+                kind,
+                tuple(
+                    shown_paths(os.path.dirname(os.path.dirname(os.path.realpath(exe))))
+                ),
+            ),
+        )
+        for kind in kinds
+        for exe in candidates
+    ]
     with uids.fresh_uid() as uid:
-        for exe, jail in jails + [(exe, None) for exe in candidates]:  # every jailed try before any bare one
+        # every jailed try before any bare one
+        for exe, jail in jails + [(exe, None) for exe in candidates]:
             probe = [exe, "-I", "-S", "-c", _PROBE]
-            argv = _jailed(jail, exe, uid, None, probe) if jail else uids.as_user(probe, uid)
+            argv = (
+                _jailed(jail, exe, uid, None, probe)
+                if jail
+                else uids.as_user(probe, uid)
+            )
             try:
-                probe = subprocess.Popen(argv, env=_env("/tmp"), cwd="/", stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL, start_new_session=True)
+                probe = subprocess.Popen(
+                    argv,
+                    env=_env("/tmp"),
+                    cwd="/",
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
             except OSError:
                 continue
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -173,31 +263,49 @@ def _setup() -> tuple[str, Jail | None]:
             _end_group(probe)  # what is left of it, the jail's init included
             if probe.returncode == 0:
                 return exe, jail
-    raise RuntimeError("sandbox: no Python interpreter runs as an unprivileged user "
-                       f"(tried {', '.join(candidates)})")
+    raise RuntimeError(
+        "sandbox: no Python interpreter runs as an unprivileged user "
+        f"(tried {', '.join(candidates)})"
+    )
 
 
-def describe() -> str:
+def jail_line() -> str:
     """One line: the isolation level and caps in force for the isolated, stateless runs of App. D.6.1 on this
     machine."""
     interpreter, jail = _setup()
     if jail and jail.kind == "bubblewrap":
-        level = (f"jail (bubblewrap: own user, mount, pid, IPC, network namespaces; read-only /usr; private /tmp of "
-                 f"{JAIL_TMP_MB} MiB)")
+        level = (
+            f"jail (bubblewrap: own user, mount, pid, IPC, network namespaces; read-only /usr; private /tmp of "
+            f"{JAIL_TMP_MB} MiB)"
+        )
     elif jail:
-        level = (f"jail (namespaces, no bubblewrap: unshare as root, own mount, pid, IPC, network namespaces; "
-                 f"read-only /usr; private /tmp of {JAIL_TMP_MB} MiB)")
+        level = (
+            f"jail (namespaces, no bubblewrap: unshare as root, own mount, pid, IPC, network namespaces; "
+            f"read-only /usr; private /tmp of {JAIL_TMP_MB} MiB)"
+        )
     elif uids.IS_ROOT:
         own = ", own IPC and network namespaces" if _own_ipc_and_network() else ""
-        level = (f"uid (no bubblewrap, no namespaces jail: a fresh uid per run{own}, its processes and files removed "
-                 f"afterwards; NOT kept: the host's files hidden, its disk use bounded (only {MAX_FILE_MB} MiB a file)"
-                 f"{'' if own else ', its network and IPC out of reach'})")
+        level = (
+            f"uid (no bubblewrap, no namespaces jail: a fresh uid per run{own}, its processes and files removed "
+            f"afterwards; NOT kept: the host's files hidden, its disk use bounded (only {MAX_FILE_MB} MiB a file)"
+            f"{'' if own else ', its network and IPC out of reach'})"
+        )
     else:
         level = "process (no bubblewrap, not root: process-group kill only, not a security boundary)"
-    caps = "cgroup caps per run (memory, processes, CPU) + rlimits" if cgroup_homes() else (
-        "rlimits per process; NOT capped: memory held in " + ("" if jail else "files (/dev/shm, tmpfs) or ")
-        + "SysV shared memory")
-    caps += "; seccomp filter" if SECCOMP_FILTER else f"; NO seccomp filter (no syscall table for {os.uname().machine})"
+    caps = (
+        "cgroup caps per run (memory, processes, CPU) + rlimits"
+        if cgroup_homes()
+        else (
+            "rlimits per process; NOT capped: memory held in "
+            + ("" if jail else "files (/dev/shm, tmpfs) or ")
+            + "SysV shared memory"
+        )
+    )
+    caps += (
+        "; seccomp filter"
+        if SECCOMP_FILTER
+        else f"; NO seccomp filter (no syscall table for {os.uname().machine})"
+    )
     return f"{level}; {caps}; {'a fresh uid per run; ' if uids.IS_ROOT and jail else ''}Python {interpreter}"
 
 
@@ -207,8 +315,16 @@ def _own_ipc_and_network() -> list[str]:
     can be made even though the namespaces jail cannot (its mounts denied, as by a container's AppArmor); else []."""
     argv = ["unshare", "--ipc", "--net", "--"]
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-        if uids.IS_ROOT and subprocess.run(argv + ["true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                           timeout=30).returncode == 0:
+        if (
+            uids.IS_ROOT
+            and subprocess.run(
+                argv + ["true"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=30,
+            ).returncode
+            == 0
+        ):
             return argv
     return []
 
@@ -223,20 +339,24 @@ def check_isolation(unisolated_ok: bool) -> str | None:
         return None
     if unisolated_ok:
         return "sandbox: NO jail here, and the students' programs run all the same (--unisolated-programs)"
-    raise ValueError("the sandbox has no jail here (no bubblewrap, and not root with util-linux's unshare), so a "
-                     "student's program could read the golden tests: install bubblewrap (apt-get install "
-                     "bubblewrap), or give that up with --unisolated-programs")
+    raise ValueError(
+        "the sandbox has no jail here (no bubblewrap, and not root with util-linux's unshare), so a "
+        "student's program could read the golden tests: install bubblewrap (apt-get install "
+        "bubblewrap), or give that up with --unisolated-programs"
+    )
 
 
 # ----------------------------------------------------------------------------- killing and cleaning up
 
-_live, _live_lock = set(), threading.Lock()  # Popen of every run in progress, for the SIGTERM handler
+# Popen of every run in progress, for the SIGTERM handler
+_live, _live_lock = (set(), threading.Lock())
 _terminating = threading.Event()
 
 
 def _signal_group(pid: int) -> None:
     try:
-        os.killpg(pid, signal.SIGKILL)  # pgid == pid (start_new_session); reserved while the group lives
+        # pgid == pid (start_new_session); reserved while the group lives
+        os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
 
@@ -289,7 +409,8 @@ def _status_pipe():
 def _kill_everything(proc: subprocess.Popen, uid: int | None) -> None:
     """End the run's process group and, with a uid of its own, every process of that uid; reap what is ours."""
     _end_group(proc)
-    if uid is not None:  # None (not root): no uid of its own, the group kill is all we can do
+    # None (not root): no uid of its own, the group kill is all we can do
+    if uid is not None:
         uids.kill_all(uid, _setup()[0], _env("/"))
 
 
@@ -298,7 +419,9 @@ def _disk_short(files) -> str | None:
     run, or None: it holds less room than the two files may take (MAX_FILE_MB each), their own contents counted as
     free, so that a program cannot fill the disk itself to have its failure read as the trainer's."""
     disk = os.fstatvfs(files[0].fileno())
-    room = disk.f_bavail * disk.f_frsize + sum(os.fstat(f.fileno()).st_blocks * 512 for f in files)
+    room = disk.f_bavail * disk.f_frsize + sum(
+        os.fstat(f.fileno()).st_blocks * 512 for f in files
+    )
     if room >= 2 * MAX_FILE_MB << 20:
         return None
     return f"the host's temp disk is full ({room >> 20} MiB free, a run may write {2 * MAX_FILE_MB} MiB)"
@@ -306,8 +429,15 @@ def _disk_short(files) -> str | None:
 
 # ----------------------------------------------------------------------------- one run
 
-def run_program(source: str, stdin: str = "", *, timeout: float, memory_mb: int = 1024,
-                max_procs: int = 64) -> RunResult:
+
+def run_program(
+    source: str,
+    stdin: str = "",
+    *,
+    timeout: float,
+    memory_mb: int = 1024,
+    max_procs: int = 64,
+) -> RunResult:
     """Run Python `source` as main.py in a fresh directory with `stdin` as input; return its stdout or error.
 
     timeout: wall-clock seconds for the main process (also each process's CPU seconds); memory_mb: address space
@@ -318,26 +448,54 @@ def run_program(source: str, stdin: str = "", *, timeout: float, memory_mb: int 
         return not_run("the process is terminating")
     try:
         return _run(source, stdin, timeout, memory_mb, max_procs)
-    except OSError as e:  # the trainer's own resources around the run: temp files, workdir, fds, processes
+    # the trainer's own resources around the run: temp files, workdir, fds, processes
+    except OSError as e:
         return not_run(f"the sandbox failed: {e}")
 
 
-def _run(source: str, stdin: str, timeout: float, memory_mb: int, max_procs: int) -> RunResult:
+def _run(
+    source: str, stdin: str, timeout: float, memory_mb: int, max_procs: int
+) -> RunResult:
     interpreter, jail = _setup()
-    code = source.encode("utf-8", "replace")  # a lone surrogate in generated text becomes a program error
-    with uids.fresh_uid() as uid, tempfile.TemporaryFile() as fsrc, tempfile.TemporaryFile() as fin, \
-            tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr, _status_pipe() as (said, status):
+    # a lone surrogate in generated text becomes a program error
+    code = source.encode("utf-8", "replace")
+    with (
+        uids.fresh_uid() as uid,
+        tempfile.TemporaryFile() as fsrc,
+        tempfile.TemporaryFile() as fin,
+        tempfile.TemporaryFile() as fout,
+        tempfile.TemporaryFile() as ferr,
+        _status_pipe() as (said, status),
+    ):
         try:
             cgroups = make_cgroups(uid, memory_mb, max_procs) if uid is not None else []
-        except OSError as e:  # caps expected here and not to be had: refused, never run uncapped
-            return not_run(f"its cgroups (memory, process, CPU caps) cannot be made: {e}")
+        # caps expected here and not to be had: refused, never run uncapped
+        except OSError as e:
+            return not_run(
+                f"its cgroups (memory, process, CPU caps) cannot be made: {e}"
+            )
         workdir = None
         try:
-            workdir = None if jail else tempfile.mkdtemp(prefix="sandbox-")  # in the try: the cgroups go if it fails
-            nproc = max_procs if uid is not None else -1  # per uid: only a uid of the run's own may be capped
-            boot = [interpreter, "-I", "-S", "-c", _BOOT, str(memory_mb << 20), str(nproc), str(MAX_FILE_MB << 20),
-                    str(math.ceil(timeout) + 1), str(MAX_FILES), SECCOMP_FILTER.hex(), str(status)]
-            if jail:  # the program goes in through an fd: it never exists on the host's file system
+            # in the try: the cgroups go if it fails
+            workdir = None if jail else tempfile.mkdtemp(prefix="sandbox-")
+            # per uid: only a uid of the run's own may be capped
+            nproc = max_procs if uid is not None else -1
+            boot = [
+                interpreter,
+                "-I",
+                "-S",
+                "-c",
+                _BOOT,
+                str(memory_mb << 20),
+                str(nproc),
+                str(MAX_FILE_MB << 20),
+                str(math.ceil(timeout) + 1),
+                str(MAX_FILES),
+                SECCOMP_FILTER.hex(),
+                str(status),
+            ]
+            # the program goes in through an fd: it never exists on the host's file system
+            if jail:
                 fsrc.write(code)
                 fsrc.seek(0)
                 argv = _jailed(jail, interpreter, uid, fsrc.fileno(), boot)
@@ -348,22 +506,38 @@ def _run(source: str, stdin: str, timeout: float, memory_mb: int, max_procs: int
                     os.chown(workdir, uid, uid)
                 argv = _own_ipc_and_network() + uids.as_user(boot, uid)
             if cgroups:
-                argv = ["/bin/sh", "-c", ATTACH, "sh", *[os.path.join(d, "cgroup.procs") for d in cgroups], "--",
-                        *argv]
+                argv = [
+                    "/bin/sh",
+                    "-c",
+                    ATTACH,
+                    "sh",
+                    *[os.path.join(d, "cgroup.procs") for d in cgroups],
+                    "--",
+                    *argv,
+                ]
             # stdin/stdout/stderr are anonymous files, not pipes: RLIMIT_FSIZE bounds what a print loop can
             # produce, nothing can block on a full pipe, and a background child holding stdout open cannot keep
             # us waiting: we wait for the main process only, then kill the rest.
             fin.write(stdin.encode("utf-8", "replace"))
             fin.seek(0)
-            proc = subprocess.Popen(argv, stdin=fin, stdout=fout, stderr=ferr, cwd=workdir or "/",
-                                    env=_env(workdir or "/tmp"), start_new_session=True,
-                                    pass_fds=(status, fsrc.fileno()) if jail else (status,))
+            proc = subprocess.Popen(
+                argv,
+                stdin=fin,
+                stdout=fout,
+                stderr=ferr,
+                cwd=workdir or "/",
+                env=_env(workdir or "/tmp"),
+                start_new_session=True,
+                pass_fds=(status, fsrc.fileno()) if jail else (status,),
+            )
             with _live_lock:
                 _live.add(proc)
             # A blocking wait plus a timer that kills the group: Popen.wait(timeout) polls with sleeps of up to
             # 50 ms, which was most of the cost of a short run.
             expired = threading.Event()
-            timer = threading.Timer(timeout, lambda: (expired.set(), _signal_group(proc.pid)))
+            timer = threading.Timer(
+                timeout, lambda: (expired.set(), _signal_group(proc.pid))
+            )
             timer.start()
             try:
                 proc.wait()
@@ -373,12 +547,14 @@ def _run(source: str, stdin: str, timeout: float, memory_mb: int, max_procs: int
                 with _live_lock:
                     _live.discard(proc)
             boot_said = b""
-            with contextlib.suppress(BlockingIOError):  # nothing there: the run never reached _BOOT's word
+            # nothing there: the run never reached _BOOT's word
+            with contextlib.suppress(BlockingIOError):
                 boot_said = os.read(said, 256)
             fout.seek(0)
             out = fout.read(MAX_STDOUT + 1)
             stdout = out[:MAX_STDOUT].decode("utf-8", "replace")
-            ferr.seek(max(0, ferr.seek(0, os.SEEK_END) - 8192))  # the tail holds the exception line
+            # the tail holds the exception line
+            ferr.seek(max(0, ferr.seek(0, os.SEEK_END) - 8192))
             stderr = ferr.read().decode("utf-8", "replace")
             short = _disk_short((fout, ferr)) if proc.returncode else None
         finally:
@@ -387,16 +563,28 @@ def _run(source: str, stdin: str, timeout: float, memory_mb: int, max_procs: int
                 if uid is not None:
                     uids.remove_files_of(uid)
                 shutil.rmtree(workdir, ignore_errors=True)
-    if not boot_said.startswith(STARTED):  # the jail, caps or interpreter failed before the program's first step
-        why = boot_said.decode("utf-8", "replace") or last_line(stderr) or (
-            f"not started within {timeout:g} s" if expired.is_set() else ended(proc.returncode, bool(jail)))
+    # the jail, caps or interpreter failed before the program's first step
+    if not boot_said.startswith(STARTED):
+        why = (
+            boot_said.decode("utf-8", "replace")
+            or last_line(stderr)
+            or (
+                f"not started within {timeout:g} s"
+                if expired.is_set()
+                else ended(proc.returncode, bool(jail))
+            )
+        )
         return not_run(f"the sandbox did not start the program: {why}")
     if expired.is_set():
         return RunResult(stdout, f"{ERROR}timed out after {timeout:g} s", TIMED_OUT)
-    if short:  # its writes may have failed for the host's reasons: its failure says nothing of the program
+    # its writes may have failed for the host's reasons: its failure says nothing of the program
+    if short:
         return not_run(short)
     if proc.returncode != 0:
         return failed(stdout, stderr, ended(proc.returncode, bool(jail)))
-    if len(out) > MAX_STDOUT:  # not judged on its first MAX_STDOUT bytes: a right answer could lead a wrong one
-        return RunResult(stdout, f"{ERROR}output over the cap of {MAX_STDOUT} bytes", OVER_CAP)
+    # not judged on its first MAX_STDOUT bytes: a right answer could lead a wrong one
+    if len(out) > MAX_STDOUT:
+        return RunResult(
+            stdout, f"{ERROR}output over the cap of {MAX_STDOUT} bytes", OVER_CAP
+        )
     return RunResult(stdout, None)

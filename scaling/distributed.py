@@ -7,8 +7,9 @@ Gradients are summed by hand after the whole mini-batch is accumulated rather th
 hold no response of a policy in a mini-batch, or a different number of micro-batches than the others, which DDP's
 per-backward hooks cannot express without hanging. The policies and their optimizer states are replicated (with
 --optimizer-offload each rank keeps its moments in its own host memory), unless --fsdp shards them
-(infra/sharding.py: FSDP2 reduce-scatters those gradients itself, as the mean, which sum_grads turns into the sum).
+(scaling/sharding.py: FSDP2 reduce-scatters those gradients itself, as the mean, which sum_grads turns into the sum).
 """
+
 import datetime
 import os
 
@@ -24,12 +25,15 @@ TIMEOUT = datetime.timedelta(hours=2)
 def init(device):
     """(rank, world size, device of this rank). Under torchrun: joins the process group (NCCL on CUDA, else gloo)
     and gives each rank its own GPU of the node (LOCAL_RANK); else (0, 1, device)."""
-    if "LOCAL_RANK" not in os.environ:  # not under torchrun (which also starts one process: --fsdp on one GPU)
+    # not under torchrun (which also starts one process: --fsdp on one GPU)
+    if "LOCAL_RANK" not in os.environ:
         return 0, 1, device
     if device.startswith("cuda"):
         device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
         torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", timeout=TIMEOUT)
+    dist.init_process_group(
+        "nccl" if device.startswith("cuda") else "gloo", timeout=TIMEOUT
+    )
     return dist.get_rank(), dist.get_world_size(), device
 
 
@@ -54,7 +58,9 @@ def share(n):
 
 def _on():
     """Where a collective's own tensors live: NCCL takes GPU tensors only."""
-    return f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"
+    return (
+        f"cuda:{torch.cuda.current_device()}" if dist.get_backend() == "nccl" else "cpu"
+    )
 
 
 def total(value):
@@ -75,11 +81,14 @@ def sum_grads(models):
     if world_size() == 1:
         return
     params = [p for model in models for p in model.parameters()]
-    for p in params:  # FSDP2 (--fsdp) reduce-scattered these in backward, as the mean over ranks
+    # FSDP2 (--fsdp) reduce-scattered these in backward, as the mean over ranks
+    for p in params:
         if isinstance(p.grad, DTensor):
             p.grad.mul_(world_size())
     params = [p for p in params if not isinstance(p, DTensor)]
-    has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=_on())
+    has = torch.tensor(
+        [p.grad is not None for p in params], dtype=torch.float32, device=_on()
+    )
     dist.all_reduce(has)  # how many ranks hold a gradient of each parameter
     for p, n in zip(params, has.tolist()):
         if n:

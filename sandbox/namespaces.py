@@ -1,17 +1,19 @@
 """The sandbox's jail where bubblewrap is not installed, for a trainer running as root: util-linux's `unshare` (part
 of every Debian or Ubuntu base system) gives the run its own mount, pid, IPC, network and UTS namespaces, and SETUP,
 still root inside them, builds the run's file system from mounts before it drops to the run's fresh uid. The program
-then sees what it sees in bubblewrap's jail (sandbox.py): /usr and the interpreter's prefix read-only, a private /tmp
+then sees what it sees in bubblewrap's jail (jail.py): /usr and the interpreter's prefix read-only, a private /tmp
 and /dev/shm of JAIL_TMP_MB each, its own read-only /proc, a few device nodes, no network but its own loopback, and
 none of the host's files. Its IPC objects, files and processes vanish with the namespaces, which end with the
 trainer. The seccomp filter (seccomp.py) keeps it from making namespaces of its own, a user namespace above all.
 
-The one difference from bubblewrap: no user namespace. The program runs under the fresh uid sandbox.py draws for
+The one difference from bubblewrap: no user namespace. The program runs under the fresh uid jail.py draws for
 each run (as at the uid level), with no capabilities, so it can neither undo a mount nor leave the chroot.
 """
+
 import os
 
-TOPS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64")  # top directories that a merged /usr makes symlinks into it
+# top directories that a merged /usr makes symlinks into it
+TOPS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64")
 
 # SETUP runs as root and as PID 1 of the new pid namespace (unshare --fork). argv: the run's uid, the size of /tmp
 # and /dev/shm in bytes, the fd holding the program's source (-1: none, the interpreter probe), the host paths to
@@ -78,18 +80,45 @@ if pid == 0:
         os._exit(127)
 status = os.waitpid(pid, 0)[1]
 os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
-""".replace("TOPS", repr(TOPS))  # the script runs apart from this module: the tuple goes in as its text
+""".replace(
+    "TOPS", repr(TOPS)
+)  # the script runs apart from this module: the tuple goes in as its text
 
 
-def jail_argv(interpreter: str, uid: int, size: int, fd: int, shown: list[str], command: list[str]) -> list[str]:
+def jail_argv(
+    interpreter: str, uid: int, size: int, fd: int, shown: list[str], command: list[str]
+) -> list[str]:
     """The argv that runs `command` as `uid` in the namespaces jail (App. D.6.1's isolated runs). interpreter: a
     Python that runs SETUP as root; size: bytes of /tmp and of /dev/shm; fd: an inherited fd holding the program's
     source (-1: none); shown: the host paths the program sees read-only (shown_paths)."""
     # setpriv's parent-death signal: unshare dies with the trainer (a SIGKILL of it too), its --kill-child takes
     # SETUP, and with it, PID 1, the whole namespace (bubblewrap's --die-with-parent)
-    return ["setpriv", "--pdeathsig", "KILL", "--", "unshare", "--mount", "--pid", "--ipc", "--net", "--uts",
-            "--fork", "--kill-child", "--", interpreter, "-I", "-S", "-c", SETUP, str(uid), str(size), str(fd),
-            *shown, "--", *command]
+    return [
+        "setpriv",
+        "--pdeathsig",
+        "KILL",
+        "--",
+        "unshare",
+        "--mount",
+        "--pid",
+        "--ipc",
+        "--net",
+        "--uts",
+        "--fork",
+        "--kill-child",
+        "--",
+        interpreter,
+        "-I",
+        "-S",
+        "-c",
+        SETUP,
+        str(uid),
+        str(size),
+        str(fd),
+        *shown,
+        "--",
+        *command,
+    ]
 
 
 def shown_paths(prefix: str) -> list[str]:

@@ -6,12 +6,14 @@ The moments (exp_avg, exp_avg_sq: 8 bytes per parameter, twice the fp32 master w
 alone, once per mini-batch; in between they would hold a quarter of two 1.7B students' GPU footprint idle. With
 --optimizer-offload they live in pinned host buffers allocated once; each step copies one policy's moments in,
 steps, copies them back into the same buffers, and frees the device copies before the next policy steps, so the
-step window holds one policy's moments. Per mini-batch that is 2 x 8 bytes per parameter over PCIe (two 1.7B
+step window holds one policy's moments. The optimizer's own step hooks do it (offload_moments), so the training
+loop calls opt.step() as it would without the flag. Per mini-batch that is 2 x 8 bytes per parameter over PCIe (two 1.7B
 policies: 2 x 25.6 GiB, about 2 s at 25 GB/s). Checkpoints save the optimizers' state_dict as they are, so a
 checkpoint is the same with and without the flag, and either run resumes from it. verl's optimizer_offload and
 OpenRLHF's --adam_offload do the same. Under --fsdp a moment is a DTensor: its local shard (1/N of it) is what moves,
 the DTensor around it keeps its sharding.
 """
+
 from contextlib import contextmanager
 
 import torch
@@ -38,7 +40,12 @@ def teacher_on_device(teacher, device, offload):
 
 def _moments(opt):
     """(state dict, key) of every moment tensor the optimizer holds, in a fixed order."""
-    return [(st, k) for st in opt.state.values() for k in MOMENTS if torch.is_tensor(st.get(k))]
+    return [
+        (st, k)
+        for st in opt.state.values()
+        for k in MOMENTS
+        if torch.is_tensor(st.get(k))
+    ]
 
 
 def _local(t):
@@ -53,7 +60,14 @@ def _like(t, local):
     """`local` in t's place: wrapped in t's sharding when t is a DTensor, else local itself."""
     if not isinstance(t, DTensor):
         return local
-    return DTensor.from_local(local, t.device_mesh, t.placements, run_check=False, shape=t.shape, stride=t.stride())
+    return DTensor.from_local(
+        local,
+        t.device_mesh,
+        t.placements,
+        run_check=False,
+        shape=t.shape,
+        stride=t.stride(),
+    )
 
 
 def parked(t):
@@ -70,30 +84,39 @@ def park(opt):
     for st, k in _moments(opt):
         v = st[k]
         if not parked(v):
-            host = torch.empty(_local(v).shape, dtype=v.dtype, device="cpu", pin_memory=pin)
+            host = torch.empty(
+                _local(v).shape, dtype=v.dtype, device="cpu", pin_memory=pin
+            )
             host.copy_(_local(v))
             st[k] = _like(v, host)
-            st[k]._parked = True  # a host buffer of this module, reused by every later step
+            # a host buffer of this module, reused by every later step
+            st[k]._parked = True
 
 
-@torch.no_grad()
-def offloaded_step(opt):
-    """opt.step() with the moments on their parameters' device inside the step only (--optimizer-offload): copied
-    in from their host buffers, stepped, copied back into the same buffers. The device copies are fresh tensors on
-    any device (on a CPU too), so the moments the step used are never the buffers that wait between steps."""
-    where = {id(st): _local(p).device for p, st in opt.state.items()}
-    parked = [(st, k, st[k]) for st, k in _moments(opt)]
-    for st, k, host in parked:
-        st[k] = _like(host, torch.empty_like(_local(host), device=where[id(st)]).copy_(_local(host), non_blocking=True))
-    opt.step()
-    for st, k, host in parked:
-        _local(host).copy_(_local(st[k]))  # blocking: a checkpoint may read the buffer next
-        st[k] = host
-    park(opt)  # the moments this step created (the first step), into new buffers
+def offload_moments(opt):
+    """--optimizer-offload from now on: the optimizer's moments wait in host buffers (park) and come to their
+    parameters' device inside each opt.step() only, through its step hooks: copied in from the buffers before the
+    step, copied back into the same buffers after it. The device copies are fresh tensors on any device (on a CPU
+    too), so the moments a step uses are never the buffers that wait between steps. Returns opt."""
+    held = []  # (state, key, host buffer) of the step under way
 
+    @torch.no_grad()
+    def bring(o, args, kwargs):
+        where = {id(st): _local(p).device for p, st in o.state.items()}
+        held[:] = [(st, k, st[k]) for st, k in _moments(o)]
+        for st, k, host in held:
+            device = torch.empty_like(_local(host), device=where[id(st)])
+            st[k] = _like(host, device.copy_(_local(host), non_blocking=True))
 
-def optimizer_steps(optims, offload):
-    """Step every optimizer (one per distinct policy), one at a time; with offload (--optimizer-offload) each with
-    its moments on the device for its own step only (offloaded_step)."""
-    for opt in optims:
-        offloaded_step(opt) if offload else opt.step()
+    @torch.no_grad()
+    def send_back(o, args, kwargs):
+        for st, k, host in held:
+            # blocking: a checkpoint may read the buffer next
+            _local(host).copy_(_local(st[k]))
+            st[k] = host
+        park(o)  # the moments this step created (the first step), into new buffers
+
+    opt.register_step_pre_hook(bring)
+    opt.register_step_post_hook(send_back)
+    park(opt)
+    return opt

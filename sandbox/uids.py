@@ -1,5 +1,6 @@
-"""A uid of its own for each sandboxed run (sandbox.py), as root: drawn fresh and claimed machine-wide, every
+"""A uid of its own for each sandboxed run (jail.py), as root: drawn fresh and claimed machine-wide, every
 process under it killed and every file it left in the world-writable directories removed when the run ends."""
+
 import contextlib
 import os
 import random
@@ -8,8 +9,10 @@ import socket
 import stat
 import subprocess
 
-UID_RANGE = (200_000, 899_999)  # no passwd entry needed for setuid; far above real users
-WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # where the uid fallback looks for leftovers
+# no passwd entry needed for setuid; far above real users
+UID_RANGE = (200_000, 899_999)
+# where the uid fallback looks for leftovers
+WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 IS_ROOT = os.geteuid() == 0
 
 # Started as root: kills every process of the run's uid (argv[1]) (atomic w.r.t. fork), incl. ones that left the
@@ -28,8 +31,10 @@ if 0 not in (uid, guard):
 """
 
 
-UIDS = random.SystemRandom()  # not the global `random`: train.py seeds that, and two runs would draw alike
-CLAIM = "\0mas-opd-sandbox-uid-{}"  # the abstract unix socket whose binding claims a uid (fresh_uid)
+# not the global `random`: train.py seeds that, and two runs would draw alike
+UIDS = random.SystemRandom()
+# the abstract unix socket whose binding claims a uid (fresh_uid)
+CLAIM = "\0mas-opd-sandbox-uid-{}"
 
 
 @contextlib.contextmanager
@@ -53,7 +58,18 @@ def fresh_uid():
 
 def as_user(argv: list[str], uid: int | None) -> list[str]:
     """argv run under uid (gid = uid, no supplementary groups) when uid is given."""
-    return argv if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *argv]
+    return (
+        argv
+        if uid is None
+        else [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--",
+            *argv,
+        ]
+    )
 
 
 def processes_of(uid: int) -> list[tuple[int, int]]:
@@ -67,7 +83,11 @@ def processes_of(uid: int) -> list[tuple[int, int]]:
             continue
         try:
             with open(f"/proc/{pid}/status") as f:
-                status = {k: v.split() for k, v in (ln.split(":", 1) for ln in f) if k in ("PPid", "Uid")}
+                status = {
+                    k: v.split()
+                    for k, v in (ln.split(":", 1) for ln in f)
+                    if k in ("PPid", "Uid")
+                }
         except OSError:  # gone meanwhile
             continue
         if str(uid) in status.get("Uid", []):
@@ -106,8 +126,14 @@ def kill_all(uid: int, interpreter: str, env: dict) -> None:
         return
     # subprocess instead of os.fork: forking a multi-threaded parent in Python code is not safe
     with fresh_uid() as guard:
-        subprocess.run([interpreter, "-I", "-S", "-c", KILL_UID, str(uid), str(guard)], env=env, cwd="/",
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+        subprocess.run(
+            [interpreter, "-I", "-S", "-c", KILL_UID, str(uid), str(guard)],
+            env=env,
+            cwd="/",
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+        )
     # those whose parent died are ours where we are PID 1: reap them, parents first (a dying parent hands its
     # children on before it can be reaped), until none of ours is left
     while mine := [pid for pid, ppid in processes_of(uid) if ppid == os.getpid()]:
