@@ -31,7 +31,6 @@ import sys
 import time
 from functools import partial
 
-import torch
 from tqdm import tqdm
 
 from attribution import attribute_episodes
@@ -76,7 +75,7 @@ from infra.seats import team_seats
 from infra.stopping import eval_stop_line, stop_on_signals
 from loss import role_advantage
 from prompts import check_prompt_limit, teammate
-from rollout import rollout_config, run_episodes
+from rollout import rollout_config, run_episodes, seeded_generator
 from sampler import release_decoder
 from sandbox.jail import check_isolation, jail_line
 from scaling.eval_memory import check_eval_fits
@@ -110,10 +109,7 @@ def play(problems, policies, tok, seed, cfg):
     """One evaluation run of the pair: its episodes (sampled with generator seed `seed`)
     and their attributions (the verifier's checks of every turn, one list per
     episode)."""
-    device = next(
-        (p.device for p in policies.values() if isinstance(p, torch.nn.Module)), "cpu"
-    )
-    gen = torch.Generator(device=device).manual_seed(seed)
+    gen = seeded_generator(policies, seed)
     episodes = run_episodes(problems, policies, tok, cfg, generator=gen)
     return episodes, attribute_episodes(
         episodes, timeout=cfg.code_timeout, workers=cfg.workers
@@ -328,7 +324,7 @@ def start(args, outputs):
     return load_problems(args.problems)
 
 
-def plan(args, problems, spec, n_models, prompts, teacher=None):
+def decoding_config(args, problems, spec, n_models, prompts, teacher=None):
     """The evaluation decoding's RolloutConfig, its prompts per generate call picked by
     the memory plan from configs only (scaling/eval_memory.py) unless --rollout-chunk
     did; refuses in one line what cannot fit. spec: the students' model; n_models: how
@@ -452,7 +448,7 @@ def main(argv=None):
             who = f"--run {args.run}" if args.run else f"--student {args.student}"
             same_tokenizer_specs(args.teacher, spec, (f"--teacher {args.teacher}", who))
         teacher = args.heatmap and args.teacher
-        cfg = plan(args, problems, spec, n_models, prompts, teacher)
+        cfg = decoding_config(args, problems, spec, n_models, prompts, teacher)
         policies, tok = load_seats(args, seats, dtype)
         forget_gguf()
         check_prompt_limit(problems, tok, cfg.max_prompt_tokens)

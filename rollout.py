@@ -202,7 +202,13 @@ def final_answer(episode, cfg):
         "tool_user": last.program_answer if last.program_ran else None,
     }
     order = sorted(answers, key=lambda role: role != cfg.math_final)
-    said = [answers[role] for role in order if answers[role] is not None]
+    return most_agreed([answers[role] for role in order])
+
+
+def most_agreed(answers):
+    """Of the answers given (None: none given), the one most of them are equivalent to,
+    the first in their order on a tie; None when none was given."""
+    said = [a for a in answers if a is not None]
     return max(
         said, key=lambda a: sum(answers_equivalent(a, b) for b in said), default=None
     )
@@ -274,6 +280,15 @@ def run_episodes(problems, policies, tokenizer, cfg=None, generator=None, on_don
         if not e.stopped:
             finish(e, "max_turns", final_answer(e, cfg), on_done)
     return episodes
+
+
+def seeded_generator(policies, seed):
+    """The sampling RNG of one run, seeded with `seed`, on the device of the policies (the
+    CPU for scripted agents): what makes an evaluation run repeat its draws."""
+    device = next(
+        (p.device for p in policies.values() if isinstance(p, torch.nn.Module)), "cpu"
+    )
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def student_context(tokenizer, episode, role, cfg):

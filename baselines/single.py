@@ -14,11 +14,9 @@ and ask it, in our words, to check the latest and revise it or repeat it unchang
 import sys
 import time
 
-import torch
-
 from attribution import ROLE_CHECK, attribute_episodes
 from config import DTYPES, MAX_TURNS, apply_preset, precision
-from eval import eval_parser, markdown, plan, report_run, start
+from eval import decoding_config, eval_parser, markdown, report_run, start
 from infra.data import ProblemError, json_text, write_atomic
 from infra.metrics import format_metrics, mean_std
 from infra.models import forget_gguf, load_model
@@ -41,7 +39,7 @@ from prompts import (
     extract_program,
     fit_context,
 )
-from rollout import Episode, Turn, final_answer, sample_turn
+from rollout import Episode, Turn, final_answer, sample_turn, seeded_generator
 
 # ("coder", "reasoner"): who answers alone
 MAIN_ROLES = tuple(roles[0] for roles in ROLES.values())
@@ -159,10 +157,7 @@ def single_metrics(problems, policies, tok, seed, cfg, max_turns, on_run=None):
     D5); a single turn (SA+ST) has no turns figure. on_run(seed, seats, episodes, metrics, seconds) as for
     eval.evaluate, seats "single"."""
     start = time.perf_counter()
-    device = next(
-        (p.device for p in policies.values() if isinstance(p, torch.nn.Module)), "cpu"
-    )
-    gen = torch.Generator(device=device).manual_seed(seed)
+    gen = seeded_generator(policies, seed)
     episodes = run_single(problems, policies, tok, cfg, gen, max_turns)
     atts = attribute_episodes(episodes, timeout=cfg.code_timeout, workers=cfg.workers)
     m = {}
@@ -218,7 +213,7 @@ def main(argv=None):
     try:
         problems = start(args, {"--json": args.json, "--episodes": args.episodes})
         # one model, every problem's main role at once
-        cfg = plan(args, problems, args.model, 1, len(problems))
+        cfg = decoding_config(args, problems, args.model, 1, len(problems))
         model, tok = load_model(args.model, seed=1, dtype=DTYPES[args.precision])
         check_prompt_limit(problems, tok, cfg.max_prompt_tokens)
         forget_gguf()

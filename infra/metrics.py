@@ -29,12 +29,13 @@ def format_counts(episodes):
     out = {}
     for e in episodes:
         for turn in e.turns:
+            parsed_by = turn.parsed_by  # a team's turn reads it from its pairings
             for seat, resp in turn.responses.items():
                 c = out.setdefault(
                     resp.role, {"responses": 0, "truncated": 0, "unparsed": 0}
                 )
                 c["responses"] += 1
-                rule = turn.parsed_by[seat] or (
+                rule = parsed_by[seat] or (
                     "truncated" if resp.truncated else "unparsed"
                 )
                 c[rule] = c.get(rule, 0) + 1

@@ -6,11 +6,10 @@ of the teammate role. eval.py and train.py take it from here for --agents-per-ro
 
 import time
 
-import torch
-
 from infra.answers import answers_equivalent
 from infra.metrics import exchange_penalty, mean_std, run_figures
 from infra.seats import role_of
+from rollout import seeded_generator
 from teams.verdicts import attribute_team_episodes
 from teams.workflow import own_artefact, partner, run_team_episodes
 
@@ -18,10 +17,7 @@ from teams.workflow import own_artefact, partner, run_team_episodes
 def play_team(problems, policies, tok, seed, cfg, *, n):
     """One evaluation run of a team: its episodes (generator seed `seed`) and every turn's verdicts (one list per
     episode)."""
-    device = next(
-        (p.device for p in policies.values() if isinstance(p, torch.nn.Module)), "cpu"
-    )
-    gen = torch.Generator(device=device).manual_seed(seed)
+    gen = seeded_generator(policies, seed)
     episodes = run_team_episodes(problems, policies, tok, cfg, generator=gen, n=n)
     return episodes, attribute_team_episodes(
         episodes, timeout=cfg.code_timeout, workers=cfg.workers

@@ -13,11 +13,10 @@ bit for bit.
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from infra.answers import answers_equivalent
 from infra.progress import TurnProgress
 from infra.seats import number_of, role_of, seat, seats
 from prompts import ROLES, build_context, entry_lines, fit_context, teammate
-from rollout import Episode, code_env, finish, math_env, sample_turn
+from rollout import Episode, code_env, finish, math_env, most_agreed, sample_turn
 
 
 @dataclass
@@ -128,10 +127,7 @@ def team_answer(episode, cfg):
     for (_, b), art in last.pairs.items():
         answers[b] = art.program_answer if art.program_ran else None
     order = sorted(answers, key=lambda s: (role_of(s) != cfg.math_final, number_of(s)))
-    said = [answers[s] for s in order if answers[s] is not None]
-    return max(
-        said, key=lambda a: sum(answers_equivalent(a, b) for b in said), default=None
-    )
+    return most_agreed([answers[s] for s in order])
 
 
 def run_team_episodes(
