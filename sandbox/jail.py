@@ -8,10 +8,11 @@ the sandbox's own conditions (not run, timed out, output over the cap) in a fiel
 `jail_line()` says which of these isolation levels is active (train.py and eval.py print it at start):
 
 - jail (bubblewrap installed, e.g. Debian's `bubblewrap` package): the program runs in its own user, mount, pid,
-  IPC, network and UTS namespaces. It sees a read-only /usr (and the interpreter's prefix), a private /tmp and
-  /dev/shm of JAIL_TMP_MB each, its own read-only /proc, no network but its own loopback, and none of the host's
-  files: not the problem file, not the golden tests, not its parent. Its IPC objects and files vanish with the
-  namespaces, and it dies with its parent (--die-with-parent), also when the parent is killed.
+  IPC, network and UTS namespaces. It sees, read-only, its interpreter, the standard library and their shared
+  libraries (namespaces.shown_paths; every page of them in the page cache: warm_page_cache), a private /tmp and
+  /dev/shm of JAIL_TMP_MB each, no /proc, no network but its own loopback, and none of the host's other files:
+  not the problem file, not the golden tests, not its parent, not the tools of /usr. Its IPC objects and files
+  vanish with the namespaces, and it dies with its parent (--die-with-parent), also when the parent is killed.
 - namespaces (root without bubblewrap, util-linux's unshare): the same namespaces but the user namespace, and the
   same view of the host, built by namespaces.py from mounts; the program runs under a fresh uid. The jail's
   promises, dying with the trainer included.
@@ -23,19 +24,22 @@ the sandbox's own conditions (not run, timed out, output over the cap) in a fiel
 
 Caps in every level: per-process rlimits (address space, file size, CPU seconds, open files, no core; processes
 per uid as root), and a seccomp filter (seccomp.py: keyrings, ptrace, file locks, space reserved on disk, memfds,
-page-cache probes, new namespaces, io_uring & co. return ENOSYS; sockets only of the Unix and IP families). The
-program sees only the standard library (python -I -S). As root, where cgroup v1 hierarchies are writable
+page-cache probes, usage counters, new namespaces, io_uring & co. return ENOSYS; sockets only of the Unix and IP
+families). The program sees only the standard library (python -I -S). As root, where cgroup v1 hierarchies are writable
 (cgroups.py), the whole run also shares one memory, process-count and CPU cap; a run whose cgroups cannot be made
 is refused, never run uncapped. Every process of a run that becomes the trainer's child (as PID 1, e.g. in a
 container started without --init, it inherits orphans) is reaped: at the process level, those left in the run's
 group. What fails for the trainer's reasons is NOT_RUN, never an exception and never the program's verdict: an
 I/O error of its own files around a run, its fd or process limits, a jail or cap that could not be made before
-the program's first instruction (_BOOT's word on a pipe says whether that was reached), a host disk too full for
-the run's output.
+the program's first instruction (_BOOT's word on a pipe says whether that was reached). A run's source and stdio
+are memory files of the trainer (stdin sealed), so nothing a program writes reaches the host's disk there, and
+a full disk is never the reason a program failed.
 """
 
 import contextlib
+import fcntl
 import functools
+import itertools
 import math
 import os
 import shutil
@@ -66,6 +70,10 @@ MAX_FILE_MB = 64
 JAIL_TMP_MB = 64  # size of the jail's private /tmp and of its /dev/shm
 # RLIMIT_NOFILE per process: without it a run could hold the host's limit (> 1M)
 MAX_FILES = 256
+# a memory file's content fixed: no write, no size change, no seal removed
+SEALED = (
+    fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+)
 # b"": no syscall table here, and jail_line() says so
 SECCOMP_FILTER = seccomp.program(os.uname().machine)
 # _BOOT's word on the status fd: the program's first instruction is next
@@ -160,11 +168,11 @@ def _bwrap(shown) -> list[str]:
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
     size = str(JAIL_TMP_MB << 20)
-    # /proc read-only: the pid namespace's init (bubblewrap) runs under the program's uid, and /proc/1/mem,
-    # oom_score_adj & co. would let the program write into it or have it killed
+    # No /proc, in either jail. Its system-wide files are counters all runs share (fs/dentry-state, meminfo,
+    # vmstat): one run moved them and a later one read the hidden inputs back. A task's own files tell which pages
+    # of the shared files are cached without timing them (pagemap after fault-around, io's bytes read from disk,
+    # stat's major faults). A test program needs none of it.
     return argv + [
-        "--proc",
-        "/proc",
         "--dev",
         "/dev",
         "--size",
@@ -177,8 +185,6 @@ def _bwrap(shown) -> list[str]:
         "/dev/shm",
         "--remount-ro",
         "/dev",
-        "--remount-ro",
-        "/proc",
         "--remount-ro",
         "/",
         "--chdir",
@@ -213,6 +219,23 @@ _PROBE = (
 )
 
 
+def warm_page_cache(paths) -> None:
+    """Read every file under `paths` (files or directories) once, so that each of their pages is in the page
+    cache. The jail shows a program only these (namespaces.shown_paths), all of them then cached: a run that reads
+    a page adds nothing to the cache, and a later run that times its reads learns nothing of what earlier runs
+    read, hidden inputs included. Pages the host evicts under memory pressure can be added again (docs/sandbox.md
+    gives the measured capacity)."""
+    for top in paths:
+        for root, _, names in os.walk(top) if os.path.isdir(top) else [("", [], [top])]:
+            for name in names:
+                with (
+                    contextlib.suppress(OSError),
+                    open(os.path.join(root, name), "rb") as f,
+                ):
+                    while f.read(1 << 20):
+                        pass
+
+
 @functools.cache
 def _setup() -> tuple[str, Jail | None]:
     """(interpreter, jail or None): bubblewrap's jail where it works here, else as root the namespaces jail where
@@ -225,22 +248,15 @@ def _setup() -> tuple[str, Jail | None]:
     ]
     kinds = ["bubblewrap"] * bool(shutil.which("bwrap"))
     kinds += ["namespaces"] * bool(uids.IS_ROOT and shutil.which("unshare"))
-    jails = [
-        (
-            exe,
-            Jail(
-                kind,
-                tuple(
-                    shown_paths(os.path.dirname(os.path.dirname(os.path.realpath(exe))))
-                ),
-            ),
-        )
+    # a generator: an interpreter's view is found only when its turn comes
+    jails = (
+        (exe, Jail(kind, tuple(shown_paths(exe))))
         for kind in kinds
         for exe in candidates
-    ]
+    )
     with uids.fresh_uid() as uid:
         # every jailed try before any bare one
-        for exe, jail in jails + [(exe, None) for exe in candidates]:
+        for exe, jail in itertools.chain(jails, [(exe, None) for exe in candidates]):
             probe = [exe, "-I", "-S", "-c", _PROBE]
             argv = (
                 _jailed(jail, exe, uid, None, probe)
@@ -262,6 +278,8 @@ def _setup() -> tuple[str, Jail | None]:
                 probe.wait(timeout=30)
             _end_group(probe)  # what is left of it, the jail's init included
             if probe.returncode == 0:
+                if jail:
+                    warm_page_cache(jail.shown)
                 return exe, jail
     raise RuntimeError(
         "sandbox: no Python interpreter runs as an unprivileged user "
@@ -273,32 +291,38 @@ def jail_line() -> str:
     """One line: the isolation level and caps in force for the isolated, stateless runs of App. D.6.1 on this
     machine."""
     interpreter, jail = _setup()
+    # what either jail shows, the same in both
+    view = (
+        "read-only only the interpreter, its standard library and their shared libraries, all in the page "
+        f"cache; no /proc; private /tmp of {JAIL_TMP_MB} MiB"
+    )
     if jail and jail.kind == "bubblewrap":
         level = (
-            f"jail (bubblewrap: own user, mount, pid, IPC, network namespaces; read-only /usr; private /tmp of "
-            f"{JAIL_TMP_MB} MiB)"
+            f"jail (bubblewrap: own user, mount, pid, IPC, network namespaces; {view})"
         )
     elif jail:
         level = (
-            f"jail (namespaces, no bubblewrap: unshare as root, own mount, pid, IPC, network namespaces; "
-            f"read-only /usr; private /tmp of {JAIL_TMP_MB} MiB)"
+            "jail (namespaces, no bubblewrap: unshare as root, own mount, pid, IPC, network namespaces; "
+            f"{view})"
         )
     elif uids.IS_ROOT:
         own = ", own IPC and network namespaces" if _own_ipc_and_network() else ""
         level = (
             f"uid (no bubblewrap, no namespaces jail: a fresh uid per run{own}, its processes and files removed "
             f"afterwards; NOT kept: the host's files hidden, its disk use bounded (only {MAX_FILE_MB} MiB a file)"
-            f"{'' if own else ', its network and IPC out of reach'})"
+            f"{'' if own else ', its network and IPC out of reach'}, the kernel's counters and the page cache "
+            "of earlier runs out of sight)"
         )
     else:
         level = "process (no bubblewrap, not root: process-group kill only, not a security boundary)"
+    # memfds are refused by the filter; what else a run can hold past RLIMIT_AS, without cgroups
     caps = (
         "cgroup caps per run (memory, processes, CPU) + rlimits"
         if cgroup_homes()
         else (
             "rlimits per process; NOT capped: memory held in "
-            + ("" if jail else "files (/dev/shm, tmpfs) or ")
-            + "SysV shared memory"
+            + ("" if jail else "files (/dev/shm, tmpfs), ")
+            + f"SysV shared memory and socket buffers (~28 MiB a process, {MAX_FILES} files each)"
         )
     )
     caps += (
@@ -414,17 +438,18 @@ def _kill_everything(proc: subprocess.Popen, uid: int | None) -> None:
         uids.kill_all(uid, _setup()[0], _env("/"))
 
 
-def _disk_short(files) -> str | None:
-    """Why the host's disk under the run's stdout and stderr files (the trainer's temp disk) may have failed the
-    run, or None: it holds less room than the two files may take (MAX_FILE_MB each), their own contents counted as
-    free, so that a program cannot fill the disk itself to have its failure read as the trainer's."""
-    disk = os.fstatvfs(files[0].fileno())
-    room = disk.f_bavail * disk.f_frsize + sum(
-        os.fstat(f.fileno()).st_blocks * 512 for f in files
-    )
-    if room >= 2 * MAX_FILE_MB << 20:
-        return None
-    return f"the host's temp disk is full ({room >> 20} MiB free, a run may write {2 * MAX_FILE_MB} MiB)"
+def _memory_file(name: str, data: bytes | None = None):
+    """A file in memory (memfd, CLOEXEC) for a run's source or stdio, open for reading and writing; with `data`,
+    that content sealed against every change. Memory, not the host's temp disk: a run's stdio used to be files
+    there, and a program that filled the disk (through its own read-write stdin) had its failure read as the
+    host's full disk. RLIMIT_FSIZE bounds what a program writes into one (MAX_FILE_MB)."""
+    f = os.fdopen(os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING), "r+b")
+    if data is not None:
+        f.write(data)
+        f.flush()
+        f.seek(0)
+        fcntl.fcntl(f.fileno(), fcntl.F_ADD_SEALS, SEALED)
+    return f
 
 
 # ----------------------------------------------------------------------------- one run
@@ -461,10 +486,10 @@ def _run(
     code = source.encode("utf-8", "replace")
     with (
         uids.fresh_uid() as uid,
-        tempfile.TemporaryFile() as fsrc,
-        tempfile.TemporaryFile() as fin,
-        tempfile.TemporaryFile() as fout,
-        tempfile.TemporaryFile() as ferr,
+        _memory_file("main.py", code) as fsrc,
+        _memory_file("stdin", stdin.encode("utf-8", "replace")) as fin,
+        _memory_file("stdout") as fout,
+        _memory_file("stderr") as ferr,
         _status_pipe() as (said, status),
     ):
         try:
@@ -496,8 +521,6 @@ def _run(
             ]
             # the program goes in through an fd: it never exists on the host's file system
             if jail:
-                fsrc.write(code)
-                fsrc.seek(0)
                 argv = _jailed(jail, interpreter, uid, fsrc.fileno(), boot)
             else:
                 with open(os.path.join(workdir, "main.py"), "wb") as f:
@@ -515,11 +538,9 @@ def _run(
                     "--",
                     *argv,
                 ]
-            # stdin/stdout/stderr are anonymous files, not pipes: RLIMIT_FSIZE bounds what a print loop can
+            # stdin/stdout/stderr are memory files, not pipes: RLIMIT_FSIZE bounds what a print loop can
             # produce, nothing can block on a full pipe, and a background child holding stdout open cannot keep
-            # us waiting: we wait for the main process only, then kill the rest.
-            fin.write(stdin.encode("utf-8", "replace"))
-            fin.seek(0)
+            # us waiting: we wait for the main process only, then kill the rest. stdin is sealed: read only.
             proc = subprocess.Popen(
                 argv,
                 stdin=fin,
@@ -556,7 +577,6 @@ def _run(
             # the tail holds the exception line
             ferr.seek(max(0, ferr.seek(0, os.SEEK_END) - 8192))
             stderr = ferr.read().decode("utf-8", "replace")
-            short = _disk_short((fout, ferr)) if proc.returncode else None
         finally:
             remove_cgroups(cgroups)
             if workdir:
@@ -577,9 +597,6 @@ def _run(
         return not_run(f"the sandbox did not start the program: {why}")
     if expired.is_set():
         return RunResult(stdout, f"{ERROR}timed out after {timeout:g} s", TIMED_OUT)
-    # its writes may have failed for the host's reasons: its failure says nothing of the program
-    if short:
-        return not_run(short)
     if proc.returncode != 0:
         return failed(stdout, stderr, ended(proc.returncode, bool(jail)))
     # not judged on its first MAX_STDOUT bytes: a right answer could lead a wrong one

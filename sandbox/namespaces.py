@@ -2,7 +2,7 @@
 of every Debian or Ubuntu base system) gives the run its own mount, pid, IPC, network and UTS namespaces, and SETUP,
 still root inside them, builds the run's file system from mounts before it drops to the run's fresh uid. The program
 then sees what it sees in bubblewrap's jail (jail.py): /usr and the interpreter's prefix read-only, a private /tmp
-and /dev/shm of JAIL_TMP_MB each, its own read-only /proc, a few device nodes, no network but its own loopback, and
+and /dev/shm of JAIL_TMP_MB each, no /proc, a few device nodes, no network but its own loopback, and
 none of the host's files. Its IPC objects, files and processes vanish with the namespaces, which end with the
 trainer. The seccomp filter (seccomp.py) keeps it from making namespaces of its own, a user namespace above all.
 
@@ -11,6 +11,7 @@ each run (as at the uid level), with no capabilities, so it can neither undo a m
 """
 
 import os
+import subprocess
 
 # top directories that a merged /usr makes symlinks into it
 TOPS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64")
@@ -20,11 +21,11 @@ TOPS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64")
 # show read-only, "--", the command to run as the uid. It stays PID 1, a plain init: when the program's process
 # ends, it exits with the program's status (a signal as 128 + its number, as bubblewrap reports one), and its exit
 # ends the namespace and every process left in it. It is killed when unshare is (--kill-child), unshare when the
-# trainer is (jail_argv), and the uid has no way to signal or trace it (another uid; /proc read-only).
+# trainer is (jail_argv), and the uid has no way to signal or trace it (another uid; no /proc).
 SETUP = """\
 import ctypes, fcntl, os, socket, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
-RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, MOVE, REC, PRIVATE = 1, 2, 4, 8, 32, 4096, 8192, 16384, 1 << 18
+RDONLY, NOSUID, NODEV, REMOUNT, BIND, MOVE, REC, PRIVATE = 1, 2, 4, 32, 4096, 8192, 16384, 1 << 18
 def mount(source, target, fstype, flags, data=None):
     args = [None if s is None else s.encode() for s in (source, target, fstype, data)]
     if libc.mount(args[0], args[1], args[2], flags, args[3]):
@@ -57,8 +58,6 @@ for node in ("null", "zero", "full", "random", "urandom"):
 for path in ("/tmp", "/dev/shm"):
     os.makedirs(new + path, exist_ok=True)
     mount("tmpfs", new + path, "tmpfs", NOSUID | NODEV, f"size={size},mode=1777")
-os.makedirs(new + "/proc")
-mount("proc", new + "/proc", "proc", NOSUID | NODEV | NOEXEC | RDONLY)
 if fd >= 0:  # the program goes in through an fd: it never exists on the host's file system
     with os.fdopen(fd, "rb") as source, open(new + "/tmp/main.py", "wb") as f:
         f.write(source.read())
@@ -121,9 +120,44 @@ def jail_argv(
     ]
 
 
-def shown_paths(prefix: str) -> list[str]:
-    """What a program sees of the host, read-only: /usr, the interpreter's `prefix` (outside /usr) and those of
-    /bin, /sbin, /lib, /lib32, /lib64 that are real directories rather than merged-/usr symlinks."""
-    tops = [p for p in TOPS if os.path.isdir(p) and not os.path.islink(p)]
-    outside = [] if prefix == "/usr" or prefix.startswith("/usr/") else [prefix]
-    return ["/usr", *tops, *outside]
+# Run by the interpreter to be shown: its standard library, and every shared library that it or one of the
+# standard library's extension modules loads, as the dynamic loader finds them (its trace mode, which runs nothing
+# of the library), one path a line.
+VIEW = """\
+import glob, os, subprocess, sys, sysconfig
+def loaded(argv, env=None):
+    out = subprocess.run(argv, env=env, capture_output=True, text=True).stdout
+    return [w for line in out.splitlines() for w in line.split() if w.startswith("/")]
+found = loaded([sys.executable], {"LD_TRACE_LOADED_OBJECTS": "1"})
+loader = [p for p in found if "ld-linux" in p or "/ld-" in p]
+for ext in glob.glob(os.path.join(sysconfig.get_path("platstdlib"), "lib-dynload", "*.so")):
+    found += loaded([*loader[:1], "--list", ext]) if loader else []
+# the standard library without the third-party packages installed inside it (a pyenv's site-packages): its
+# entries but that one, each shown on its own
+site = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+for lib in {sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")}:
+    inside = [os.path.join(lib, n) for n in os.listdir(lib)]
+    found += [p for p in inside if p not in site] if site & set(inside) else [lib]
+print(*set(found), sep="\\n")
+"""
+
+
+def shown_paths(interpreter: str) -> list[str]:
+    """What a program sees of the host, read-only: `interpreter` (also at its real path, as a program may name it),
+    its standard library and the shared libraries
+    these load, nothing else (no shell, no other tool, no documentation). Each path with its directories resolved
+    (/lib/x86_64-linux-gnu/libc.so.6 under a merged /usr: /usr/lib/x86_64-linux-gnu/libc.so.6), since the jails
+    remake the merged-/usr symlinks themselves (TOPS); a path inside a shown directory is left to it. Small enough
+    that jail.warm_page_cache reads all of it: a run finds every page it can read cached, and adds none."""
+    found = subprocess.run(
+        [interpreter, "-I", "-S", "-c", VIEW], capture_output=True, text=True
+    ).stdout.split("\n")
+    paths = {
+        os.path.join(os.path.realpath(os.path.dirname(p)), os.path.basename(p))
+        for p in [interpreter, os.path.realpath(interpreter), *found]
+        if p and os.path.exists(p)
+    }
+    dirs = [p for p in paths if os.path.isdir(p)]
+    return sorted(
+        p for p in paths if not any(p.startswith(d + "/") for d in dirs if d != p)
+    )

@@ -13,8 +13,13 @@ What is denied and why (jail.py installs the filter before the program's first i
 - space on disk without writing (fallocate): RLIMIT_FSIZE is checked only where a file's size changes, and
   FALLOC_FL_KEEP_SIZE reserved gigabytes of the host's disk through the run's own stdout file. posix_fallocate gets
   ENOSYS too (glibc emulates it by writing only on EOPNOTSUPP, and such writes are under RLIMIT_FSIZE).
-- memory without an address space (memfd_create): without cgroups RLIMIT_AS is the memory cap, and a memfd's pages
-  count against no one's address space once unmapped.
+- memory without an address space (memfd_create, memfd_secret): without cgroups RLIMIT_AS is the memory cap, and a
+  memfd's pages count against no one's address space once unmapped (600 MiB held under 256 MiB through
+  memfd_secret, mapped 4 MiB at a time under RLIMIT_MEMLOCK).
+- counters of the machine and of the program's own reads (getrusage, sysinfo, the rusage of wait4 and waitid): a
+  major fault or a block read from disk tells an uncached page of a shared file from a cached one without timing,
+  and the machine's free and buffered memory moves with what earlier runs read. glibc's waitpid and waitid pass no
+  rusage, so only a call that asks for it fails.
 - the page cache of shared files, probed or evicted without reading it (mincore, cachestat, readahead, fadvise64;
   madvise's MADV_RANDOM, MADV_WILLNEED, MADV_COLD and MADV_PAGEOUT; reads that must not wait: preadv2, AIO): which
   pages of /usr are cached is shared by every run, a channel that carried a hidden input to a later run. MADV_RANDOM
@@ -56,6 +61,9 @@ DENIED = {
     "bpf": (321, 280),
     "fallocate": (285, 47),
     "memfd_create": (319, 279),
+    "memfd_secret": (447, 447),
+    "getrusage": (98, 165),
+    "sysinfo": (99, 179),
     "mincore": (27, 232),
     "cachestat": (451, 451),
     "readahead": (187, 213),
@@ -73,6 +81,9 @@ DENIED_ARGS = {
     "fcntl": ((72, 25), 1, (5, 6, 7, 36, 37, 38, 1026)),
     "madvise": ((28, 233), 2, (1, 3, 20, 21)),
 }
+# calls denied when a pointer argument is not NULL: name -> ((x86_64, aarch64) numbers, argument index).
+# wait4's and waitid's rusage of the child: glibc's waitpid and waitid pass NULL
+DENIED_POINTERS = {"wait4": ((61, 260), 3), "waitid": ((247, 95), 4)}
 # clone with any of these bits in its flags (argument 0): CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID,
 # NEWNET (CLONE_NEWTIME is 0x80, which clone reads as part of the exit signal: unshare and clone3 only)
 CLONE = (56, 220)
@@ -116,6 +127,15 @@ def program(machine: str) -> bytes:
             (LD_ABS, 0, 0, 16 + 8 * arg + low),
         ]
         code += [(JEQ, "deny", 0, v) for v in values] + [(RET, 0, 0, ALLOW)]
+    for nrs, arg in DENIED_POINTERS.values():
+        at_arg = 16 + 8 * arg
+        code += [
+            (JEQ, 0, 4, nrs[col]),
+            (LD_ABS, 0, 0, at_arg),
+            (JEQ, 0, "deny", 0),
+            (LD_ABS, 0, 0, at_arg + 4),
+            (JEQ, "allow", "deny", 0),
+        ]
     code += [
         (JEQ, 0, 3, CLONE[col]),
         arg0,

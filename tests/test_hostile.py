@@ -59,8 +59,8 @@ show("unshare mount", lambda: libc.unshare(NEWNS) or 1)
 show("clone user", lambda: libc.syscall(CLONE, NEWUSER | 17, 0, 0, 0, 0))  # 17: SIGCHLD, a fork otherwise
 show("clone pid", lambda: libc.syscall(CLONE, NEWPID | 17, 0, 0, 0, 0))
 show("clone3 user", lambda: libc.syscall(CLONE3, ctypes.byref((ctypes.c_uint64 * 11)(NEWUSER, 0, 0, 0, 17)), 88))
-fd = os.open("/proc/self/ns/net", os.O_RDONLY)
-show("setns", lambda: libc.setns(fd, 0) or 1)
+fd = libc.syscall(434, os.getpid(), 0)  # pidfd_open: a pidfd names the process's namespaces to setns
+show("setns", lambda: libc.setns(fd, NEWNET) or 1)
 """
 
 
@@ -275,19 +275,51 @@ def small_disk(tmp_path, monkeypatch):
     subprocess.run(["umount", "-l", str(disk)])
 
 
-def test_a_full_temp_disk_is_not_run_and_not_remembered(jailed, small_disk):
-    """The trainer's temp disk full during a run: the program's print failed, and that failure was remembered
-    as the program's result on that input after the disk was free again."""
+# fills every place it can write: its stdin, /tmp, /dev/shm, then stdout, until something stops it
+FILLER = """
+import os
+try:
+    while True:
+        os.write(0, b"x" * (1 << 20))
+except OSError as e:
+    print("stdin", type(e).__name__)
+for path in ("/tmp/fill", "/dev/shm/fill"):
+    try:
+        with open(path, "wb") as f:
+            while True:
+                f.write(b"x" * (1 << 20))
+    except OSError as e:
+        print(path, type(e).__name__)
+while True:
+    print("y" * 65536)
+"""
+
+
+def test_a_program_cannot_reach_the_hosts_disk_nor_make_its_failure_the_hosts(
+    jailed, small_disk
+):
+    """Its stdin a read-write file on the trainer's temp disk, a program filled that disk and its run ended as
+    "the host's temp disk is full": not run, neither judged nor remembered; a full disk also failed an honest
+    program's print. Now a run's source and stdio are memory files, stdin sealed: nothing a program writes lands
+    on the host's disk, a full disk fails no run, and a program that fills what it can is judged wrong."""
     disk, free = small_disk
+    free(0)
     prog = _fresh("print(int(input()) + 1)\nprint('y' * 12000)")
-    # the run's source and stdin take two pages of it, its output finds two left
-    free(16384)
-    r = cases.run_case(STDIO, prog, "1", timeout=10)
-    assert r.condition == NOT_RUN and "the host's temp disk is full" in r.error, r
-    free(None)
     assert cases.run_case(STDIO, prog, "1", timeout=10) == RunResult(
         "2\n" + "y" * 12000 + "\n", None
     )
+    free(None)
+    room = os.statvfs(disk).f_bavail
+    r = cases.run_case(STDIO, _fresh(FILLER), "1", timeout=20)
+    assert r.condition is None and not r.ok, r
+    assert r.stdout.startswith(
+        "stdin PermissionError\n/tmp/fill OSError\n/dev/shm/fill OSError\n"
+    ), r.stdout[:200]
+    assert os.statvfs(disk).f_bavail == room
+    again = _fresh(
+        "import os\ntry:\n    os.write(0, b'9')\nexcept OSError:\n    pass\nprint(input())"
+    )
+    assert cases.run_case(STDIO, again, "1", timeout=10) == RunResult("1\n", None)
 
 
 def _cgroups_of_one_process(make):
