@@ -1,10 +1,11 @@
 """The sandbox's jail where bubblewrap is not installed, for a trainer running as root: util-linux's `unshare` (part
 of every Debian or Ubuntu base system) gives the run its own mount, pid, IPC, network and UTS namespaces, and SETUP,
 still root inside them, builds the run's file system from mounts before it drops to the run's fresh uid. The program
-then sees what it sees in bubblewrap's jail (jail.py): /usr and the interpreter's prefix read-only, a private /tmp
-and /dev/shm of JAIL_TMP_MB each, no /proc, a few device nodes, no network but its own loopback, and
-none of the host's files. Its IPC objects, files and processes vanish with the namespaces, which end with the
-trainer. The seccomp filter (seccomp.py) keeps it from making namespaces of its own, a user namespace above all.
+then sees what it sees in bubblewrap's jail (jail.py): its interpreter, the standard library and their shared
+libraries read-only (shown_paths), a private /tmp and /dev/shm of JAIL_TMP_MB each, no /proc, a few device nodes,
+no network but its own loopback, and none of the host's other files. Its IPC objects, files and processes vanish
+with the namespaces, which end with the trainer. The seccomp filter (seccomp.py) keeps it from making namespaces
+of its own, a user namespace above all.
 
 The one difference from bubblewrap: no user namespace. The program runs under the fresh uid jail.py draws for
 each run (as at the uid level), with no capabilities, so it can neither undo a mount nor leave the chroot.
@@ -48,7 +49,7 @@ def bind(path, flags):
         open(target, "a").close()
     mount(path, target, None, BIND | REC)
     mount(None, target, None, REMOUNT | BIND | flags)
-for path in shown:  # /usr, the interpreter's prefix, and /bin, /lib & co. where they are real directories
+for path in shown:  # the interpreter, its standard library and shared libraries (shown_paths)
     bind(path, RDONLY | NOSUID | NODEV)
 for top in TOPS:  # merged-/usr symlinks
     if os.path.islink(top):
@@ -144,11 +145,11 @@ print(*set(found), sep="\\n")
 
 def shown_paths(interpreter: str) -> list[str]:
     """What a program sees of the host, read-only: `interpreter` (also at its real path, as a program may name it),
-    its standard library and the shared libraries
-    these load, nothing else (no shell, no other tool, no documentation). Each path with its directories resolved
-    (/lib/x86_64-linux-gnu/libc.so.6 under a merged /usr: /usr/lib/x86_64-linux-gnu/libc.so.6), since the jails
-    remake the merged-/usr symlinks themselves (TOPS); a path inside a shown directory is left to it. Small enough
-    that jail.warm_page_cache reads all of it: a run finds every page it can read cached, and adds none."""
+    its standard library and the shared libraries these load, nothing else (no shell, no other tool, no
+    documentation). Each path with its directories resolved (/lib/x86_64-linux-gnu/libc.so.6 under a merged /usr:
+    /usr/lib/x86_64-linux-gnu/libc.so.6), since the jails remake the merged-/usr symlinks themselves (TOPS); a path
+    inside a shown directory is left to it. Small enough that jail.warm_page_cache reads all of it: a run finds
+    every page it can read cached, and adds none."""
     found = subprocess.run(
         [interpreter, "-I", "-S", "-c", VIEW], capture_output=True, text=True
     ).stdout.split("\n")
