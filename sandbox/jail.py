@@ -293,8 +293,9 @@ def jail_line() -> str:
     interpreter, jail = _setup()
     # what either jail shows, the same in both
     view = (
-        "read-only only the interpreter, its standard library and their shared libraries, all in the page "
-        f"cache; no /proc; private /tmp of {JAIL_TMP_MB} MiB"
+        "read-only only the interpreter, its standard library and their shared libraries, read into the page "
+        "cache at start (NOT kept where the host evicts some of it: such a page can carry a bit to a later "
+        f"run); no /proc; private /tmp of {JAIL_TMP_MB} MiB"
     )
     if jail and jail.kind == "bubblewrap":
         level = (
