@@ -313,9 +313,9 @@ def start(args, teacher, say):
     2a, the held-out problems. -> (infra.launch.Start, held-out problems or None)."""
     if note := check_isolation(args.unisolated_programs):  # before anything loads
         say(note)
-    check_writable(args.out, "--out", directory=True)  # before the models load
-    # a run in OUT: never written over; resumed only with its own settings
+    # a run in OUT never written over, a link in it refused: before the probe below writes
     check_run(args)
+    check_writable(args.out, "--out", directory=True)  # before the models load
     held_out = load_problems(args.eval_problems) if args.eval_problems else None
     s = build(args, teacher)
     # Phase 1 and 2a: the pair's, unless a team of 2n agents or PAC by the attribution

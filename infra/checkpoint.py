@@ -17,6 +17,7 @@ import torch
 from config import longest_response
 from infra.data import json_text, nearest_folder, write_atomic
 from infra.models import config_of, first_line, load_model
+from infra.rundir import check_run_dir
 from scaling import distributed
 from scaling.footprint import checkpoint_bytes
 from scaling.memory import GiB
@@ -190,7 +191,10 @@ def read_state(path):
 
 def policy_dirs(ckpt, roles):
     """{seat: directory} of the policies saved in a checkpoint directory: <seat>/ each (one policy per agent as in
-    §2.1, infra/seats.py's seats) or one shared/ for every seat. Raises ValueError (one line) when one is missing."""
+    §2.1, infra/seats.py's seats) or one shared/ for every seat. Raises ValueError (one line) when one is missing,
+    or when the directory holds a link or anything else a run directory may not (infra/rundir.py): every reader of a
+    checkpoint (eval.py --run, a resume, the studies) comes through here before any file of it is opened."""
+    check_run_dir(ckpt, ckpt)
     if not os.path.isdir(ckpt):
         raise ValueError(f"no checkpoint directory {ckpt}")
     shared = os.path.isdir(os.path.join(ckpt, "shared"))

@@ -13,11 +13,15 @@ import copy
 import functools
 import importlib.metadata
 import importlib.util
+import json
 import mmap
 import os
+import pickle
 import re
 import socket
 import struct
+import subprocess
+import sys
 import urllib.parse
 
 import torch
@@ -512,20 +516,97 @@ def cpu_threads(requested=0):
     return f"threads: {torch.get_num_threads()} torch CPU threads ({why})"
 
 
+# What every prompt asks of a chat template (prompts.build_context): one user message holding the cut mark "\x00",
+# rendered with the assistant's header (add_generation_prompt) and Qwen3's no-thinking switch.
+PROMPT = dict(
+    conversation=[{"role": "user", "content": "\x00"}],
+    tokenize=False,
+    add_generation_prompt=True,
+    enable_thinking=False,
+)
+# A chat template renders PROMPT in milliseconds; one that takes this long loops, or was made to.
+TEMPLATE_SECONDS = 3
+# where a local model's chat template is read from, in transformers' order
+TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
+# The child of render_prompt: the pickled tokenizer and PROMPT read (which imports transformers), a line to say so,
+# then PROMPT rendered, as JSON. -P: nothing imported from the working directory.
+RENDER = """
+import json, pickle, sys
+tok, prompt = pickle.load(sys.stdin.buffer)
+print(flush=True)
+try:
+    print(json.dumps({"chat": tok.apply_chat_template(**prompt)}))
+except Exception as e:
+    print(json.dumps({"error": str(e).strip() or type(e).__name__}))
+"""
+
+
+def render_prompt(tok, name):
+    """PROMPT rendered by the tokenizer's chat template, in a process of its own that is killed after
+    TEMPLATE_SECONDS: a template is code (jinja) that comes with a model, a checkpoint or a run directory from
+    elsewhere, and one that loops (nested loops, which jinja's sandbox does not bound, or a huge power or repeat,
+    which no signal interrupts in this process) is refused in one line (ValueError naming its file), as is one
+    that fails. Our own CHAT_TEMPLATE renders here.
+
+    Every prompt renders PROMPT again, in this process (prompts.build_context): the very call timed here, which
+    costs a template the same work each time, unless it is built to cost more later than now (it reads the
+    clock, draws at random or reads an object's address); a bound on each of those renders would be a signal in
+    the main thread, which that C-level work never heeds."""
+    if tok.chat_template == CHAT_TEMPLATE:
+        return tok.apply_chat_template(**PROMPT)
+    where = template_file(name)
+    child = subprocess.Popen(
+        [sys.executable, "-P", "-c", RENDER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        child.stdin.write(pickle.dumps((tok, PROMPT)))
+        child.stdin.flush()
+        child.stdout.readline()  # read and unpickled: the clock starts
+        out, _ = child.communicate(timeout=TEMPLATE_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise ValueError(
+            f"model {name!r}: the chat template in {where} did not render one user message within "
+            f"{TEMPLATE_SECONDS} s; refusing it (a template that loops, or was made to)"
+        ) from None
+    finally:
+        child.kill()
+        child.wait()
+    try:
+        result = json.loads(out)
+    except ValueError:
+        raise ValueError(
+            f"model {name!r}: the chat template in {where} could not be rendered (its process ended with "
+            f"exit code {child.returncode})"
+        ) from None
+    if "error" in result:
+        raise ValueError(
+            f"model {name!r}: the chat template in {where} fails on one user message "
+            f"({first_line(result['error'])})"
+        )
+    return result["chat"]
+
+
+def template_file(spec):
+    """Where a model spec's chat template is read from, for the line that refuses it: a local directory's template
+    file, else the spec (a .gguf file, a hub id)."""
+    files = (
+        [os.path.join(spec, n) for n in TEMPLATE_FILES] if os.path.isdir(spec) else []
+    )
+    return next((f for f in files if os.path.isfile(f)), spec)
+
+
 def check_chat_template(tok, name):
-    """Our prompts are one user message rendered with add_generation_prompt=True, enable_thinking=False and cut
-    at the message (prompts.build_context); refuse a tokenizer for which that cannot work."""
+    """Our prompts are PROMPT rendered and cut at the message (prompts.build_context); refuse a tokenizer for which
+    that cannot work, or whose template does not render it in time (render_prompt)."""
     if not getattr(tok, "chat_template", None):
         raise ValueError(
             f"model {name!r}: the tokenizer has no chat template (our prompts need one)"
         )
-    sentinel = "\x00"  # the same cut mark build_context uses
-    chat = tok.apply_chat_template(
-        [{"role": "user", "content": sentinel}],
-        tokenize=False,
-        add_generation_prompt=True,
-        enable_thinking=False,
-    )
+    chat = render_prompt(tok, name)
+    sentinel = PROMPT["conversation"][0]["content"]
     if chat.count(sentinel) != 1:
         raise ValueError(
             f"model {name!r}: the chat template does not render the user message verbatim"

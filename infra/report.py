@@ -15,6 +15,7 @@ import sys
 
 from infra.checkpoint import read_json, step_of
 from infra.data import write_atomic
+from infra.rundir import check_run_dir
 from infra.runs import RUN
 from infra.seats import number_of, role_of
 
@@ -233,8 +234,14 @@ def chart(title, steps, lines, width=340, height=200):
 
 
 def seat_order(name):
-    """Roles in COLOURS' order, the agents of a role (infra/seats.py) in number order."""
-    return list(COLOURS).index(role_of(name)), number_of(name)
+    """Roles in COLOURS' order, then any other by name (a run directory from elsewhere may name any), the agents of
+    a role (infra/seats.py) in number order."""
+    role = role_of(name)
+    return (
+        list(COLOURS).index(role) if role in COLOURS else len(COLOURS),
+        role,
+        number_of(name),
+    )
 
 
 def curves_html(records):
@@ -255,7 +262,8 @@ def curves_html(records):
         {k for r in records for k in r.get("roles", {})} | {ALL}, key=seat_order
     )
     legend = " ".join(
-        f"<b style='color:{COLOURS[role_of(r)]}'>&#9472;&#9472; {r}</b>" for r in roles
+        f"<b style='color:{COLOURS.get(role_of(r), '#000000')}'>&#9472;&#9472; {html.escape(r)}</b>"
+        for r in roles
     )
     return (
         f"<p>{legend} &nbsp; faint: as logged; solid: mean over the last {SMOOTH} steps.</p>"
@@ -300,7 +308,7 @@ def results_html(results):
     head = "".join(f"<th>{html.escape(name)}</th>" for name in results)
     body = "".join(
         f"<tr><td>{html.escape(k)}</td>"
-        + "".join(f"<td>{c}</td>" for c in cells)
+        + "".join(f"<td>{html.escape(c)}</td>" for c in cells)
         + "</tr>"
         for k, cells in table_rows(results)
     )
@@ -411,32 +419,41 @@ def samples_html(samples):
 
 def header_html(run_dir):
     """What the report reports, at its top: when the run began and with which command (each resume after it),
-    its preset and seeds (RUN/run.json, which train.py writes at every start), and when this page was written."""
+    its preset and seeds (RUN/run.json, which train.py writes at every start), and when this page was written.
+    run.json may come from elsewhere: whatever its fields hold is shown as text."""
     run = read_json(os.path.join(run_dir, RUN))
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     if not (
         isinstance(run, dict)
-        and run.get("commands")
+        and isinstance(run.get("commands"), list)
+        and run["commands"]
+        and all(isinstance(c, dict) for c in run["commands"])
         and isinstance(run.get("args"), dict)
     ):
-        return f"<p>Written {now}. No run.json: the date, command and seeds of the run were not recorded.</p>"
+        return (
+            f"<p>Written {now}. No run.json of train.py: the date, command and seeds of the run were not "
+            "recorded.</p>"
+        )
+    # run.json's fields, whatever they hold, are shown as text: each escaped where it enters a row
+    text = lambda v: html.escape(str(v))
     args, rows = run["args"], []
     for k, c in enumerate(run["commands"]):
         when = "began" if k == 0 else f"resumed from step {c.get('from_step')}"
         rows.append(
             (
-                f"{c.get('date')}, {when}",
-                f"<code>{html.escape(str(c.get('command')))}</code>",
+                text(f"{c.get('date')}, {when}"),
+                f"<code>{text(c.get('command'))}</code>",
             )
         )
+    seeds = args.get("eval_seeds") or []
     evaluation = (
-        f"evaluation {' '.join(map(str, args.get('eval_seeds') or []))}"
+        f"evaluation {' '.join(map(str, seeds)) if isinstance(seeds, list) else seeds}"
         if args.get("eval_problems")
         else "no evaluation (no --eval-problems)"
     )
     rows += [
-        ("preset", html.escape(str(args.get("preset")))),
-        ("seeds", f"training {args.get('seed')}; {evaluation}"),
+        ("preset", text(args.get("preset"))),
+        ("seeds", text(f"training {args.get('seed')}; {evaluation}")),
         ("report written", now),
     ]
     return (
@@ -456,7 +473,9 @@ def section(run_dir, name, read, render, missing):
 
 def write_report(run_dir):
     """Write RUN/report.html (atomically) from the run directory's files; returns its path. A run directory
-    without metrics.jsonl, or a damaged results.json, is a one-line ValueError."""
+    without metrics.jsonl, one holding a link or anything else a run directory may not (infra/rundir.py), or a
+    damaged results.json, is a one-line ValueError."""
+    check_run_dir(run_dir, run_dir)
     if not os.path.isfile(os.path.join(run_dir, "metrics.jsonl")):
         raise ValueError(f"{run_dir}: not a train.py run directory (no metrics.jsonl)")
     name = os.path.basename(os.path.abspath(run_dir))

@@ -18,6 +18,7 @@ from tqdm import tqdm
 from infra.checkpoint import last_checkpoint, read_json, settings, start_log, step_of
 from infra.data import json_text, write_atomic
 from infra.metrics import step_line
+from infra.rundir import check_run_dir
 from scaling import distributed
 
 # OUT/run.json: the run's settings and every command that ran it, with its date
@@ -71,7 +72,9 @@ def held(out):
 def check_run(args):
     """Before anything loads: what OUT holds against what this command asks, refused in one line (ValueError). A
     new run into a directory that holds a run, unless --overwrite discards it; a --resume with nothing to continue,
-    with a setting other than the run's (each named with both values), or with --steps below the steps done."""
+    with a setting other than the run's (each named with both values), or with --steps below the steps done; an
+    OUT holding a link or anything else a run directory may not (infra/rundir.py)."""
+    check_run_dir(args.out, f"--out {args.out}")
     what = held(args.out)
     if not args.resume:
         if what and not args.overwrite:
@@ -115,7 +118,9 @@ def study_run(out, reuse, overwrite):
     """What a command that trains several runs (the toy studies, tools.sweep) does with one of its run directories
     before it trains any: "train" (nothing there, or --overwrite), "reuse" (with --reuse, a run whose checkpoint
     holds all its steps) or "resume" (with --reuse, a run that stopped early); a run there without either flag,
-    or both flags, is a one-line ValueError."""
+    or both flags, or a directory holding what a run directory may not (infra/rundir.py), is a one-line
+    ValueError."""
+    check_run_dir(out, out)
     what = held(out)
     if reuse and overwrite:
         raise ValueError(

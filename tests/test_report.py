@@ -223,11 +223,17 @@ def test_the_header_lists_every_command_of_a_resumed_run_and_its_evaluation_seed
         and "<td>training 3; evaluation 2000 2001</td>" in head
     )
     assert "<tr><td>report written</td>" in head
-    os.remove(os.path.join(run, "run.json"))  # a run of an older train.py: said so
-    assert (
-        "No run.json: the date, command and seeds of the run were not recorded"
-        in open(report.write_report(run)).read()
-    )
+    # a run of an older train.py, or a run.json of other fields: said so
+    for run_json in ({"args": args, "commands": ["python -m toy"]}, None):
+        if run_json:
+            with open(os.path.join(run, "run.json"), "w") as f:
+                json.dump(run_json, f)
+        else:
+            os.remove(os.path.join(run, "run.json"))
+        assert (
+            "No run.json of train.py: the date, command and seeds of the run were not recorded"
+            in open(report.write_report(run)).read()
+        )
 
 
 def _labels(svg):
@@ -457,3 +463,119 @@ def test_chromium_draws_the_heat_maps_colour_scale(tmp_path):
     }
     drawn = {name: _pixels_of(img, colour) for name, colour in deepest.items()}
     assert all(n > 100 for n in drawn.values()), drawn
+
+
+# ------------------------------------------------------------------ a run directory from elsewhere is data
+
+# Markup that runs as script wherever a field is printed as it is: in text, in a quoted attribute, in the title.
+# Each script leaves a mark its own text does not hold: the body's data-ran, the title 'ran42'.
+RAN = "document.body.dataset.ran='ran'+(40+2)"
+HOSTILE = (
+    f"</title></code></td></table><script>{RAN};document.title='ran'+(40+2)</script>"
+    f'<img src=x onerror="{RAN}"><svg onload="{RAN}"></svg>\' onmouseover=\'{RAN}\' '
+    f'<a href="javascript:{RAN}">link</a><iframe src="javascript:parent.{RAN}"></iframe>'
+)
+# what report.html is made of: any other tag came from a field
+REPORT_TAGS = {
+    "meta",
+    "title",
+    "style",
+    "h1",
+    "h2",
+    "p",
+    "b",
+    "br",
+    "sup",
+    "code",
+    "span",
+    "table",
+    "tr",
+    "th",
+    "td",
+    "figure",
+    "figcaption",
+    "svg",
+    "line",
+    "text",
+    "polyline",
+    "circle",
+}
+
+
+def _hostile_run(path):
+    """A run directory whose every field the report prints holds HOSTILE: run.json's header, the roles of
+    metrics.jsonl, the names of results.json, samples.jsonl's problem, role and tokens, teacher_check.json, and
+    the directory's own name."""
+    name = str(path) + "<img src=x onerror=document.body.dataset.ran=42>"
+    run = _run_dir(name)
+    fields = dict.fromkeys(("date", "command", "from_step"), HOSTILE)
+    args = dict.fromkeys(("preset", "seed", "eval_problems"), HOSTILE)
+    run_json = {"args": {**args, "eval_seeds": [HOSTILE]}, "commands": [fields] * 2}
+    record = _metrics_record(0)
+    record["roles"][HOSTILE] = record["roles"]["coder"]
+    sample = {
+        "step": 0,
+        "problem": HOSTILE,
+        "role": HOSTILE,
+        "pieces": [HOSTILE],
+        "a_role": [0.5],
+    }
+    for file, value in (
+        ("run.json", json.dumps(run_json)),
+        ("metrics.jsonl", json.dumps(record) + "\n"),
+        ("samples.jsonl", json.dumps(sample) + "\n"),
+        ("results.json", json.dumps({HOSTILE: {HOSTILE: {"mean": 1, "std": 0}}})),
+        ("teacher_check.json", json.dumps({HOSTILE: {HOSTILE: HOSTILE}})),
+    ):
+        with open(os.path.join(run, file), "w") as f:
+            f.write(value)
+    return run
+
+
+def test_every_field_of_a_hostile_run_directory_is_text_in_its_report(tmp_path):
+    page = open(report.write_report(_hostile_run(tmp_path / "run"))).read()
+    tags = re.findall(r"<([A-Za-z][^\s/>]*)([^>]*)>", page)
+    assert {t.lower() for t, _ in tags} <= REPORT_TAGS, {t for t, _ in tags}
+    attributes = " ".join(a for _, a in tags).lower()
+    assert not re.search(r"\bon\w+\s*=|javascript:", attributes), attributes
+    # shown as the text it is, wherever it was: the header's four rows, the legend, each table and heat map
+    assert page.count(html.escape(HOSTILE)) >= 10
+    assert "&lt;img src=x onerror=document.body.dataset.ran=42&gt;</h1>" in page
+
+
+def _dom(page, profile):
+    """The page's DOM after headless Chromium loaded it and ran whatever script it holds (a virtual second)."""
+    return subprocess.run(
+        [
+            shutil.which("chromium"),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=1000",
+            "--dump-dom",
+            f"file://{page}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+
+
+@pytest.mark.skipif(
+    shutil.which("chromium") is None,
+    reason="no chromium binary (.ci/run installs the Debian package): the browser-free test above still runs",
+)
+def test_chromium_runs_no_script_of_a_hostile_run_directory(tmp_path):
+    # the check itself: the same markup printed as it is runs, and leaves its mark
+    bare = tmp_path / "bare.html"
+    bare.write_text(f"<!doctype html><title>t</title><body>{HOSTILE}</body>")
+    assert "ran42" in _dom(str(bare), str(tmp_path / "profile"))
+    dom = _dom(
+        report.write_report(_hostile_run(tmp_path / "run")), str(tmp_path / "profile")
+    )
+    assert (
+        '<table class="meta">' in dom and "ran42" not in dom and "data-ran" not in dom
+    )
+    assert "<title>MAS-OPD run run&lt;img" in dom

@@ -2,11 +2,14 @@
 refuses, the evaluation before training survives interruptions, eval.py's outputs are kept, and a run told to stop
 (SIGINT, SIGTERM) ends in one line that says how to continue it."""
 
+import contextlib
 import json
 import os
 import re
 import shlex
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -17,7 +20,7 @@ import config
 import eval as ev
 import train
 from baselines.grpo import grpo_args
-from infra import checkpoint, launch, runs
+from infra import checkpoint, launch, report, runs
 from tests.test_train import FAST
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -432,3 +435,200 @@ def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(
     )
     results = json.load(open(os.path.join(out, "results.json")))
     assert set(results) == {"before", "after"} and results["before"] == before[0]
+
+
+# ------------------------------------------------------------------ a run directory from elsewhere is data
+
+# what a planted link points at: the user's shell start-up file, which a resume must never write
+STARTUP = "# the user's shell start-up file\n"
+
+
+@pytest.fixture(scope="module")
+def one_step(tmp_path_factory, problems):
+    """A run of one step as train.py leaves it (a checkpoint per seat): what --resume --steps 2 continues."""
+    out = str(tmp_path_factory.mktemp("one_step") / "run")
+    train.main(FAST + ["--problems", problems, "--out", out, "--steps", "1"])
+    return out
+
+
+def _tree(top):
+    """Every entry under `top` (itself included) as lstat sees it, a file with its bytes, a link with its target:
+    what a refused command must leave as it was (a FIFO is never opened)."""
+    out = {}
+    for d, dirs, names in os.walk(top):
+        for p in [d] + [os.path.join(d, n) for n in dirs + names]:
+            st = os.lstat(p)
+            out[p] = (
+                os.readlink(p)
+                if stat.S_ISLNK(st.st_mode)
+                else open(p, "rb").read()
+                if stat.S_ISREG(st.st_mode)
+                else stat.S_IFMT(st.st_mode)
+            )
+    return out
+
+
+@contextlib.contextmanager
+def _within(seconds):
+    """Fail the test, rather than hang it, where the code under test blocks (opening a FIFO, a template that
+    loops): SIGALRM interrupts the blocked call."""
+
+    def late(*_):
+        raise AssertionError(f"still running after {seconds} s")
+
+    signal.signal(signal.SIGALRM, late)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+
+
+def _plant(out, name, elsewhere):
+    """Put a hostile entry at OUT/name (OUT itself for ""), aimed at the folder `elsewhere` or its file startup:
+    -> the path the refusal names."""
+    startup = str(elsewhere / "startup")
+    path = os.path.join(out, name.split(" (")[0]) if name else out
+    if os.path.lexists(path) and name:
+        os.remove(path)
+    if (
+        name == "checkpoint.tmp"
+    ):  # a checkpoint would be saved into the folder elsewhere
+        os.symlink(str(elsewhere), path)
+    elif name == "samples.jsonl":  # dangling: the run would create the file it names
+        os.symlink(str(elsewhere / "new"), path)
+    elif name.endswith("(hard link)"):
+        os.link(startup, path)
+    elif name.endswith("(FIFO)"):
+        os.mkfifo(path)
+    elif not name:  # --out itself a link to the run
+        os.rename(out, out + ".real")
+        os.symlink(out + ".real", out)
+    else:
+        os.symlink(startup, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("run.json.tmp", "is a symbolic link"),
+        ("metrics.jsonl", "is a symbolic link"),
+        ("checkpoint.tmp", "is a symbolic link"),
+        ("checkpoint/coder/tokenizer_config.json", "is a symbolic link"),
+        ("samples.jsonl", "is a symbolic link"),
+        ("", "is a symbolic link"),
+        ("metrics.jsonl (hard link)", "has 2 names (hard links)"),
+        ("results.json (FIFO)", "is neither a file nor a folder"),
+    ],
+)
+def test_a_resume_refuses_a_run_directory_holding_a_link_and_writes_nothing_anywhere(
+    one_step, name, why, tmp_path, problems, error_line, monkeypatch
+):
+    out, elsewhere = str(tmp_path / "run"), tmp_path / "elsewhere"
+    shutil.copytree(one_step, out)
+    elsewhere.mkdir()
+    (elsewhere / "startup").write_text(STARTUP)
+    planted = _plant(out, name, elsewhere)
+    kept, there = _tree(out), _tree(str(elsewhere))
+    with monkeypatch.context() as m, _within(60):
+        _no_model(m)
+        with pytest.raises(SystemExit) as e:
+            train.main(
+                FAST
+                + ["--problems", problems, "--out", out, "--steps", "2", "--resume"]
+            )
+    assert e.value.code == 2
+    error_line(f"--out {out}: {planted} {why}")
+    assert _tree(out) == kept and _tree(str(elsewhere)) == there
+
+
+def test_a_new_run_refuses_an_out_holding_a_dangling_link_or_being_one(
+    tmp_path, problems, error_line, monkeypatch
+):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    holding, being = str(tmp_path / "holding"), str(tmp_path / "being")
+    os.mkdir(holding)
+    os.symlink(str(elsewhere / "new"), os.path.join(holding, "metrics.jsonl"))
+    os.symlink(str(elsewhere), being)  # a folder there: --out's probe wrote into it
+    probed = []
+    for out, planted in (
+        (holding, os.path.join(holding, "metrics.jsonl")),
+        (being, being),
+    ):
+        with monkeypatch.context() as m:
+            _no_model(m)
+            m.setattr(train, "check_writable", lambda *a, **k: probed.append(a))
+            with pytest.raises(SystemExit) as e:
+                train.main(
+                    FAST + ["--problems", problems, "--out", out, "--steps", "1"]
+                )
+        assert e.value.code == 2
+        error_line(f"--out {out}: {planted} is a symbolic link")
+    assert os.listdir(elsewhere) == [] and os.listdir(holding) == ["metrics.jsonl"]
+    assert probed == []
+
+
+def test_every_reader_of_a_run_directory_refuses_one_holding_a_link(
+    one_step, tmp_path, problems, error_line
+):
+    run, elsewhere = str(tmp_path / "run"), tmp_path / "elsewhere"
+    shutil.copytree(one_step, run)
+    elsewhere.mkdir()
+    (elsewhere / "startup").write_text(STARTUP)
+    planted = _plant(run, "checkpoint/coder/tokenizer_config.json", elsewhere)
+    kept = _tree(run)
+    with pytest.raises(SystemExit) as e:
+        report.main([run])
+    assert e.value.code == 2
+    error_line(f"{run}: {planted} is a symbolic link")
+    with pytest.raises(SystemExit) as e:
+        ev.main(["--run", run, "--problems", problems, "--seeds", "0"])
+    assert e.value.code == 2
+    checkpoint_dir = os.path.join(run, "checkpoint")
+    error_line(f"{checkpoint_dir}: {planted} is a symbolic link")
+    with pytest.raises(ValueError, match=f"^{re.escape(run)}: {re.escape(planted)} is"):
+        runs.study_run(run, reuse=True, overwrite=False)
+    assert _tree(run) == kept and (elsewhere / "startup").read_text() == STARTUP
+
+
+@pytest.mark.parametrize(
+    "template, why",
+    [
+        (
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+            "did not render one user message within 3 s; refusing it",
+        ),
+        # C-level work, which no signal in the process that renders it interrupts (about 13 s here)
+        (
+            "{{ 10 ** 10000000 }}",
+            "did not render one user message within 3 s; refusing it",
+        ),
+        (
+            "{% for i in range(10**9) %}{% endfor %}",
+            "fails on one user message (Range too big.",
+        ),
+    ],
+    ids=["nested loops", "a huge power", "a range over jinja's limit"],
+)
+def test_a_checkpoints_chat_template_that_loops_is_refused_in_one_line_within_seconds(
+    one_step, template, why, tmp_path, problems, capsys
+):
+    run = str(tmp_path / "run")
+    shutil.copytree(one_step, run)
+    ckpt = os.path.join(run, "checkpoint")
+    for seat in os.listdir(ckpt):
+        if os.path.isdir(os.path.join(ckpt, seat)):
+            with open(os.path.join(ckpt, seat, "chat_template.jinja"), "w") as f:
+                f.write(template)
+    started = time.monotonic()
+    with _within(60), pytest.raises(SystemExit) as e:
+        ev.main(["--run", run, "--problems", problems, "--seeds", "0"])
+    assert e.value.code == 2 and time.monotonic() - started < 20
+    err = capsys.readouterr().err.rsplit("\r", 1)[-1]
+    assert re.fullmatch(
+        rf"error: model '({re.escape(ckpt)}/\w+)': the chat template in \1/chat_template.jinja "
+        rf"{re.escape(why)}.*\n",
+        err,
+    ), err
