@@ -1,6 +1,8 @@
 """The learned toy teacher (toy/learned.py): a model that train.py loads and teacher.py scores like any other, a
 cache keyed by what shapes it, and the check of what the method needs of a teacher."""
 
+import ast
+import hashlib
 import json
 import os
 import re
@@ -12,6 +14,7 @@ import torch
 import teacher as teacher_py
 from infra.models import load_model
 from sampler import sequence_logprobs
+from toy import build as toy_build
 from toy import learned, learned_study
 from toy.__main__ import main as toy_main
 from toy.build import build_toy, sft_examples
@@ -170,7 +173,7 @@ def test_the_shipped_teacher_is_what_this_code_would_build_and_is_copied_not_tra
     student's weights, the first training examples): a change of any must come with a new shipped teacher."""
     root = build_toy(str(tmp_path / "cache"))  # the shipped student
     key = learned.cache_key(root)
-    assert learned.shipped(learned.SHIPPED, key) is not None, (
+    assert learned.shipped(learned.SHIPPED, key, learned.TEACHER_FILES) is not None, (
         "toy/teacher/ is not what build_learned would train from this code: run python -m toy.learned --rebuild "
         "and copy the teacher-* directory it names over toy/teacher/"
     )
@@ -187,11 +190,63 @@ def test_the_shipped_teacher_is_what_this_code_would_build_and_is_copied_not_tra
         )
     copy = tmp_path / "teacher"
     shutil.copytree(learned.SHIPPED, copy)
-    assert learned.shipped(str(copy), key) is not None
+    assert learned.shipped(str(copy), key, learned.TEACHER_FILES) is not None
     data = bytearray((copy / "model.safetensors").read_bytes())
     data[100] ^= 1
     (copy / "model.safetensors").write_bytes(bytes(data))
-    assert learned.shipped(str(copy), key) is None
+    assert learned.shipped(str(copy), key, learned.TEACHER_FILES) is None
+
+
+def test_the_pinned_hashes_are_the_shipped_teacher_and_python_m_toy_build_prints_them(
+    capsys,
+):
+    """TEACHER_FILES is every file of toy/teacher/ as shipped: whoever ships another teacher pastes what
+    `python -m toy.build toy/teacher` prints."""
+    toy_build.main([learned.SHIPPED])
+    printed = ast.literal_eval("{" + capsys.readouterr().out + "}")
+    assert printed == learned.TEACHER_FILES, (
+        "toy/teacher/ is not what toy/learned.py pins: paste the lines of python -m toy.build toy/teacher into "
+        "TEACHER_FILES"
+    )
+
+
+@pytest.mark.parametrize(
+    "name, named",
+    [
+        # build.json rewritten too: its sha256 names the new weights
+        ("model.safetensors", "build.json, model.safetensors"),
+        ("chat_template.jinja", "chat_template.jinja"),
+    ],
+)
+def test_a_changed_shipped_teacher_file_is_not_used_though_its_build_json_matches_it(
+    name, named, tmp_path, monkeypatch, capsys
+):
+    """One byte of the teacher's weights or chat template, with build.json rewritten to name the weights' hash:
+    the build says which files are not the pinned ones and trains the teacher rather than copy it."""
+    root = build_toy(str(tmp_path / "cache"))  # the shipped student
+    shipped = tmp_path / "teacher"
+    shutil.copytree(learned.SHIPPED, shipped)
+    monkeypatch.setattr(learned, "SHIPPED", str(shipped))
+    data = bytearray((shipped / name).read_bytes())
+    data[-2] ^= 1
+    (shipped / name).write_bytes(bytes(data))
+    record = json.loads((shipped / "build.json").read_text())
+    weights = (shipped / "model.safetensors").read_bytes()
+    record["sha256"] = hashlib.sha256(weights).hexdigest()
+    (shipped / "build.json").write_text(json.dumps(record, indent=1) + "\n")
+    key = learned.cache_key(root)
+    assert learned.shipped(str(shipped), key, learned.TEACHER_FILES) is None
+
+    def trained(*a, **k):
+        raise RuntimeError("trained")
+
+    monkeypatch.setattr(learned, "grown", trained)
+    with pytest.raises(RuntimeError, match="trained"):
+        learned.build_learned(root)
+    assert capsys.readouterr().out.startswith(
+        "toy world: building the learned teacher (the shipped toy/teacher/ holds other bytes than this code "
+        f"pins ({named}), so it is not used) (the student grown by"
+    )
 
 
 def test_the_check_runs_on_a_small_build_and_the_hand_teacher_passes_it(tiny):

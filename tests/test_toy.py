@@ -2,6 +2,7 @@
 its training examples respect who may see what, and MAS-OPD run through train.py moves its students the way
 each mechanism should (PAC: the Tester revises a wrong test case; RAS: the roles drop the teammate's work)."""
 
+import ast
 import dataclasses
 import hashlib
 import json
@@ -695,6 +696,81 @@ def test_the_shipped_student_is_refused_for_other_settings_weights_or_data(
     finally:
         monkeypatch.undo()
         toy_build.shipped_fingerprint.cache_clear()
+
+
+def test_the_pinned_hashes_are_the_shipped_student_and_python_m_toy_build_prints_them(
+    capsys,
+):
+    """STUDENT_FILES is every file of toy/student/ as shipped: whoever ships another student pastes what
+    `python -m toy.build toy/student` prints."""
+    toy_build.main([toy_build.SHIPPED])
+    printed = ast.literal_eval("{" + capsys.readouterr().out + "}")
+    assert printed == toy_build.STUDENT_FILES, (
+        "toy/student/ is not what toy/build.py pins: paste the lines of python -m toy.build toy/student into "
+        "STUDENT_FILES"
+    )
+
+
+@pytest.mark.parametrize(
+    "name, named",
+    [
+        # build.json rewritten too: its sha256 names the new weights
+        ("model.safetensors", "build.json, model.safetensors"),
+        ("chat_template.jinja", "chat_template.jinja"),
+    ],
+)
+def test_a_changed_shipped_file_is_not_used_though_its_build_json_matches_it(
+    name, named, tmp_path, monkeypatch
+):
+    """One byte of the weights or of the chat template, with build.json rewritten to name the weights' hash: the
+    build line names the files that are not the pinned ones, and the student is trained, not copied."""
+    shipped = tmp_path / "student"
+    shutil.copytree(toy_build.SHIPPED, shipped)
+    monkeypatch.setattr(toy_build, "SHIPPED", str(shipped))
+    data = bytearray((shipped / name).read_bytes())
+    data[-2] ^= 1
+    (shipped / name).write_bytes(bytes(data))
+    record = json.loads((shipped / "build.json").read_text())
+    weights = (shipped / "model.safetensors").read_bytes()
+    record["sha256"] = hashlib.sha256(weights).hexdigest()
+    (shipped / "build.json").write_text(json.dumps(record, indent=1) + "\n")
+    assert toy_build.shipped_record() is None
+    assert build_line(str(tmp_path / "cache")).startswith(
+        "toy world: building the toy student (the shipped toy/student/ holds other bytes than this "
+        f"code pins ({named}), so it is not used) (a tokenizer"
+    )
+
+    def trained(*a, **k):
+        raise RuntimeError("trained")
+
+    monkeypatch.setattr(toy_build, "tiny_model", trained)
+    with pytest.raises(RuntimeError, match="trained"):
+        build_toy(str(tmp_path / "cache"))
+
+
+def test_only_the_pinned_files_are_copied_and_each_is_checked_as_it_is(
+    tmp_path, monkeypatch
+):
+    """A file added beside the shipped student (an added_tokens.json would change its tokenizer) is not copied,
+    and bytes that differ from the pins when they are copied are refused."""
+    shipped = tmp_path / "student"
+    shutil.copytree(toy_build.SHIPPED, shipped)
+    (shipped / "added_tokens.json").write_text('{"<evil>": 5000}')
+    monkeypatch.setattr(toy_build, "SHIPPED", str(shipped))
+    monkeypatch.setattr(
+        toy_build,
+        "sft",
+        lambda *a, **k: pytest.fail("trained although a student is shipped"),
+    )
+    root = build_toy(str(tmp_path / "cache"))
+    assert sorted(os.listdir(os.path.join(root, "student"))) == sorted(
+        toy_build.STUDENT_FILES
+    )
+    pins = {**toy_build.STUDENT_FILES, "config.json": "0" * 64}
+    with pytest.raises(
+        ValueError, match=r"student/config.json: other bytes than this code pins"
+    ):
+        toy_build.copy_pinned(str(shipped), str(tmp_path / "copy"), pins)
 
 
 def test_an_empty_cache_gets_the_shipped_student_without_training_and_it_is_the_one_shipped(

@@ -3,16 +3,18 @@ episodes (toy/world.py), cached as plain files, or copied from the one shipped i
 
     python -m toy --build-only     # the toy world in the cache: the shipped student (or a build) and the problems
     python -m toy --rebuild        # train the student here from scratch (minutes), and say if it is the shipped one
+    python -m toy.build toy/student    # the lines of STUDENT_FILES below, for a rebuilt student copied there
 
 Why a student is shipped (DECISIONS.md D17). The build is the toy's stand-in for pretraining, and it took two thirds
 of the demo's time on a 2-core CPU (docs/toy.md); a real run downloads its pretrained checkpoint rather than
 training it. So the repository holds the student as the build below wrote it (1 MB, safetensors: tensors, no code),
 with build.json: the fingerprint of what it was trained from (FINGERPRINT), the weights' sha256, and where and how
-fast it was built. build_toy copies it only when this code would train the student from the same data and settings
-(the fingerprint matches) and the weights are the ones recorded; else it trains. `--rebuild` trains it again and
-compares the bytes.
+fast it was built. build_toy copies it only when every file is the one this code pins (STUDENT_FILES: a record
+beside other weights could name their hash) and this code would train the student from the same data and settings
+(the fingerprint matches); else it trains. `--rebuild` trains it again and compares the bytes.
 """
 
+import argparse
 import functools
 import hashlib
 import json
@@ -143,6 +145,21 @@ STUDENT_STEPS = 4000
 SFT = dict(batch=32, lr=3e-3)  # the base student's SFT batch and peak learning rate
 # build_toy's student, as built
 SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "student")
+# Every file of SHIPPED, by sha256: what build_toy copies, and nothing else. The bytes are pinned here, in the code,
+# not by the build.json beside them, which anyone who swaps the weights or the chat template can rewrite to match.
+# Other bytes are never used: the student is trained here instead, as for a student of other data, and the build
+# line names the file (a refusal would leave the demo unusable over a file it does not need, e.g. a checkout that
+# rewrote line ends). After copying a rebuilt student over toy/student/, paste what
+# `python -m toy.build toy/student` prints (tests/test_toy.py checks them against the files).
+STUDENT_FILES = {
+    "build.json": "91e0261b048d5802d6c248e830860e030ca79277dc56d02d81571520318cbc07",
+    "chat_template.jinja": "a4590ec07bcd97e120d7c9f3ae364f17d76bbadfd0af971600ba23584f4f74a5",
+    "config.json": "96ec8f65e7d5e85383e9f05df5e573f921545bda5807658939796555b1c76eff",
+    "generation_config.json": "7c6fdf0946c6ba7fe3c304924600c74706acea52d8f3d505b5d37dd774293c38",
+    "model.safetensors": "764c001b678a134830de44fdb3a1dc7347aabeafc5d351982da4bebe496a28be",
+    "tokenizer.json": "8d3a739cac5b29aad73a7964d5bd381e079afcff8ff3f993b85f1138466957cc",
+    "tokenizer_config.json": "107563c51465c3b6589dea9d4e77bc124b278935aec1be292f58e82f62671cc7",
+}
 # the SFT examples hashed into a build's fingerprint (with the tokenizer and every setting)
 FINGERPRINT = 256
 
@@ -206,25 +223,67 @@ def sha256_of(path):
 
 
 def shipped_record(student_steps=STUDENT_STEPS, examples=16000, seed=0):
-    """toy/student/build.json when the shipped student is the one build_toy would train with these settings from
-    this code's data (the fingerprint matches) and its weights are those recorded; else None."""
-    return shipped(SHIPPED, shipped_fingerprint(student_steps, examples, seed))
-
-
-def shipped(path, key):
-    """path/build.json (write_record's) when it records the fingerprint `key` and the sha256 of
-    path/model.safetensors as it is; else None (no record, another fingerprint, or other weights)."""
-    try:
-        with open(os.path.join(path, "build.json")) as f:
-            record = json.load(f)
-        weights = sha256_of(os.path.join(path, "model.safetensors"))
-    except (OSError, ValueError):
-        return None
-    return (
-        record
-        if record.get("fingerprint") == key and record.get("sha256") == weights
-        else None
+    """toy/student/build.json when the shipped student's files are those STUDENT_FILES pins and it is the one
+    build_toy would train with these settings from this code's data (the fingerprint matches); else None."""
+    return shipped(
+        SHIPPED, shipped_fingerprint(student_steps, examples, seed), STUDENT_FILES
     )
+
+
+def shipped(path, key, pins):
+    """path/build.json (write_record's) when every file of `pins` (name -> sha256, build.json among them) is in
+    `path` with the pinned bytes and the record names the fingerprint `key`; else None."""
+    if unpinned(path, pins):
+        return None
+    with open(os.path.join(path, "build.json")) as f:
+        record = json.load(f)
+    return record if record.get("fingerprint") == key else None
+
+
+def unpinned(path, pins):
+    """The files of `pins` (name -> sha256) that `path` lacks or holds other bytes of."""
+    return [
+        name for name, digest in pins.items() if sha256_or_none(path, name) != digest
+    ]
+
+
+def sha256_or_none(path, name):
+    try:
+        return sha256_of(os.path.join(path, name))
+    except OSError:  # not shipped
+        return None
+
+
+def why_trained(path, pins):
+    """Why a build line trains the model shipped at `path` (toy/student/ or toy/teacher/) rather than copy it."""
+    names, where = unpinned(path, pins), f"the shipped toy/{os.path.basename(path)}/"
+    return (
+        f"{where} holds other bytes than this code pins ({', '.join(names)}), so it is not used"
+        if names
+        else f"{where} was trained from other data or settings"
+    )
+
+
+def copy_pinned(src, dst, pins):
+    """Copy the files of `pins` (name -> sha256) from src into a new directory dst, and no other file (one added
+    beside them, a tokenizer's added_tokens.json say, would be read with them). Each is checked as it is copied,
+    so bytes swapped since shipped() looked are refused too (ValueError)."""
+    os.makedirs(dst)
+    for name, digest in pins.items():
+        with open(os.path.join(src, name), "rb") as f:
+            data = f.read()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ValueError(f"{src}/{name}: other bytes than this code pins")
+        with open(os.path.join(dst, name), "wb") as f:
+            f.write(data)
+
+
+def pins(path):
+    """{file: sha256} of every file in the directory `path`, as STUDENT_FILES (and learned.TEACHER_FILES) pin
+    the shipped ones."""
+    return {
+        name: sha256_of(os.path.join(path, name)) for name in sorted(os.listdir(path))
+    }
 
 
 def write_record(path, key, seconds):
@@ -257,11 +316,7 @@ def build_line(cache, rebuild=False):
             f"built in {minutes(record['seconds'])} on {record['machine']} at load average {record['load']:.1f}; "
             f"python -m toy --rebuild trains it here), copied with the toy problems to {root}/"
         )
-    why = (
-        ""
-        if rebuild
-        else " (the shipped toy/student/ was trained from other data or settings)"
-    )
+    why = "" if rebuild else f" ({why_trained(SHIPPED, STUDENT_FILES)})"
     return (
         f"toy world: building the toy student{why} (a tokenizer, {STUDENT_STEPS:,} SFT steps of a "
         f"0.25M-parameter model) and the toy problems, once (the bar below shows the time left), cached in "
@@ -304,12 +359,9 @@ def against_shipped(path, shipped_dir):
     """What a --rebuild says of the weights it wrote (path/model.safetensors) against those shipped in
     `shipped_dir` (toy/student/ or toy/teacher/): the same bytes, or other bytes and why they may differ."""
     name = f"the shipped toy/{os.path.basename(shipped_dir)}/"
-    try:
-        same = sha256_of(os.path.join(path, "model.safetensors")) == sha256_of(
-            os.path.join(shipped_dir, "model.safetensors")
-        )
-    except OSError:  # none shipped
-        same = False
+    same = sha256_of(os.path.join(path, "model.safetensors")) == sha256_or_none(
+        shipped_dir, "model.safetensors"
+    )
     return (
         f"the same bytes as {name}"
         if same
@@ -333,7 +385,7 @@ def build_toy(
         return root
     tmp = f"{root}.tmp{os.getpid()}"
     if not rebuild and shipped_record(student_steps, examples, seed):
-        shutil.copytree(SHIPPED, os.path.join(tmp, "student"))
+        copy_pinned(SHIPPED, os.path.join(tmp, "student"), STUDENT_FILES)
     else:
         start, train = time.monotonic(), toy_problems("train")
         tok = toy_tokenizer(train, seed)
@@ -409,3 +461,18 @@ PASSED_ON = (
     "--batch, --lr, --eval-seeds, --threads, --overwrite and the rest; the toy preset (config.py, TOY) "
     "gives the defaults."
 )
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        description="Print the sha256 lines of a model directory's files, as STUDENT_FILES "
+        "(toy/build.py) and TEACHER_FILES (toy/learned.py) pin the shipped toy/student/ and "
+        "toy/teacher/: paste them there after copying a rebuilt model over either."
+    )
+    ap.add_argument("dir", help="toy/student or toy/teacher")
+    for name, digest in pins(ap.parse_args(argv).dir).items():
+        print(f'    "{name}": "{digest}",')
+
+
+if __name__ == "__main__":
+    main()

@@ -4,6 +4,7 @@ used exactly as a real teacher (`python -m toy --learned-teacher`, docs/toy.md, 
     python -m toy --learned-teacher        # the demo with it (built once, cached beside the toy students)
     python -m toy.learned                  # set it up (cached) and print its check (check_table) beside toy/expert.py's
     python -m toy.learned --rebuild        # train it here (minutes) instead of copying the shipped toy/teacher/
+    python -m toy.build toy/teacher        # the lines of TEACHER_FILES, for a rebuilt teacher copied there
 
 What it is. The base student grown by GROW layers (grown: 4 layers, 0.35M parameters against the students' 0.25M;
 the new layers start as the identity), then trained: a larger model that starts from what the students learnt, as
@@ -46,10 +47,12 @@ from teacher import KAPPA, score, teacher_contexts
 from toy.build import (
     TOY_VERSION,
     against_shipped,
+    copy_pinned,
     sft,
     sha256_of,
     shipped,
     start_toy,
+    why_trained,
     write_record,
 )
 from toy.expert import HandTeacher
@@ -75,6 +78,19 @@ LEARNED_VERSION = 2
 GROW = 2  # decoder layers added on top of the student's two (grown)
 # build_learned's teacher, as built
 SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "teacher")
+# Every file of SHIPPED, by sha256: what build_learned copies, and nothing else, pinned here and not by the
+# build.json beside them (which anyone who swaps the files can rewrite); other bytes are never used, the teacher
+# is trained instead (as toy/build.py's STUDENT_FILES, which says why). After copying a rebuilt teacher over
+# toy/teacher/, paste what `python -m toy.build toy/teacher` prints (tests/test_learned.py checks them).
+TEACHER_FILES = {
+    "build.json": "0054c2832793ca42001bc3becaaa13bd3e204b7c32f2ff3765d7ab0e35f5dd0c",
+    "chat_template.jinja": "a4590ec07bcd97e120d7c9f3ae364f17d76bbadfd0af971600ba23584f4f74a5",
+    "config.json": "07b78db584e110d0ac734c222516a82c4e06b8f5cce2a8484b516389897638b6",
+    "generation_config.json": "7c6fdf0946c6ba7fe3c304924600c74706acea52d8f3d505b5d37dd774293c38",
+    "model.safetensors": "65af62e3c7466fbb7f53d10e49e575290c8a70aeceb456e3e4b53690d337eaa0",
+    "tokenizer.json": "8d3a739cac5b29aad73a7964d5bd381e079afcff8ff3f993b85f1138466957cc",
+    "tokenizer_config.json": "0eb8d2cc31ccde4ea625d954e8f3ef874fa00a5ff6f073f86db55eb2aabbc223",
+}
 DATA = dict(
     examples=16000,  # (teacher context, target) pairs
     first_turns=0.5,  # share of first turns kept (later turns carry the decisions, the first only the format)
@@ -230,27 +246,28 @@ def teacher_dir(root, key):
 
 
 def build_learned(root, data=None, train=None, grow=None, rebuild=False):
-    """The learned teacher for the toy world at `root`, once: the shipped one (toy/teacher/) when its build.json
-    records this code's cache_key, else grown from root/student and trained on the train split with `data`,
-    `train` and `grow` (None: DATA, TRAIN, GROW; `rebuild`: always trained); -> its directory (a transformers
-    checkpoint with the tokenizer and build.json). Written to a temporary directory and renamed, so an
-    interrupted build leaves nothing half-made."""
+    """The learned teacher for the toy world at `root`, once: the shipped one (toy/teacher/) when its files are
+    those TEACHER_FILES pins and its build.json records this code's cache_key, else grown from root/student and
+    trained on the train split with `data`, `train` and `grow` (None: DATA, TRAIN, GROW; `rebuild`: always
+    trained); -> its directory (a transformers checkpoint with the tokenizer and build.json). Written to a
+    temporary directory and renamed, so an interrupted build leaves nothing half-made."""
     key = cache_key(root, data, train, grow)
     out = teacher_dir(root, key)
     data, train, grow = data or DATA, train or TRAIN, grow or GROW
     if os.path.isdir(out) and not rebuild:
         return out
     tmp = f"{out}.tmp{os.getpid()}"
-    if shipped(SHIPPED, key) and not rebuild:
+    if shipped(SHIPPED, key, TEACHER_FILES) and not rebuild:
         print(
             f"toy world: the learned teacher is the one shipped in toy/teacher/, copied to {out}/",
             flush=True,
         )
-        shutil.copytree(SHIPPED, tmp)
+        copy_pinned(SHIPPED, tmp, TEACHER_FILES)
     else:
+        why = "" if rebuild else f" ({why_trained(SHIPPED, TEACHER_FILES)})"
         print(
-            f"toy world: building the learned teacher (the student grown by {grow} layers, {train['steps']:,} "
-            f"SFT steps on {data['examples']:,} examples), once: cached in {out}/",
+            f"toy world: building the learned teacher{why} (the student grown by {grow} layers, "
+            f"{train['steps']:,} SFT steps on {data['examples']:,} examples), once: cached in {out}/",
             flush=True,
         )
         start = time.monotonic()
