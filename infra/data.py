@@ -25,6 +25,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, fields, is_dataclass
@@ -187,7 +188,7 @@ def check_problem(p, where="problem"):
     """Validate one problem dict in place of a schema library; raises ProblemError naming `where`."""
     if not isinstance(p, dict):
         raise ProblemError(f"{where}: expected a JSON object, got {type(p).__name__}")
-    if p.get("domain") not in REQUIRED:
+    if not isinstance(p.get("domain"), str) or p["domain"] not in REQUIRED:
         raise ProblemError(
             f"{where}: field 'domain' must be 'code' or 'math', got {p.get('domain')!r}"
         )
@@ -246,28 +247,120 @@ def load_problems(path, judge=True):
     before (JUDGED remembers it by its bytes); False where the file is read without any program being run (a
     memory plan)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
         raise ProblemError(f"{path}: cannot read problem file ({e})") from None
-    located = []
-    # not splitlines(): U+2028 inside a JSON string is no break
-    for n, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            located.append((f"{path}:{n}", json.loads(line)))
-        except json.JSONDecodeError as e:
-            raise ProblemError(f"{path}:{n}: invalid JSON ({e.msg})") from None
+    # split as bytes, before decoding, so that a decoding error names its line; not splitlines(): U+2028 inside
+    # a JSON string is no break
+    located = [
+        (f"{path}:{n}", parse_json(line, f"{path}:{n}"))
+        for n, line in enumerate(data.split(b"\n"), 1)
+        if line.strip()
+    ]
     if not located:
         raise ProblemError(f"{path}: no problems in file")
     problems = check_all(located)
     marker = os.path.join(
-        JUDGED, hashlib.sha256(f"{JUDGE_RULES}\n{text}".encode()).hexdigest()
+        JUDGED, hashlib.sha256(f"{JUDGE_RULES}\n".encode() + data).hexdigest()
     )
     if judge and not os.path.exists(marker) and judge_tests(located):
         remember(marker)
     return problems
+
+
+# How deep a line may nest: a problem needs three levels (the record, its tests, one test), and Python's JSON
+# parser, which recurses once a level, ends a thousand levels down in a RecursionError that names no line.
+MAX_DEPTH = 32
+# a JSON string (a key with its colon) or a bracket: what _locate follows, valid JSON or not
+# (the string unrolled, each character matched one way only: a nested quantifier took seconds per 25 characters
+# of an unclosed string)
+TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"(?:\s*:)?|[\[\]{}]')
+
+
+def parse_json(data, where):
+    """One line of a JSONL file (bytes) -> its value, read strictly: UTF-8, JSON, nested at most MAX_DEPTH deep,
+    every string Unicode text (no lone surrogate such as "\\ud800", which no tokenizer and no UTF-8 file takes)
+    and every number finite (no NaN or Infinity, which are no JSON, and no integer too long for Python to
+    convert). Anything else raises ProblemError, one line naming `where` (file:line) and the field it is in, so
+    that every command refuses it as it refuses a wrong field (exit 2), not with a traceback."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        good = data[: e.start].decode("utf-8")
+        raise ProblemError(
+            f"{where}: {_field(_locate(good)[0])}invalid UTF-8 at column {len(good) + 1} "
+            f"(byte 0x{data[e.start]:02x})"
+        ) from None
+    # only a line with that many brackets can nest that deep: the others skip the scan
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        key, deep = _locate(text)
+        if deep:
+            raise ProblemError(
+                f"{where}: {_field(key)}nested deeper than {MAX_DEPTH} levels"
+            )
+    try:
+        value = json.loads(text, parse_int=_integer)
+    except json.JSONDecodeError as e:
+        raise ProblemError(
+            f"{where}: {_field(_locate(text, e.pos)[0])}invalid JSON at column "
+            f"{e.colno} ({e.msg})"
+        ) from None
+    # every string and number of the value, keys included, with its field: a list that grows as it is read
+    queue = [("", value)]
+    for field, v in queue:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                name = f"{field}.{k}" if field else k
+                queue += [(name, k), (name, x)]
+        elif isinstance(v, list):
+            queue += [(f"{field}[{i}]", x) for i, x in enumerate(v)]
+        elif isinstance(v, float) and not math.isfinite(v):
+            raise ProblemError(
+                f"{where}: {_field(field)}not a finite number (NaN, Infinity, or an "
+                "integer of more digits than Python converts)"
+            )
+        elif isinstance(v, str) and not v.isascii():
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ProblemError(
+                    f"{where}: {_field(field)}a lone surrogate ({v[e.start]!r}), which is "
+                    "no character"
+                ) from None
+    return value
+
+
+def _integer(digits):
+    try:
+        return int(digits)
+    # over sys.get_int_max_str_digits(): its ValueError names neither line nor field, the refusal of an
+    # infinity above does
+    except ValueError:
+        return math.inf
+
+
+def _field(key):
+    """How a refusal names the field `key` of a line ('' where none is known: the line is no object, or the
+    fault lies before its first field)."""
+    return f"field {key!r}: " if key else ""
+
+
+def _locate(text, end=None):
+    """(the top-level field of a JSON object line that position `end` lies in, or None before the first; whether
+    the line nests deeper than MAX_DEPTH before `end`, the field then being the one where it does), found by
+    following its strings and brackets only, so that a line that is no valid JSON has its fault located too."""
+    depth, key = 0, None
+    for m in TOKENS.finditer(text):
+        if end is not None and m.start() >= end:
+            break
+        token = m.group()
+        depth += (token in "[{") - (token in "]}")
+        if depth > MAX_DEPTH:
+            return key, True
+        if depth == 1 and token.endswith(":"):
+            key = token[1 : token.rindex('"')]
+    return key, False
 
 
 def check_all(located):

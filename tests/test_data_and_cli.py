@@ -11,6 +11,7 @@ import types
 import pytest
 import torch
 
+import train
 from config import longest_response, response_limit
 from infra.data import ProblemError, load_problems, write_atomic
 from infra.models import make_tokenizer, tiny_model
@@ -106,7 +107,7 @@ def test_empty_and_missing_files(tmp_path):
     with pytest.raises(ProblemError, match="cannot read"):
         load_problems(str(tmp_path / "absent.jsonl"))
     (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe\x00")
-    with pytest.raises(ProblemError, match="cannot read"):
+    with pytest.raises(ProblemError, match=r"bin.jsonl:1: invalid UTF-8 at column 1"):
         load_problems(str(tmp_path / "bin.jsonl"))
 
 
@@ -126,6 +127,107 @@ def test_cli_bad_input_one_line_exit_2_nothing_written(tmp_path):
         f"error: {f}:2: field 'id' must be a str, got 7"
     ]
     assert not out.exists() and not (tmp_path / "episodes.jsonl.tmp").exists()
+
+
+# line 2 of a problem file (after a good one) in each hostile shape, and what train.py says of it after "error: "
+# and the file's name; each once ended in a traceback (exit 1), a message without file, line or field, or a run
+SHAPES = {
+    "lone surrogate": (
+        b'{"id": "s", "domain": "math", "question": "a\\ud800b", "answer": "2"}',
+        ":2: field 'question': a lone surrogate ('\\ud800'), which is no character",
+    ),
+    "lone surrogate in a test": (
+        b'{"id": "c", "domain": "code", "format": "stdio", "question": "echo", '
+        b'"tests": [{"input": "\\udc00", "output": "a"}]}',
+        ":2: field 'tests[0].input': a lone surrogate ('\\udc00'), which is no character",
+    ),
+    "lone surrogate in a key": (
+        b'{"id": "s", "domain": "math", "question": "q", "answer": "2", "\\ud800": 1}',
+        ":2: field '\\ud800': a lone surrogate ('\\ud800'), which is no character",
+    ),
+    "deep nesting": (
+        b'{"id": "n", "domain": "math", "question": ' + b"[" * 100_000,
+        ":2: field 'question': nested deeper than 32 levels",
+    ),
+    "5,000-digit number": (
+        b'{"id": "b", "domain": "math", "question": "q", "answer": '
+        + b"9" * 5000
+        + b"}",
+        ":2: field 'answer': not a finite number (NaN, Infinity, or an integer of more "
+        "digits than Python converts)",
+    ),
+    "NaN": (
+        b'{"id": "b", "domain": "math", "question": "q", "answer": "2", "x": NaN}',
+        ":2: field 'x': not a finite number (NaN, Infinity, or an integer of more digits "
+        "than Python converts)",
+    ),
+    "invalid UTF-8": (
+        b'{"id": "u", "domain": "math", "question": "\xc3\xa9\xff", "answer": "2"}',
+        ":2: field 'question': invalid UTF-8 at column 45 (byte 0xff)",
+    ),
+    "UTF-16": (
+        '{"id": "u"}'.encode("utf-16"),
+        ":2: invalid UTF-8 at column 1 (byte 0xff)",
+    ),
+    "byte order mark": (
+        b"\xef\xbb\xbf" + json.dumps({**MATH, "id": "bom"}).encode(),
+        ":2: invalid JSON at column 1 (Unexpected UTF-8 BOM (decode using utf-8-sig))",
+    ),
+    "NUL byte in a string": (
+        b'{"id": "z", "domain": "math", "question": "a\x00b", "answer": "2"}',
+        ":2: field 'question': invalid JSON at column 45 (Invalid control character at)",
+    ),
+    "NUL bytes for a line": (
+        b"\x00\x00",
+        ":2: invalid JSON at column 1 (Expecting value)",
+    ),
+    # the field found in linear time: a pattern with a nested quantifier took seconds per 25 characters
+    "an unclosed string": (
+        b'{"id": "u", "domain": "math", "question": "' + b"a" * 100_000,
+        ":2: field 'question': invalid JSON at column 43 (Unterminated string starting at)",
+    ),
+    "no object": (b'"a string"', ":2: expected a JSON object, got str"),
+    "a list for the domain": (
+        b'{"id": "d", "domain": ["math"], "question": "q", "answer": "2"}',
+        ":2: field 'domain' must be 'code' or 'math', got ['math']",
+    ),
+    "a list for the question": (
+        b'{"id": "q", "domain": "math", "question": ["q"], "answer": "2"}',
+        ":2: field 'question' must be a str, got ['q']",
+    ),
+}
+
+
+@pytest.mark.parametrize("line, said", SHAPES.values(), ids=list(SHAPES))
+def test_a_hostile_problem_line_is_refused_in_one_line_naming_file_line_and_field(
+    tmp_path, error_line, line, said
+):
+    """train.py's own exit path (its main): exit 2, one line naming the file, the line and the field, before any
+    model loads, and nothing written to --out."""
+    f, out = tmp_path / "bad.jsonl", tmp_path / "run"
+    f.write_bytes(json.dumps(MATH).encode() + b"\n" + line + b"\n")
+    with pytest.raises(SystemExit) as e:
+        train.main(["--problems", str(f), "--student", "tiny-qwen3", "--out", str(out)])
+    assert e.value.code == 2
+    error_line(f"{f}{said}")
+    assert os.listdir(tmp_path) == ["bad.jsonl"]
+
+
+def test_a_lone_surrogate_ends_train_py_in_one_line_and_exit_2(tmp_path):
+    """The shape that reached the tokenizer (a TypeError, exit 1), through the real process."""
+    f, out = tmp_path / "bad.jsonl", tmp_path / "run"
+    line, said = SHAPES["lone surrogate"]
+    f.write_bytes(json.dumps(MATH).encode() + b"\n" + line + b"\n")
+    r = subprocess.run(
+        [sys.executable, "train.py", "--problems", str(f), "--student", "tiny-qwen3"]
+        + ["--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [f"error: {f}{said}"]
+    assert os.listdir(tmp_path) == ["bad.jsonl"]
 
 
 def test_cli_bad_model_exits_2(capsys):
