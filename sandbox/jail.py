@@ -219,7 +219,8 @@ _PROBE = (
 )
 
 
-def warm_page_cache(paths) -> None:
+@functools.cache  # once per process and view: what the view holds is then cached
+def warm_page_cache(paths: tuple) -> None:
     """Read every file under `paths` (files or directories) once, so that each of their pages is in the page
     cache. The jail shows a program only these (namespaces.shown_paths), all of them then cached: a run that reads
     a page adds nothing to the cache, and a later run that times its reads learns nothing of what earlier runs
@@ -250,9 +251,7 @@ def _setup() -> tuple[str, Jail | None]:
     kinds += ["namespaces"] * bool(uids.IS_ROOT and shutil.which("unshare"))
     # a generator: an interpreter's view is found only when its turn comes
     jails = (
-        (exe, Jail(kind, tuple(shown_paths(exe))))
-        for kind in kinds
-        for exe in candidates
+        (exe, Jail(kind, shown_paths(exe))) for kind in kinds for exe in candidates
     )
     with uids.fresh_uid() as uid:
         # every jailed try before any bare one

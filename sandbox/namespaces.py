@@ -11,6 +11,7 @@ The one difference from bubblewrap: no user namespace. The program runs under th
 each run (as at the uid level), with no capabilities, so it can neither undo a mount nor leave the chroot.
 """
 
+import functools
 import os
 import subprocess
 
@@ -143,7 +144,8 @@ print(*set(found), sep="\\n")
 """
 
 
-def shown_paths(interpreter: str) -> list[str]:
+@functools.cache  # once per process and interpreter: it runs the loader on every extension
+def shown_paths(interpreter: str) -> tuple[str, ...]:
     """What a program sees of the host, read-only: `interpreter` (also at its real path, as a program may name it),
     its standard library and the shared libraries these load, nothing else (no shell, no other tool, no
     documentation). Each path with its directories resolved (/lib/x86_64-linux-gnu/libc.so.6 under a merged /usr:
@@ -159,6 +161,8 @@ def shown_paths(interpreter: str) -> list[str]:
         if p and os.path.exists(p)
     }
     dirs = [p for p in paths if os.path.isdir(p)]
-    return sorted(
-        p for p in paths if not any(p.startswith(d + "/") for d in dirs if d != p)
+    return tuple(
+        sorted(
+            p for p in paths if not any(p.startswith(d + "/") for d in dirs if d != p)
+        )
     )

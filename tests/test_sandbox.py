@@ -34,7 +34,7 @@ JAIL = NATIVE is not None and NATIVE.kind == "bubblewrap"
 # the jail without bubblewrap, as root: the same interpreter, shown read-only as namespaces.py shows it
 NAMESPACES = jail.Jail(
     "namespaces",
-    tuple(shown_paths(INTERPRETER)),
+    shown_paths(INTERPRETER),
 )
 needs_root = pytest.mark.skipif(
     not ROOT, reason="uid drop (process cap, uid-wide kill, file cleanup) is root-only"
