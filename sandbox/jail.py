@@ -9,7 +9,7 @@ the sandbox's own conditions (not run, timed out, output over the cap) in a fiel
 
 - jail (bubblewrap installed, e.g. Debian's `bubblewrap` package): the program runs in its own user, mount, pid,
   IPC, network and UTS namespaces. It sees, read-only, its interpreter, the standard library and their shared
-  libraries (namespaces.shown_paths; every page of them in the page cache: warm_page_cache), a private /tmp and
+  libraries (namespaces.shown_paths; every page of them locked in the page cache: warm_page_cache), a private /tmp and
   /dev/shm of JAIL_TMP_MB each, no /proc, no network but its own loopback, and none of the host's other files:
   not the problem file, not the golden tests, not its parent, not the tools of /usr. Its IPC objects and files
   vanish with the namespaces, and it dies with its parent (--die-with-parent), also when the parent is killed.
@@ -37,6 +37,7 @@ a full disk is never the reason a program failed.
 """
 
 import contextlib
+import ctypes
 import fcntl
 import functools
 import itertools
@@ -219,13 +220,31 @@ _PROBE = (
 )
 
 
-@functools.cache  # once per process and view: what the view holds is then cached
-def warm_page_cache(paths: tuple) -> None:
-    """Read every file under `paths` (files or directories) once, so that each of their pages is in the page
-    cache. The jail shows a program only these (namespaces.shown_paths), all of them then cached: a run that reads
-    a page adds nothing to the cache, and a later run that times its reads learns nothing of what earlier runs
-    read, hidden inputs included. Pages the host evicts under memory pressure can be added again (docs/sandbox.md
-    gives the measured capacity)."""
+# libc's mmap and mlock, for the view's pages (warm_page_cache)
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_LIBC.mmap.restype = ctypes.c_void_p
+_LIBC.mmap.argtypes = [
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_long,
+]
+_LIBC.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+PROT_READ, MAP_SHARED, MAP_FAILED = 1, 1, ctypes.c_void_p(-1).value
+
+
+@functools.cache  # once per process and view: its pages then stay where they are
+def warm_page_cache(paths: tuple) -> bool:
+    """Read every file under `paths` (files or directories) into the page cache and lock its pages there (mlock,
+    the mappings held for the life of the process) where this process may (root's CAP_IPC_LOCK, or a large
+    enough RLIMIT_MEMLOCK); -> whether every page is locked. The jail shows a program only these
+    (namespaces.shown_paths), all of them cached: a run that reads a page adds nothing to the cache, and a later
+    run that times its reads learns nothing of what earlier runs read, hidden inputs included. A page that is
+    not locked may be evicted by the host (a VM's kernel did, within seconds), and a run that reads it in again
+    leaves a bit for a later one: jail_line() says so."""
+    locked = True
     for top in paths:
         for root, _, names in os.walk(top) if os.path.isdir(top) else [("", [], [top])]:
             for name in names:
@@ -233,8 +252,17 @@ def warm_page_cache(paths: tuple) -> None:
                     contextlib.suppress(OSError),
                     open(os.path.join(root, name), "rb") as f,
                 ):
-                    while f.read(1 << 20):
+                    size = os.fstat(f.fileno()).st_size
+                    if size and locked:
+                        # locking faults every page in; the mapping outlives the file (one
+                        # that fails to lock stays mapped, unlocked, its pages as any others)
+                        at = _LIBC.mmap(
+                            None, size, PROT_READ, MAP_SHARED, f.fileno(), 0
+                        )
+                        locked = at != MAP_FAILED and _LIBC.mlock(at, size) == 0
+                    while size and not locked and f.read(1 << 20):
                         pass
+    return locked
 
 
 @functools.cache
@@ -291,10 +319,14 @@ def jail_line() -> str:
     machine."""
     interpreter, jail = _setup()
     # what either jail shows, the same in both
+    kept = (
+        "locked"
+        if jail and warm_page_cache(jail.shown)
+        else "read (NOT locked: a page the host evicts can carry a bit to a later run)"
+    )
     view = (
-        "read-only only the interpreter, its standard library and their shared libraries, read into the page "
-        "cache at start (NOT kept where the host evicts some of it: such a page can carry a bit to a later "
-        f"run); no /proc; private /tmp of {JAIL_TMP_MB} MiB"
+        "read-only only the interpreter, its standard library and their shared libraries, every page of them "
+        f"{kept} in the page cache; no /proc; private /tmp of {JAIL_TMP_MB} MiB"
     )
     if jail and jail.kind == "bubblewrap":
         level = (
