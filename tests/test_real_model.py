@@ -399,7 +399,7 @@ def test_smollm2_one_mas_opd_step_then_an_evaluation_rollout(smol, tmp_path, cap
             "4",
             "--shared-policy",
             "--max-new-tokens",
-            "48",
+            "32",
             "--max-turns",
             "2",
             "--workers",
