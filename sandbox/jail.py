@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from sandbox import seccomp, uids
 from sandbox.cgroups import ATTACH, cgroup_homes, make_cgroups, remove_cgroups
-from sandbox.namespaces import TOPS, jail_argv, shown_paths
+from sandbox.namespaces import TOPS, jail_argv, shown_files, shown_paths
 from sandbox.outcomes import (
     ERROR,
     MAX_STDOUT,
@@ -245,23 +245,16 @@ def warm_page_cache(paths: tuple) -> bool:
     not locked may be evicted by the host (a VM's kernel did, within seconds), and a run that reads it in again
     leaves a bit for a later one: jail_line() says so."""
     locked = True
-    for top in paths:
-        for root, _, names in os.walk(top) if os.path.isdir(top) else [("", [], [top])]:
-            for name in names:
-                with (
-                    contextlib.suppress(OSError),
-                    open(os.path.join(root, name), "rb") as f,
-                ):
-                    size = os.fstat(f.fileno()).st_size
-                    if size and locked:
-                        # locking faults every page in; the mapping outlives the file (one
-                        # that fails to lock stays mapped, unlocked, its pages as any others)
-                        at = _LIBC.mmap(
-                            None, size, PROT_READ, MAP_SHARED, f.fileno(), 0
-                        )
-                        locked = at != MAP_FAILED and _LIBC.mlock(at, size) == 0
-                    while size and not locked and f.read(1 << 20):
-                        pass
+    for path in shown_files(paths):
+        with contextlib.suppress(OSError), open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size and locked:
+                # locking faults every page in; the mapping outlives the file (one that
+                # fails to lock stays mapped, unlocked, its pages as any others)
+                at = _LIBC.mmap(None, size, PROT_READ, MAP_SHARED, f.fileno(), 0)
+                locked = at != MAP_FAILED and _LIBC.mlock(at, size) == 0
+            while size and not locked and f.read(1 << 20):
+                pass
     return locked
 
 

@@ -166,3 +166,15 @@ def shown_paths(interpreter: str) -> tuple[str, ...]:
             p for p in paths if not any(p.startswith(d + "/") for d in dirs if d != p)
         )
     )
+
+
+def shown_files(paths) -> list[str]:
+    """Every file under `paths` (files or directories, as shown_paths gives them)."""
+    return [
+        os.path.join(root, name)
+        for top in paths
+        for root, _, names in (
+            os.walk(top) if os.path.isdir(top) else [("", [], [top])]
+        )
+        for name in names
+    ]

@@ -10,6 +10,7 @@ import os
 import pytest
 
 from sandbox import jail
+from sandbox.namespaces import shown_files
 from sandbox.outcomes import RunResult
 from tests.test_sandbox import needs_filter
 
@@ -18,14 +19,7 @@ from tests.test_sandbox import needs_filter
 
 def _largest_shown_file() -> str:
     """The largest file a jailed program can read: the most pages to leave a mark in."""
-    files = [
-        os.path.join(root, name)
-        for top in jail._setup()[1].shown
-        for root, _, names in (
-            os.walk(top) if os.path.isdir(top) else [("", [], [top])]
-        )
-        for name in names
-    ]
+    files = shown_files(jail._setup()[1].shown)
     return max(filter(os.path.isfile, files), key=os.path.getsize)
 
 
@@ -116,24 +110,15 @@ def test_nothing_of_an_earlier_run_reaches_a_later_one(jailed, channel):
 
 def _uncached_pages(path: str) -> int:
     """Pages of `path` not in the page cache, asked of the kernel from the trainer (mincore)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_long,
-    ]
     size = os.path.getsize(path)
     if size == 0:
         return 0
+    libc = jail._LIBC
     fd = os.open(path, os.O_RDONLY)
     try:
         at = ctypes.c_void_p(
-            libc.mmap(None, size, 1, 2, fd, 0)
-        )  # PROT_READ, MAP_PRIVATE
+            libc.mmap(None, size, jail.PROT_READ, 2, fd, 0)
+        )  # MAP_PRIVATE
         vec = (ctypes.c_ubyte * -(-size // mmap.PAGESIZE))()
         assert libc.mincore(at, ctypes.c_size_t(size), vec) == 0, ctypes.get_errno()
         libc.munmap(at, ctypes.c_size_t(size))
@@ -154,14 +139,7 @@ def test_a_program_sees_only_files_that_are_all_in_the_page_cache(jailed):
     )
     assert r.ok and "True" not in r.stdout, r
     shown = jail._setup()[1].shown
-    files = [
-        os.path.join(root, name)
-        for top in shown
-        for root, _, names in (
-            os.walk(top) if os.path.isdir(top) else [("", [], [top])]
-        )
-        for name in names
-    ]
+    files = shown_files(shown)
     files = [f for f in files if os.path.isfile(f)]
     assert sum(map(os.path.getsize, files)) < 1 << 30  # not the whole of /usr
     # locked where the trainer may lock them (root here); else read at start, and the line says so
