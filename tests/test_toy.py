@@ -29,7 +29,7 @@ from rollout import RolloutConfig, code_env, math_env
 from sampler import sequence_logprobs
 from teacher import ROLE_CONDITIONS
 from tools.contexts import main as contexts_main
-from toy import ablation, baselines, scaling
+from toy import ablation, baselines, learned, scaling
 from toy import build as toy_build
 from toy.__main__ import main as toy_main
 from toy.build import (
@@ -698,16 +698,23 @@ def test_the_shipped_student_is_refused_for_other_settings_weights_or_data(
         toy_build.shipped_fingerprint.cache_clear()
 
 
-def test_the_pinned_hashes_are_the_shipped_student_and_python_m_toy_build_prints_them(
-    capsys,
+@pytest.mark.parametrize(
+    "shipped, pins, constant",
+    [
+        (toy_build.SHIPPED, toy_build.STUDENT_FILES, "toy/build.py's STUDENT_FILES"),
+        (learned.SHIPPED, learned.TEACHER_FILES, "toy/learned.py's TEACHER_FILES"),
+    ],
+    ids=["student", "teacher"],
+)
+def test_the_pinned_hashes_are_the_shipped_files_and_python_m_toy_build_prints_them(
+    capsys, shipped, pins, constant
 ):
-    """STUDENT_FILES is every file of toy/student/ as shipped: whoever ships another student pastes what
-    `python -m toy.build toy/student` prints."""
-    toy_build.main([toy_build.SHIPPED])
+    """The pins are every file of toy/student/ and toy/teacher/ as shipped: whoever ships another model
+    pastes what `python -m toy.build toy/student` (or toy/teacher) prints."""
+    toy_build.main([shipped])
     printed = ast.literal_eval("{" + capsys.readouterr().out + "}")
-    assert printed == toy_build.STUDENT_FILES, (
-        "toy/student/ is not what toy/build.py pins: paste the lines of python -m toy.build toy/student into "
-        "STUDENT_FILES"
+    assert printed == pins, (
+        f"{shipped} is not what {constant} pins: paste the lines of python -m toy.build into it"
     )
 
 
