@@ -9,8 +9,6 @@ import math
 import re
 import sys
 
-import torch
-
 # --------------------------------------------------------------------------------------
 # Presets: the defaults of the flags whose right value depends on the scale of the run;
 # every preset has a value for every key. A flag given explicitly always wins
@@ -98,6 +96,17 @@ CPU = dict(
     seeds=[0],  # ours: one evaluation of a first run
     threads=0,  # ours: as the paper preset
 )
+# A real small model through every phase in 8 minutes on 2 CPU cores, train.py and
+# eval.py together: the README's SmolLM2-135M commands (2 GSM8K problems, 2 held out,
+# --max-turns 2), where the cpu preset took 37 min; decoding is the time (docs/cpu.md).
+# The cpu preset's values but these:
+SMOL = dict(
+    CPU,
+    steps=1,  # ours: every phase once, then eval.py --run reads the checkpoint
+    micro_batch=4,  # ours: half the step's 8 responses per forward/backward
+    max_new_tokens=48,  # ours: 64 took 10 min here (docs/cpu.md)
+    math_max_new_tokens=0,  # App. D.6.3: one limit for both domains
+)
 # The toy world (python -m toy, docs/toy.md): what 2 CPU cores finish in minutes at the
 # toy models' size. It differs from the paper in steps, batch, learning rate (tiny
 # models from scratch, not lr 1e-6), lambda and lengths.
@@ -146,7 +155,7 @@ TOY = dict(
     # machine's two threads trained other policies than a busy one's)
     threads=1,
 )
-PRESETS = {"paper": PAPER, "gpu": GPU, "cpu": CPU, "toy": TOY}
+PRESETS = {"paper": PAPER, "gpu": GPU, "cpu": CPU, "smol": SMOL, "toy": TOY}
 
 # The values that do not depend on the scale of a run, typed here alone: train.py's
 # defaults, RolloutConfig's (the rollout of rollout.py, train.py and eval.py), eval.py's
@@ -235,7 +244,7 @@ def preset_line(args):
 
 def bounded(kind, low, high=math.inf, low_open=False):
     """An argparse type: a finite `kind` (int or float) >= low (> low if low_open) and
-    <= high. argparse then refuses, at parse time with its usage line, a nan, an inf, or
+    <= high. argparse then refuses, at parse time in one line, a nan, an inf, or
     a count that would silently do nothing or drop data (--limit -1, --max-new-tokens
     0)."""
     what = "an integer" if kind is int else "a finite number"
@@ -274,25 +283,33 @@ def negative_values(ap):
     return ap
 
 
+def machine_has(name):
+    """Whether this machine has the torch device `name` ("cuda:1"). torch loads here,
+    not at the top: --help and a refused flag answer without it (seconds)."""
+    import torch
+
+    kind, _, index = name.partition(":")
+    if kind == "cuda":
+        return torch.cuda.is_available() and int(index or 0) < torch.cuda.device_count()
+    return kind == "cpu" or kind == "mps" and torch.backends.mps.is_available()
+
+
 def device(text):
-    """An argparse type: a torch device this machine has ("cpu", "cuda", "cuda:1",
-    "mps")."""
-    try:
-        dev = torch.device(text)
-    except RuntimeError:
-        raise argparse.ArgumentTypeError(f"not a torch device: {text!r}") from None
-    cuda = torch.cuda.is_available() and (dev.index or 0) < torch.cuda.device_count()
-    available = {"cpu": True, "cuda": cuda, "mps": torch.backends.mps.is_available()}
-    if not available.get(dev.type, False):
+    """An argparse type: a torch device this machine has (cpu, cuda, cuda:1, mps)."""
+    if not re.fullmatch(r"(cpu|cuda|mps)(:\d+)?", text):
+        raise argparse.ArgumentTypeError(f"not a torch device: {text!r}")
+    if not machine_has(text):
         raise argparse.ArgumentTypeError(f"this machine has no device {text!r}")
     return text
 
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # the default of every --device
+def default_device():
+    """The default of every --device: cuda where torch sees a GPU, else cpu."""
+    return "cuda" if machine_has("cuda") else "cpu"
 
 
-# --precision -> the weights' dtype where it applies
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+# --precision's choices (their dtypes: infra/models.py, DTYPES)
+PRECISIONS = ("fp32", "bf16")
 
 
 def precision(choice, device):
@@ -301,6 +318,24 @@ def precision(choice, device):
     half the bytes per token) and fp32 on the CPU (no bf16 speed-up there; exact against
     the tests' references)."""
     return choice or ("bf16" if device.startswith("cuda") else "fp32")
+
+
+def command():
+    """How this process was started: "python train.py", "python -m toy"."""
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    if spec:  # python -m NAME
+        return "python -m " + spec.name.removesuffix(".__main__")
+    return "python " + sys.argv[0]
+
+
+def parser(**kw):
+    """argparse.ArgumentParser(**kw) whose refusal is one line, exit 2: "PROG: error:
+    WHAT (see COMMAND --help)"; the usage only with --help."""
+    ap = argparse.ArgumentParser(**kw)
+    ap.error = lambda what: ap.exit(
+        2, f"{ap.prog}: error: {what} (see {command()} --help)\n"
+    )
+    return ap
 
 
 def add_unisolated_flag(add):
@@ -323,7 +358,7 @@ def train_parser(what="MAS-OPD training (Algorithm 1)"):
     """train.py's command line, an argparse parser of six groups; a variant adds a group
     of its own before parsing (baselines/grpo.py). Defaults in brackets; a (preset) flag
     lists each preset's value."""
-    ap = argparse.ArgumentParser(
+    ap = parser(
         description=f"{what}. Defaults in brackets; a (preset) flag lists each preset's value.",
         epilog="The laptop demo runs the toy world through this file: python -m toy. The GRPO "
         "baselines of Table 1: python -m baselines.grpo.",
@@ -369,7 +404,8 @@ def data_flags(add):
         choices=sorted(PRESETS),
         default="paper",
         help="defaults of the flags marked (preset): the paper's schedule and limits, a first run "
-        "on one GPU, a first CPU run of real models, or the toy world's (config.py, PRESETS); "
+        "on one GPU, a first CPU run of real models, a small one's minutes (smol), the toy "
+        "world's (config.py, PRESETS); "
         "explicit flags win [%(default)s]",
     )
     add_unisolated_flag(add)
@@ -488,7 +524,7 @@ def memory_flags(add):
     """Precision, offloads, sharding and speed."""
     add(
         "--precision",
-        choices=tuple(DTYPES),
+        choices=PRECISIONS,
         default=None,
         help="default: bf16 on GPU, fp32 on CPU",
     )
@@ -535,7 +571,7 @@ def memory_flags(add):
         help="compile the sampler's decode step (fused kernels, for a GPU; the first rollout "
         "compiles for tens of seconds)",
     )
-    add("--device", type=device, default=DEVICE, help="[%(default)s]")
+    add("--device", type=device, help="[cuda where torch sees a GPU, else cpu]")
     add(
         "--workers",
         type=COUNT,
@@ -594,6 +630,18 @@ def output_flags(add):
         help="start a new run in OUT where a run is: its "
         "checkpoint, logs and results are discarded (without it: --resume, or another --out)",
     )
+    # optional trackers (infra/trackers.py; pip install -r requirements-trackers.txt)
+    add(
+        "--wandb",
+        metavar="PROJECT",
+        help="log metrics.jsonl's records to this W&B project too, in OUT/wandb (offline "
+        "without a login: wandb sync uploads it)",
+    )
+    add(
+        "--tensorboard",
+        action="store_true",
+        help="log metrics.jsonl's records to OUT/tensorboard too",
+    )
 
 
 def get_args(argv=None, ap=None):
@@ -616,6 +664,7 @@ def get_args(argv=None, ap=None):
         args.mini_batch = min(args.mini_batch, args.batch)
     if clash := conflict(args):
         ap.error(clash)
+    args.device = args.device or default_device()
     args.precision = precision(args.precision, args.device)
     return args
 

@@ -23,7 +23,11 @@ stdout, everything in a JSON file. The verifier scores; no model ever sees a ver
 here.
 """
 
-import argparse
+from infra.cli import eval_args, flags_first
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(eval_args)
+
 import dataclasses
 import json
 import os
@@ -35,20 +39,8 @@ from tqdm import tqdm
 
 from attribution import attribute_episodes
 from config import (
-    AGENTS_PER_ROLE,
-    COUNT,
-    DEVICE,
-    DTYPES,
     EVAL_DECODING,
-    PRESETS,
-    SEED,
     TEACHER_BATCH_TOKENS,
-    add_unisolated_flag,
-    apply_preset,
-    bounded,
-    device,
-    precision,
-    preset_help,
     preset_line,
     response_limit,
 )
@@ -64,6 +56,7 @@ from infra.data import (
 )
 from infra.metrics import exchange_penalty, mean_std, run_figures, token_pieces
 from infra.models import (
+    DTYPES,
     config_of,
     cpu_threads,
     forget_gguf,
@@ -219,89 +212,8 @@ def report_run(path):
 
 
 # --------------------------------------------------------------------------------------
-# The command line: its flags (eval_parser, shared with python -m baselines.single), the
-# checks and the memory plan before any weights load (start, plan), then the evaluation
-# (main)
-
-
-def eval_parser(description):
-    """The flags of every evaluation command: the problems, the preset, the evaluation
-    decoding, memory and speed, and where the figures go. -> (the parser, its first
-    group, its output group): a command adds its own flags to them (what it evaluates,
-    what else it writes) before parsing."""
-    ap = argparse.ArgumentParser(
-        description=f"{description} Defaults in brackets; a (preset) flag "
-        "lists each preset's value."
-    )
-    data = ap.add_argument_group("data and models")
-    add = data.add_argument
-    add("--problems", required=True, help="JSONL problem file (schema: infra/data.py)")
-    add(
-        "--preset",
-        choices=sorted(PRESETS),
-        default="paper",
-        help="defaults of the flags marked "
-        "(preset): the paper's, a first GPU run's, a first CPU run's or the toy world's "
-        "(config.py, PRESETS); explicit flags win [%(default)s]",
-    )
-    add_unisolated_flag(add)
-    add = ap.add_argument_group("sampling (evaluation decoding, App. D.5)").add_argument
-    add(
-        "--seeds",
-        type=SEED,
-        nargs="+",
-        help=preset_help("seeds", "one evaluation per seed"),
-    )
-    add(
-        "--max-new-tokens",
-        type=COUNT,
-        help=preset_help("max_new_tokens", "response limit"),
-    )
-    add(
-        "--math-max-new-tokens",
-        type=bounded(int, 0),
-        help=preset_help(
-            "math_max_new_tokens",
-            "the math roles' response limit, 0 = "
-            "--max-new-tokens (given alone, --max-new-tokens sets this to 0)",
-        ),
-    )
-    add = ap.add_argument_group("memory and speed").add_argument
-    add("--device", type=device, default=DEVICE, help="[%(default)s]")
-    add(
-        "--precision",
-        choices=tuple(DTYPES),
-        default=None,
-        help="the weights' dtype while decoding; default: bf16 on GPU, fp32 on CPU",
-    )
-    add(
-        "--rollout-chunk",
-        type=bounded(int, 0),
-        default=None,
-        help="prompts per generate call, 0 "
-        "= all (bounds the KV cache); default: the most that the memory plan fits on --device",
-    )
-    add(
-        "--compile",
-        action="store_true",
-        help="compile the sampler's decode step (as train.py)",
-    )
-    add(
-        "--threads",
-        type=bounded(int, 0),
-        help=preset_help("threads", "torch CPU threads; 0 = the free cores"),
-    )
-    out = ap.add_argument_group("output")
-    add = out.add_argument
-    add("--json", help="write all figures here")
-    add("--episodes", help="append every run's episodes here as JSONL as each run ends")
-    add(
-        "--overwrite",
-        action="store_true",
-        help="replace the files this command writes where "
-        "they exist (without it, an existing one is refused)",
-    )
-    return ap, data, out
+# The command line: its flags (infra/cli.py, eval_args), the checks and the memory plan
+# before any weights load (start, plan), then the evaluation (main)
 
 
 def start(args, outputs):
@@ -364,44 +276,6 @@ def seat_plan(args, problems, seats):
         sum(s in team_seats([p], args.agents_per_role) for p in problems) for s in seats
     )
     return dirs[seats[0]], len(seats), most
-
-
-def eval_args(argv=None):
-    """eval.py's command line: eval_parser's flags, then what it evaluates (--run or
-    --student, and a team's n), the heat map and the exchange; the preset applied."""
-    ap, data, out = eval_parser(
-        "Evaluate a trained or untrained team; the paper's metrics."
-    )
-    who = data.add_mutually_exclusive_group(required=True)
-    who.add_argument("--run", help="a train.py output directory")
-    who.add_argument("--student", help="untrained: this model in every seat")
-    add = data.add_argument
-    add(
-        "--agents-per-role",
-        type=COUNT,
-        default=AGENTS_PER_ROLE,
-        help="n: a team of 2n agents, n per role (App. E.1); with --run, the n it was "
-        "trained with [%(default)s]",
-    )
-    add(
-        "--teacher",
-        help="the teacher of --heatmap, a model spec as for --student "
-        "(required with --heatmap)",
-    )
-    add(
-        "--teacher-max-prompt-tokens",
-        type=COUNT,
-        help=preset_help("teacher_max_prompt_tokens", "the heat map's teacher limit"),
-    )
-    add = out.add_argument
-    add("--no-exchange", action="store_true", help="skip the seat-exchange evaluation")
-    add("--heatmap", help="write the App. G.2 heat map (needs --teacher) here")
-    args = ap.parse_args(argv)
-    if args.heatmap and not args.teacher:
-        ap.error("--heatmap needs --teacher, the model that scores the responses")
-    apply_preset(args)
-    args.precision = precision(args.precision, args.device)
-    return args
 
 
 def load_seats(args, seats, dtype):

@@ -16,6 +16,12 @@ defaults, App. D.6.1, D.6.3; --preset for other scales); the laptop demo; eight 
     torchrun --nproc-per-node 8 train.py --problems FILE --student DIR --teacher DIR --fsdp
 """
 
+from config import get_args
+from infra.cli import flags_first
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(get_args)
+
 import math
 import random
 import sys
@@ -28,7 +34,6 @@ from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
 from attribution import attribute_episodes
-from config import get_args
 from eval import evaluate_policies, markdown
 from infra.checkpoint import checkpoint
 from infra.data import ProblemError, check_writable, load_problems
@@ -60,8 +65,7 @@ class Scored:
     ctx_target: list  # u~ (Eq. 12) under the target role's condition r_i, token ids
     # u~ (Eq. 12) under the contrast condition kappa(r_i) (Eq. 23), token ids
     ctx_contrast: list
-    # log pi_theta_i(y_k | x, y_<k) kept from the sampler (App. C)
-    lp_student: torch.Tensor
+    lp_student: torch.Tensor  # log pi_theta_i(y_k | x, y_<k), the sampler's (App. C)
     lp_target: torch.Tensor = None  # l^(i)_k, the teacher under r_i (Eq. 7)
     lp_contrast: torch.Tensor = None  # l^(j)_k, the teacher under r_j, j = kappa(i)
     adv: torch.Tensor = None  # A^RAS_k (Eq. 10), detached
@@ -127,8 +131,7 @@ def teacher_scores(episodes, attributions, ids, s, args):
         autocast(args),
         teacher_on_device(s.teacher, args.device, args.teacher_offload),
     ):
-        # Eq. 7, twice
-        lps = score_both_passes(
+        lps = score_both_passes(  # Eq. 7, twice
             s.teacher, targets, contrasts, responses, args.teacher_batch_tokens
         )
     for it, lp_target, lp_contrast in zip(items, *lps):
@@ -185,8 +188,7 @@ def update(items, n_episodes, policies, optims, args):
     if nonfinite_advantage(items):
         return {**out, "skipped": 1}
     unique, gap = list(dict.fromkeys(policies.values())), None
-    # FSDP2 is SPMD: with --fsdp every rank runs the same micro-batches
-    # (scaling/sharding.py)
+    # FSDP2 is SPMD: every rank runs the same micro-batches (scaling/sharding.py)
     split = partial(lockstep, policies=policies) if args.fsdp else micro_batches
     for model in unique:
         model.train()
@@ -241,10 +243,8 @@ def optimizer_step(unique, optims, loss_sum, args, out):
             opt.step()
         out["updates"] += 1
     else:
-        values = f"loss {loss_sum}, grad norms {out['grad_norm']}"
-        print(
-            f"!!! non-finite loss/gradient ({values}); update skipped", file=sys.stderr
-        )
+        why = f"loss {loss_sum}, grad norms {out['grad_norm']}"
+        print(f"!!! non-finite loss/gradient ({why}); update skipped", file=sys.stderr)
         out["skipped"] = 1
     for opt in optims:
         opt.zero_grad(set_to_none=True)
@@ -295,12 +295,12 @@ def run(args, teacher=None, step_fn=None, evaluate=None, again="--resume"):
             logs.write(metrics)
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
             checkpoint(s, step, skipped, args)
-    say(done_line(args, s.step, skipped))
     if held_out and rank == 0:
         results["after"] = evaluated()
         held = f"({len(held_out)} held-out problems, seeds {args.eval_seeds})"
         print(markdown({f"{k} {held}": v for k, v in results.items()}))
         save_results(args, results)
+    say(done_line(args, s.step, skipped))  # the command's end, in run.json too
     if rank == 0:
         print(f"report: {write_report(args.out)}")
     distributed.barrier()  # no rank leaves while rank 0 still writes or evaluates

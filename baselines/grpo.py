@@ -21,6 +21,52 @@ tokens without the KL term, and without the ratio clip, which is inactive on-pol
 (DECISIONS.md D13).
 """
 
+from config import ALPHA, COUNT, GROUP_SIZE, bounded, get_args, train_parser
+from infra.cli import flags_first
+
+# MAS+GRPO, MAGRPO, SA+ST+GRPO, SA+MT+GRPO (App. D.3)
+VARIANTS = ("mas", "magrpo", "sa-st", "sa-mt")
+
+
+def grpo_args(argv=None):
+    """train.py's command line with the baselines' flags (App. D.3, D.4, D.6.2), args.objective "grpo"."""
+    ap = train_parser("a GRPO baseline of Table 1 (App. D.3)")
+    ap.set_defaults(objective="grpo")
+    add = ap.add_argument_group(
+        "the GRPO baselines of Table 1 (App. D.3, D.4, D.6.2): rewards in "
+        "place of the teacher, which is not loaded"
+    ).add_argument
+    add(
+        "--grpo-variant",
+        choices=VARIANTS,
+        default="mas",
+        help="MAS+GRPO, MAGRPO, SA+ST+GRPO or SA+MT+GRPO [%(default)s]",
+    )
+    add(
+        "--group-size",
+        type=COUNT,
+        default=GROUP_SIZE,
+        help="G, rollouts per problem [%(default)s]",
+    )
+    add(
+        "--alpha",
+        type=bounded(float, 0),
+        default=ALPHA,
+        help="weight of the local rewards (Eq. 14) [%(default)s]",
+    )
+    args = get_args(argv, ap)
+    if args.agents_per_role > 1:
+        ap.error("--agents-per-role: the GRPO baselines run one agent per role")
+    if args.group_size < 2:
+        ap.error(
+            "--group-size 1: GRPO's group advantage (App. D.3) needs 2 or more per problem"
+        )
+    return args
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(grpo_args)
+
 import dataclasses
 from dataclasses import dataclass
 from functools import partial
@@ -30,24 +76,13 @@ from tqdm import tqdm
 
 from baselines.rewards import role_reward
 from baselines.single import SINGLE, run_single, single_agent_metrics
-from config import (
-    ALPHA,
-    COUNT,
-    EVAL_DECODING,
-    GROUP_SIZE,
-    bounded,
-    get_args,
-    train_parser,
-)
+from config import EVAL_DECODING
 from eval import evaluate_policies, run_line
 from infra.metrics import StepLog, mean_std, rollout_counts, rollout_metrics
 from rollout import Response, final_answer, rollout_config, run_episodes
 from sampler import release_decoder
 from scaling import distributed
 from train import batch_for_step, joint_rollout, run, update
-
-# MAS+GRPO, MAGRPO, SA+ST+GRPO, SA+MT+GRPO (App. D.3)
-VARIANTS = ("mas", "magrpo", "sa-st", "sa-mt")
 
 
 @dataclass
@@ -228,42 +263,6 @@ def grpo_step(step, s, args, log=None):
     return log.close(
         reward_counts(episodes, attributions, items), updated, reward_figures
     )
-
-
-def grpo_args(argv=None):
-    """train.py's command line with the baselines' flags (App. D.3, D.4, D.6.2), args.objective "grpo"."""
-    ap = train_parser("a GRPO baseline of Table 1 (App. D.3)")
-    ap.set_defaults(objective="grpo")
-    add = ap.add_argument_group(
-        "the GRPO baselines of Table 1 (App. D.3, D.4, D.6.2): rewards in "
-        "place of the teacher, which is not loaded"
-    ).add_argument
-    add(
-        "--grpo-variant",
-        choices=VARIANTS,
-        default="mas",
-        help="MAS+GRPO, MAGRPO, SA+ST+GRPO or SA+MT+GRPO [%(default)s]",
-    )
-    add(
-        "--group-size",
-        type=COUNT,
-        default=GROUP_SIZE,
-        help="G, rollouts per problem [%(default)s]",
-    )
-    add(
-        "--alpha",
-        type=bounded(float, 0),
-        default=ALPHA,
-        help="weight of the local rewards (Eq. 14) [%(default)s]",
-    )
-    args = get_args(argv, ap)
-    if args.agents_per_role > 1:
-        ap.error("--agents-per-role: the GRPO baselines run one agent per role")
-    if args.group_size < 2:
-        ap.error(
-            "--group-size 1: GRPO's group advantage (App. D.3) needs 2 or more per problem"
-        )
-    return args
 
 
 def evaluate(problems, policies, tok, args):

@@ -11,15 +11,47 @@ The turn-0 prompt is the main role's own (prompts.build_context); later turns sh
 and ask it, in our words, to check the latest and revise it or repeat it unchanged.
 """
 
+from config import apply_preset, default_device, precision
+from infra.cli import eval_parser, flags_first
+
+
+def single_args(argv=None):
+    """python -m baselines.single's command line: eval.py's flags (infra/cli.py, eval_parser), the model and
+    --multi-turn; the preset applied."""
+    ap, data, _ = eval_parser(
+        "A model alone (SA+ST; SA+MT with --multi-turn), a baseline of Table 1 (App. D.3)."
+    )
+    data.add_argument(
+        "--model",
+        required=True,
+        help="a model spec (tiny-qwen3 | local dir | .gguf | hub id), e.g. "
+        "a student or the teacher",
+    )
+    data.add_argument(
+        "--multi-turn",
+        action="store_true",
+        help="SA+MT: the agent revises its own answer until it is "
+        "unchanged or T turns (App. D.3)",
+    )
+    args = ap.parse_args(argv)
+    apply_preset(args)
+    args.device = args.device or default_device()
+    args.precision = precision(args.precision, args.device)
+    return args
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(single_args)
+
 import sys
 import time
 
 from attribution import ROLE_CHECK, attribute_episodes
-from config import DTYPES, MAX_TURNS, apply_preset, precision
-from eval import decoding_config, eval_parser, markdown, report_run, start
+from config import MAX_TURNS
+from eval import decoding_config, markdown, report_run, start
 from infra.data import ProblemError, json_text, write_atomic
 from infra.metrics import format_metrics, mean_std
-from infra.models import forget_gguf, load_model
+from infra.models import DTYPES, forget_gguf, load_model
 from infra.progress import TurnProgress
 from prompts import (
     ANSWER_FMT,
@@ -192,24 +224,7 @@ def single_agent_metrics(
 def main(argv=None):
     """python -m baselines.single: one model alone on a problem file, SA+ST or --multi-turn SA+MT, over the
     evaluation seeds (eval.py's flags)."""
-    ap, data, _ = eval_parser(
-        "A model alone (SA+ST; SA+MT with --multi-turn), a baseline of Table 1 (App. D.3)."
-    )
-    data.add_argument(
-        "--model",
-        required=True,
-        help="a model spec (tiny-qwen3 | local dir | .gguf | hub id), e.g. "
-        "a student or the teacher",
-    )
-    data.add_argument(
-        "--multi-turn",
-        action="store_true",
-        help="SA+MT: the agent revises its own answer until it is "
-        "unchanged or T turns (App. D.3)",
-    )
-    args = ap.parse_args(argv)
-    apply_preset(args)
-    args.precision = precision(args.precision, args.device)
+    args = single_args(argv)
     try:
         problems = start(args, {"--json": args.json, "--episodes": args.episodes})
         # one model, every problem's main role at once

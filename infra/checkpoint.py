@@ -4,22 +4,26 @@ one-line refusals; the disk check and start-up line before the first save; the J
 step.
 """
 
+import errno
 import hashlib
 import json
 import math
 import os
 import pickle
 import random
+import re
 import shutil
+import sys
+import tempfile
 
 import torch
 
 from config import longest_response
 from infra.data import json_text, nearest_folder, write_atomic
-from infra.models import config_of, first_line, load_model
+from infra.models import first_line, load_model
+from infra.progress import last_line
 from infra.rundir import check_run_dir
 from scaling import distributed
-from scaling.footprint import checkpoint_bytes
 from scaling.memory import GiB
 from scaling.sharding import full_states, unwrap
 
@@ -44,16 +48,20 @@ def checkpoint(s, step, skipped, args):
     samplers = distributed.gather(s.gen.get_state())
     states = full_states(distinct(s.policies), s.optims)
     if distributed.rank() == 0:
-        save_checkpoint(
-            args.out, step, s.policies, states, s.tok, samplers, skipped, args
-        )
+        try:
+            save_checkpoint(
+                args.out, step, s.policies, states, s.tok, samplers, skipped, args
+            )
+        except DiskFull as e:  # the run ends in one line, its last checkpoint whole
+            last_line(f"error: {e}")
+            sys.exit(2)
 
 
 def save_checkpoint(out, step, policies, states, tok, samplers, skipped, args):
     """Write OUT/checkpoint atomically: build checkpoint.tmp, then swap it in. Refuses non-finite weights.
     states: (weights, optimizer states) per distinct policy, as sharding.full_states gives them (weights None: the
     model's own). samplers: the sampler generator state of every rank (one in a single process)."""
-    unique, (weights, optim_states) = distinct(policies), states
+    unique, weights = distinct(policies), states[0]
     tensors = [
         t
         for model, sd in zip(unique, weights)
@@ -67,6 +75,22 @@ def save_checkpoint(out, step, policies, states, tok, samplers, skipped, args):
         os.path.join(out, n) for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old")
     )
     shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        write_checkpoint(tmp, step, policies, states, tok, samplers, skipped, args)
+    except Exception as e:  # the partial write goes; the last checkpoint stays
+        shutil.rmtree(tmp, ignore_errors=True)
+        if full := no_space(e, out, policies, tok, step):
+            raise full from None
+        raise
+    if os.path.isdir(final):
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def write_checkpoint(tmp, step, policies, states, tok, samplers, skipped, args):
+    """save_checkpoint's folder `tmp`: each distinct policy's weights and tokenizer, state.pt, settings.json."""
+    unique, (weights, optim_states) = distinct(policies), states
     names = policy_names(policies)
     for model, sd in zip(unique, weights):
         unwrap(model).save_pretrained(os.path.join(tmp, names[model]), state_dict=sd)
@@ -91,19 +115,82 @@ def save_checkpoint(out, step, policies, states, tok, samplers, skipped, args):
             {"step": step, "steps": args.steps, "settings": settings(args)}, indent=1
         ),
     )
-    if os.path.isdir(final):
-        os.replace(final, old)
-    os.replace(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
 
 
-def check_disk(args, n_policies):
+class DiskFull(ValueError):
+    """A checkpoint that the disk had no room for; the message names the space it needs."""
+
+
+def no_space(error, out, policies, tok, step):
+    """The DiskFull of a save that failed for want of space (an errno ENOSPC or EDQUOT on the way, the
+    "file write failed" of torch's writer, or less free than a checkpoint needs once the partial write is
+    gone), saying what is free, what a checkpoint needs and what the last checkpoint holds; None for any other
+    failure."""
+    chain, e = [], error
+    while e is not None:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    text = " ".join(map(str, chain))
+    folder = nearest_folder(out)
+    free = shutil.disk_usage(folder).free
+    path, record = last_checkpoint(out)
+    try:  # measured as at the start (an earlier checkpoint may lack moments: AdamW makes them at a first update)
+        need = checkpoint_size(policies, tok)
+    except OSError:  # no room for the tokenizer's files in the temporary folder either
+        need = tree_size(path)
+    full = any(getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) for e in chain)
+    if not (
+        full or free < need or re.search("No space|write failed|StorageFull", text)
+    ):
+        return None
+    kept = (
+        f"{path} still holds step {record['step']}, whole"
+        if path and record
+        else "no earlier checkpoint"
+    )
+    return DiskFull(
+        f"step {step}: no room for the checkpoint at {folder}: {size_text(free)} free, a checkpoint needs "
+        f"{size_text(need)} (the partial write is removed; {kept}); free space there, then continue the run "
+        "with --resume"
+    )
+
+
+def checkpoint_size(policies, tok):
+    """Bytes one save_checkpoint writes, measured from what it saves (not from a config): per distinct policy the
+    tensors of its state dict as save_pretrained writes them (each storage once, so a tied embedding once, and
+    safetensors' header), its config files and the tokenizer's files (written once here to a temporary folder and
+    measured), and AdamW's two fp32 moments per trainable weight (state.pt); then a MARGIN for what is not
+    counted (state.pt's step counters, RNG states and arguments, the file system's blocks)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tok.save_pretrained(tmp)
+        model = unwrap(distinct(policies)[0])
+        model.config.save_pretrained(tmp)
+        if getattr(model, "generation_config", None) is not None:
+            model.generation_config.save_pretrained(tmp)
+        files = sum(e.stat().st_size for e in os.scandir(tmp) if e.is_file())
+    size = 0
+    for model in map(unwrap, distinct(policies)):
+        sd = model.state_dict()
+        storages = {t.untyped_storage().data_ptr(): t.nbytes for t in sd.values()}
+        header = len(json.dumps({k: list(t.shape) for k, t in sd.items()})) * 2
+        moments = 2 * sum(4 * p.numel() for p in model.parameters() if p.requires_grad)
+        size += sum(storages.values()) + header + files + moments
+    return math.ceil(size * (1 + MARGIN[0])) + MARGIN[1]
+
+
+# checkpoint_size's margin: a fraction of the bytes counted, and bytes: a 135M-parameter run's uncounted files came to
+# 0.02% of its checkpoint, a 0.25M-parameter toy policy's to 7 KiB each (tests/test_train.py)
+MARGIN = (0.01, 2**20)
+
+
+def check_disk(args, policies, tok):
     """The start-up line: what one step of Algorithm 1 (App. C) samples and scores at most (every episode runs
     --max-turns turns, every response --max-new-tokens tokens, every teacher context its limit; Eq. 7 scores each
-    response twice) and what each checkpoint writes (footprint.checkpoint_bytes, from the config, no weights).
+    response twice) and what each checkpoint writes (checkpoint_size, from the loaded policies and tokenizer).
     Raises ValueError (one line) when --out has not the free disk space the next save_checkpoint needs at its
     peak: checkpoint.tmp is complete before the last checkpoint goes, so a run that saves twice needs two
-    checkpoints' space, or one where a checkpoint is already there."""
+    checkpoints' space, or one where a checkpoint is already there. A checkpoint.tmp left by a save that did not
+    finish (a killed run) counts as free, and is named: the next save removes it first."""
     # G rollouts per problem and no teacher (App. D.6.2)
     grpo = args.objective == "grpo"
     episodes = args.batch * (args.group_size if grpo else 1)
@@ -112,17 +199,26 @@ def check_disk(args, n_policies):
     limit = longest_response(args)
     sampled = responses * limit
     scored = 0 if grpo else 2 * responses * (args.teacher_max_prompt_tokens + limit)
-    size = checkpoint_bytes(config_of(args.student), n_policies)
+    n_policies = len(distinct(policies))
+    size = checkpoint_size(policies, tok)
     there = any(
         os.path.isdir(os.path.join(args.out, n))
         for n in ("checkpoint", "checkpoint.old")
     )
     copies = 1 if there or args.steps <= args.save_every else 2
     folder = nearest_folder(args.out)
-    free = shutil.disk_usage(folder).free
+    partial = os.path.join(args.out, "checkpoint.tmp")
+    leftover = tree_size(partial)
+    free = shutil.disk_usage(folder).free + leftover
+    counted = (
+        f", counting the {size_text(leftover)} of {partial}, a save that did not finish, which the next save "
+        "removes first"
+        if leftover
+        else ""
+    )
     if free < copies * size:
         raise ValueError(
-            f"--out {args.out}: {size_text(free)} free on disk at {folder}, but the checkpoints "
+            f"--out {args.out}: {size_text(free)} free on disk at {folder}{counted}, but the checkpoints "
             f"need {size_text(copies * size)} ({copies} x {size_text(size)}: a new one is written "
             f"before the last is removed); choose --out on a disk with room, or free space there"
         )
@@ -130,9 +226,19 @@ def check_disk(args, n_policies):
         f"per step: up to {sampled:,} tokens sampled ({episodes} episodes x {2 * args.agents_per_role} agents "
         f"x {args.max_turns} turns x "
         f"{limit}), up to {scored:,} scored by the teacher (each response twice, contexts of at most "
-        f"{args.teacher_max_prompt_tokens:,}); checkpoint: {size:,} bytes ({size / GiB:.1f} GiB, {n_policies} "
-        f"polic{'y' if n_policies == 1 else 'ies'}: fp32 weights + AdamW moments) every {args.save_every} "
-        f"steps and at the end, {free / GiB:.1f} GiB free at {folder}"
+        f"{args.teacher_max_prompt_tokens:,}); checkpoint: {size:,} bytes ({size_text(size)}, {n_policies} "
+        f"polic{'y' if n_policies == 1 else 'ies'}: weights, tokenizer, AdamW moments, "
+        f"+{MARGIN[0]:.0%} + {size_text(MARGIN[1])} margin) every {args.save_every} steps and at the end, "
+        f"{size_text(free)} free at {folder}{counted}"
+    )
+
+
+def tree_size(path):
+    """Bytes of the files under `path` (0 where there is none)."""
+    return sum(
+        os.path.getsize(os.path.join(folder, name))
+        for folder, _, names in os.walk(path)
+        for name in names
     )
 
 
@@ -244,6 +350,8 @@ FREE = (
     "save_every",
     "save_episodes",
     "steps",
+    "wandb",
+    "tensorboard",
 )
 # compared by content: the same problems under another path are the same
 FILES = ("problems", "eval_problems")

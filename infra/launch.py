@@ -15,7 +15,7 @@ from functools import partial
 
 import torch
 
-from config import DTYPES, preset_line
+from config import preset_line
 from infra.checkpoint import (
     check_disk,
     distinct,
@@ -25,6 +25,7 @@ from infra.checkpoint import (
 )
 from infra.data import load_problems
 from infra.models import (
+    DTYPES,
     config_of,
     cpu_threads,
     forget_gguf,
@@ -80,9 +81,6 @@ def build(args, teacher=None):
     # a policy per agent: 2n per domain (App. E.1)
     roles = team_seats(problems, args.agents_per_role)
     n_policies = 1 if args.shared_policy else len(roles)
-    # the rank that writes checkpoints; configs only, before any weights load
-    if distributed.rank() == 0:
-        print(check_disk(args, n_policies))
     # None: from step 0 (check_run)
     ckpt = last_checkpoint(args.out)[0] if args.resume else None
     # state.pt first, so that a damaged checkpoint fails before any model loads
@@ -128,7 +126,9 @@ def build(args, teacher=None):
             r: base if args.shared_policy or i == 0 else copy.deepcopy(base)
             for i, r in enumerate(roles)
         }
-    # before the teacher, the longest load
+    # the rank that writes checkpoints, measured from what they will hold, before the teacher, the longest load
+    if distributed.rank() == 0:
+        print(check_disk(args, policies, tok))
     check_prompt_limit(problems, tok, args.max_prompt_tokens)
     if teacher is None and opd:
         teacher = load_model(args.teacher, seed=args.seed + 1)[0]

@@ -17,6 +17,7 @@ import json
 import mmap
 import os
 import pickle
+import platform
 import re
 import socket
 import struct
@@ -40,6 +41,8 @@ from transformers import (
 )
 
 TINY = ("tiny-qwen3", "tiny-llama")
+# --precision (config.PRECISIONS) -> the dtype weights load in where it applies
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # Real shapes, from the Qwen3 model cards. All five: head_dim 128, vocab 151,936, per-head q/k RMSNorm, no bias.
 _QWEN3_COMMON = dict(
     model_type="qwen3", head_dim=128, vocab_size=151936, attention_bias=False
@@ -514,6 +517,27 @@ def cpu_threads(requested=0):
         else f"{cores} cores, load average {load:.1f}; --threads N to choose"
     )
     return f"threads: {torch.get_num_threads()} torch CPU threads ({why})"
+
+
+def machine(device="cpu"):
+    """The hardware a run's figures come from, in words: the CPU (its model name, cores and the vector kernels torch
+    chose for it, which set the order of float sums and so the last bits of every log-prob) and a GPU when `device`
+    is one. build.json (toy/build.py) and run.json (infra/runs.py) record it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [
+                line.split(":", 1)[1].strip()
+                for line in f
+                if line.startswith("model name")
+            ]
+    except OSError:
+        names = []
+    cpu = (
+        f"{names[0] if names else platform.machine()}, {os.cpu_count()} cores, "
+        f"{torch.backends.cpu.get_cpu_capability()} kernels"
+    )
+    gpu = device.startswith("cuda") and torch.cuda.is_available()
+    return f"{torch.cuda.get_device_name(device)}; {cpu}" if gpu else cpu
 
 
 # What every prompt asks of a chat template (prompts.build_context): one user message holding the cut mark "\x00",

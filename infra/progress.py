@@ -1,7 +1,9 @@
 """The live line of a rollout turn (rollout.run_episodes with RolloutConfig.progress): what runs, responses done
-and tokens per second, so that a CPU rollout that takes minutes shows it is moving.
+and tokens per second, so that a CPU rollout that takes minutes shows it is moving; and the last line of a run that
+ends early (last_line).
 """
 
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -64,3 +66,11 @@ class TurnProgress:
 
     def close(self):
         self.bar.close()
+
+
+def last_line(text):
+    """Print `text` on stderr as the last line a run shows: its progress bars end first, as each would draw itself
+    again below the line when the process exits."""
+    for bar in list(tqdm._instances):
+        bar.close()
+    print(text, file=sys.stderr, flush=True)

@@ -6,6 +6,22 @@ the token-level role advantage A^role (Eq. 9, App. G.2) of a few responses sampl
     python -m infra.report RUN       # -> RUN/report.html
 """
 
+from config import parser
+from infra.cli import flags_first
+
+
+def report_args(argv=None):
+    """python -m infra.report's command line: the run directory."""
+    ap = parser(
+        description="Write RUN/report.html, the report of a train.py run directory."
+    )
+    ap.add_argument("run", metavar="RUN", help="a train.py output directory")
+    return ap.parse_args(argv)
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(report_args)
+
 import datetime
 import html
 import json
@@ -418,9 +434,10 @@ def samples_html(samples):
 
 
 def header_html(run_dir):
-    """What the report reports, at its top: when the run began and with which command (each resume after it),
-    its preset and seeds (RUN/run.json, which train.py writes at every start), and when this page was written.
-    run.json may come from elsewhere: whatever its fields hold is shown as text."""
+    """What the report reports, at its top: when the run began and with which command (each resume after it), how
+    each ended, its wall time and the machine it ran on (CPU, kernels, GPU), the preset, lambda and seeds
+    (RUN/run.json, which train.py writes at every start), and when this page was written. run.json may come from
+    elsewhere: whatever its fields hold is shown as text."""
     run = read_json(os.path.join(run_dir, RUN))
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     if not (
@@ -439,10 +456,17 @@ def header_html(run_dir):
     args, rows = run["args"], []
     for k, c in enumerate(run["commands"]):
         when = "began" if k == 0 else f"resumed from step {c.get('from_step')}"
+        # how the command ended and on what: runs from two machines differ in their last bits (README)
+        took = (
+            f"{c.get('ended')} after {wall_time(c.get('seconds'))}"
+            if "ended" in c
+            else "did not record its end (still running, or killed)"
+        )
         rows.append(
             (
                 text(f"{c.get('date')}, {when}"),
-                f"<code>{text(c.get('command'))}</code>",
+                f"<code>{text(c.get('command'))}</code><br>{text(took)}; "
+                f"{text(c.get('machine', 'machine not recorded'))}",
             )
         )
     seeds = args.get("eval_seeds") or []
@@ -453,6 +477,7 @@ def header_html(run_dir):
     )
     rows += [
         ("preset", text(args.get("preset"))),
+        ("λ (Eq. 10)", text(args.get("lam"))),
         ("seeds", text(f"training {args.get('seed')}; {evaluation}")),
         ("report written", now),
     ]
@@ -461,6 +486,14 @@ def header_html(run_dir):
         + "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in rows)
         + "</table>"
     )
+
+
+def wall_time(seconds):
+    """A wall time as the commands print it, "3 min 41 s"; a value that is not a number (run.json may come from
+    elsewhere) as it is."""
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+        return f"{seconds} s"
+    return f"{int(seconds // 60)} min {int(seconds % 60)} s"
 
 
 def section(run_dir, name, read, render, missing):
@@ -519,15 +552,9 @@ def write_report(run_dir):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1 or argv[0].startswith("-"):
-        print(
-            "usage: python -m infra.report RUN  (a train.py output directory; writes RUN/report.html)",
-            file=sys.stderr,
-        )
-        sys.exit(2)
+    run = report_args(argv).run
     try:
-        print(f"wrote {write_report(argv[0])}")
+        print(f"wrote {write_report(run)}")
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

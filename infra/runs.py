@@ -18,7 +18,9 @@ from tqdm import tqdm
 from infra.checkpoint import last_checkpoint, read_json, settings, start_log, step_of
 from infra.data import json_text, write_atomic
 from infra.metrics import step_line
-from infra.rundir import check_run_dir
+from infra.models import machine
+from infra.rundir import check_run_dir, hold_run_dir
+from infra.trackers import Trackers, check_trackers, open_trackers
 from scaling import distributed
 
 # OUT/run.json: the run's settings and every command that ran it, with its date
@@ -33,6 +35,8 @@ RUN_FILES = (
     "episodes.jsonl",
     "results.json",
     "report.html",
+    "wandb",
+    "tensorboard",
     RUN,
 )
 
@@ -73,8 +77,11 @@ def check_run(args):
     """Before anything loads: what OUT holds against what this command asks, refused in one line (ValueError). A
     new run into a directory that holds a run, unless --overwrite discards it; a --resume with nothing to continue,
     with a setting other than the run's (each named with both values), or with --steps below the steps done; an
-    OUT holding a link or anything else a run directory may not (infra/rundir.py)."""
+    OUT holding a link or anything else a run directory may not (infra/rundir.py); an OUT that a running process
+    holds (from here on this process holds it: hold)."""
+    check_trackers(args)  # --wandb, --tensorboard: their package installed
     check_run_dir(args.out, f"--out {args.out}")
+    hold(args)  # a run in OUT now: refused, whatever this command asks
     what = held(args.out)
     if not args.resume:
         if what and not args.overwrite:
@@ -112,6 +119,13 @@ def check_run(args):
         raise ValueError(
             f"--steps {args.steps}: {path} holds {done} steps already; give --steps {done} or more"
         )
+
+
+def hold(args):
+    """Rank 0 holds OUT for the process's life (infra/rundir.py, hold_run_dir); a one-line ValueError naming the
+    process that holds it already."""
+    if distributed.rank() == 0:
+        hold_run_dir(args.out, f"--out {args.out}", command_line())
 
 
 def study_run(out, reuse, overwrite):
@@ -160,6 +174,12 @@ def begin_run(args, start):
     """Rank 0, once the run's inputs are built and before it writes anything: the run of --overwrite discarded,
     OUT made, OUT/run.json begun or extended with this command (date, command line, first step: the report's
     header), and a resumed run's line saying where it continues."""
+    os.makedirs(args.out, exist_ok=True)
+    try:  # OUT made: held from here on, where check_run found no OUT to hold
+        hold(args)
+    except ValueError as e:  # a run started at the same moment took it first
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     what = held(args.out)
     if args.overwrite and what:
         for path in (os.path.join(args.out, name) for name in RUN_FILES):
@@ -168,7 +188,6 @@ def begin_run(args, start):
             elif os.path.exists(path):
                 os.remove(path)
         print(f"--overwrite: the run that was in {args.out} is discarded ({what})")
-    os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, RUN)
     run = (read_json(path) if args.resume else None) or {
         "settings": settings(args),
@@ -180,6 +199,7 @@ def begin_run(args, start):
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "command": command_line(),
             "from_step": start,
+            "machine": machine(args.device),
         }
     )
     write_atomic(path, json_text(run, indent=1))
@@ -192,20 +212,37 @@ def begin_run(args, start):
         print(f"resuming from step {start}: {kept}")
 
 
+def end_command(args, how):
+    """Rank 0, as the command ends: OUT/run.json's record of it completed with how it ended ("done", or the signal
+    that stopped it) and its wall time in seconds, from its date (the report's header)."""
+    path = os.path.join(args.out, RUN)
+    run = read_json(path)
+    if distributed.rank() != 0 or not isinstance(run, dict) or not run.get("commands"):
+        return
+    now = datetime.datetime.now().astimezone()
+    began = datetime.datetime.fromisoformat(run["commands"][-1]["date"])
+    run["commands"][-1].update(ended=how, seconds=round((now - began).total_seconds()))
+    write_atomic(path, json_text(run, indent=1))
+
+
 @dataclass
 class Logs:
     """The run's JSONL logs (infra/metrics.py writes them): every step's figures, the report's samples, and with
-    --save-episodes every episode (a file per rank)."""
+    --save-episodes every episode (a file per rank); with --wandb or --tensorboard, rank 0's trackers."""
 
     metrics: str
     samples: str
     episodes: str | None
+    trackers: Trackers | None = None
 
     def write(self, metrics):
-        """A step's metrics.jsonl record appended, and its console line printed above the progress bar."""
+        """A step's metrics.jsonl record appended, its console line printed above the progress bar, and the
+        record logged to the trackers (infra/trackers.py: the last step's closes them)."""
         with open(self.metrics, "a") as f:
             f.write(json_text(metrics) + "\n")
         tqdm.write(step_line(metrics))
+        if self.trackers:
+            self.trackers.log(metrics)
 
 
 def open_logs(args, rank, start):
@@ -222,6 +259,7 @@ def open_logs(args, rank, start):
         begin_run(args, start)
         start_log(logs.metrics, start)
         start_log(logs.samples, start)
+        logs.trackers = open_trackers(args, start)  # --wandb, --tensorboard
     distributed.barrier()  # OUT exists before any rank writes its episodes there
     if logs.episodes:
         start_log(logs.episodes, start)

@@ -7,12 +7,10 @@ those of this session apart.
 
 import os
 import signal
-import sys
-
-from tqdm import tqdm
 
 from infra.checkpoint import last_checkpoint
-from infra.runs import command_line, steps_logged
+from infra.progress import last_line
+from infra.runs import command_line, end_command, steps_logged
 from sandbox.jail import end_runs
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -27,11 +25,8 @@ def stop_on_signals(say=None):
         for s in SIGNALS:
             signal.signal(s, signal.SIG_DFL)
         end_runs()
-        # the progress lines end first, so that this line is the last one
-        for bar in list(tqdm._instances):
-            bar.close()
         if say:
-            print(say(signal.Signals(signum).name), file=sys.stderr, flush=True)
+            last_line(say(signal.Signals(signum).name))
         raise SystemExit(128 + signum)
 
     for s in SIGNALS:
@@ -43,6 +38,7 @@ def stop_on_signals(say=None):
 def stop_line(args, name, again="--resume"):
     """The one line of a stopped training run: the steps metrics.jsonl records, what the last checkpoint holds (a resume
     continues from it; without one, from step 0 with the evaluation before training kept) and the command."""
+    end_command(args, f"stopped by {name}")
     path, record = last_checkpoint(args.out)
     kept = (
         f"no checkpoint yet (one every {args.save_every} steps)"
@@ -72,7 +68,8 @@ def eval_stop_line(args, name):
 
 def done_line(args, start, skipped):
     """The closing line of a run: its steps (those of this session, when it resumed), the skipped ones and where
-    its metrics and checkpoint are."""
+    its metrics and checkpoint are; run.json records the command's end."""
+    end_command(args, "done")
     session = (
         f" ({args.steps - start} in this session, resumed from step {start})"
         if start

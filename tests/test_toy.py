@@ -1020,3 +1020,21 @@ def test_ras_makes_the_tester_leave_the_program_out_and_lambda_zero_does_not(
         _train(root, teacher, str(tmp_path / "plain"), ["--lam", "0"])["tester"]
     )
     assert ras > before + 0.15 and ras > plain + 0.15, (before, ras, plain)
+
+
+def test_the_demo_refuses_a_taken_out_before_it_builds_and_the_learned_one_has_its_own(
+    tmp_path, monkeypatch
+):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "metrics.jsonl").write_text("")
+    monkeypatch.setattr(
+        toy_demo, "start_toy", lambda *a, **k: pytest.fail("built before the refusal")
+    )
+    with pytest.raises(SystemExit) as e:
+        toy_demo.main(["--out", str(out), "--cache", str(tmp_path / "cache")])
+    assert str(e.value.code).startswith(f"error: --out {out} holds a train.py run")
+    # the learned teacher's demo, typed after the demo as the README gives it, writes beside it
+    learned, targv, _ = toy_demo.demo_args(["--learned-teacher"])
+    assert learned.out == "runs/toy-learned" == targv[targv.index("--out") + 1]
+    assert toy_demo.demo_args([])[0].out == "runs/toy"

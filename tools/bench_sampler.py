@@ -10,18 +10,14 @@ The load average is printed with the ratio: on a shared machine the ratio moves 
 """
 
 import argparse
-import os
-import time
 
-import torch
-
-from config import DEVICE
-from infra.models import tiny_model
-from sampler import generate
+from config import default_device, device, parser
+from infra.cli import flags_first
 
 
-def main():
-    ap = argparse.ArgumentParser(
+def bench_args(argv=None):
+    """python -m tools.bench_sampler's command line."""
+    ap = parser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--layers", type=int, default=4)
@@ -38,8 +34,28 @@ def main():
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2, help="torch threads (CPU)")
-    ap.add_argument("--device", default=DEVICE)
-    args = ap.parse_args()
+    ap.add_argument(
+        "--device", type=device, help="[cuda where torch sees a GPU, else cpu]"
+    )
+    args = ap.parse_args(argv)
+    args.device = args.device or default_device()
+    return args
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(bench_args)
+
+import os
+import time
+
+import torch
+
+from infra.models import tiny_model
+from sampler import generate
+
+
+def main():
+    args = bench_args()
     torch.set_num_threads(args.threads)
     print(vars(args))
 

@@ -14,22 +14,86 @@ The toy student is built once, shared with `python -m toy` (minutes from an empt
 after it; docs/toy.md has measured ones); then a run takes seconds.
 """
 
-import argparse
 import os
 import sys
+
+from config import bounded, get_args, parser
+from infra.cli import flags_first
+from prompts import ROLES
+from toy.cli import toy_root, train_args
+
+
+def contexts_args(argv=None):
+    """python -m tools.contexts' command line: its own flags, then train.py's (the toy world's unless --student),
+    those it does not know passed on. -> (its args, train.py's args)"""
+    ap = parser(
+        description="Print a student's context beside the teacher's target and contrast "
+        "contexts for one problem and turn, role conditions and verdicts marked. Defaults "
+        "in brackets.",
+        epilog="Any other flag is train.py's (e.g. --no-pac, --seed, "
+        "--max-new-tokens) and sets the rollout and the teacher contexts as in training.",
+    )
+    ap.add_argument(
+        "--cache",
+        default=".cache",
+        help="the toy world: where it is built once [%(default)s]",
+    )
+    ap.add_argument(
+        "--student",
+        help="a real student instead of the toy one (local dir | .gguf | hub id); needs "
+        "--problems",
+    )
+    ap.add_argument(
+        "--problems",
+        help="JSONL problem file (schema: infra/data.py) [the toy world's train.jsonl]",
+    )
+    ap.add_argument(
+        "--problem",
+        "--index",
+        type=bounded(int, 0),
+        default=0,
+        help="which problem, counted from 0 among --domain's [%(default)s]",
+    )
+    ap.add_argument(
+        "--domain",
+        choices=tuple(ROLES),
+        help="[the problem's; with --role, the role's]",
+    )
+    ap.add_argument(
+        "--role",
+        help="whose response: coder, tester, reasoner or tool_user [the domain's first]",
+    )
+    ap.add_argument(
+        "--turn",
+        type=bounded(int, 0),
+        help="t, counted from 0 [1, the first turn with a verdict "
+        "before it, or 0 when the episode ended there]",
+    )
+    args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if args.student and not args.problems:
+        ap.error("--student needs --problems FILE")
+    if args.student:
+        targv = ["--problems", args.problems, "--student", args.student]
+    else:  # the toy preset's limits; its --out is never written here
+        targv = train_args(toy_root(args.cache), os.devnull) + (
+            ["--problems", args.problems] if args.problems else []
+        )
+    return args, get_args(targv + rest)
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(contexts_args)
 
 import torch
 from transformers.utils import logging as hf_logging
 
-import config
 from attribution import attribute_episodes
-from config import bounded
 from infra.data import ProblemError, load_problems
 from infra.models import load_model
-from prompts import ROLE_NAMES, ROLES, check_prompt_limit
+from prompts import ROLE_NAMES, check_prompt_limit
 from rollout import rollout_config, run_episodes
 from teacher import KAPPA, teacher_pieces, verdicts_before
-from toy.build import start_toy, toy_root, train_args
+from toy.build import start_toy
 
 DOMAIN_OF = {r: d for d, roles in ROLES.items() for r in roles}
 # ANSI magenta, cyan, yellow (on a terminal only)
@@ -147,62 +211,10 @@ def show(tok, episode, t, role, verdicts, limit, colour):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(
-        description="Print a student's context beside the teacher's target and contrast "
-        "contexts for one problem and turn, role conditions and verdicts marked. Defaults "
-        "in brackets.",
-        epilog="Any other flag is train.py's (e.g. --no-pac, --seed, "
-        "--max-new-tokens) and sets the rollout and the teacher contexts as in training.",
-    )
-    ap.add_argument(
-        "--cache",
-        default=".cache",
-        help="the toy world: where it is built once [%(default)s]",
-    )
-    ap.add_argument(
-        "--student",
-        help="a real student instead of the toy one (local dir | .gguf | hub id); needs "
-        "--problems",
-    )
-    ap.add_argument(
-        "--problems",
-        help="JSONL problem file (schema: infra/data.py) [the toy world's train.jsonl]",
-    )
-    ap.add_argument(
-        "--problem",
-        "--index",
-        type=bounded(int, 0),
-        default=0,
-        help="which problem, counted from 0 among --domain's [%(default)s]",
-    )
-    ap.add_argument(
-        "--domain",
-        choices=tuple(ROLES),
-        help="[the problem's; with --role, the role's]",
-    )
-    ap.add_argument(
-        "--role",
-        help="whose response: coder, tester, reasoner or tool_user [the domain's first]",
-    )
-    ap.add_argument(
-        "--turn",
-        type=bounded(int, 0),
-        help="t, counted from 0 [1, the first turn with a verdict "
-        "before it, or 0 when the episode ended there]",
-    )
-    args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
+    args, targs = contexts_args(argv)
     colour = sys.stdout.isatty()
     hf_logging.disable_progress_bar()  # the contexts, not a bar per loaded shard
     try:
-        if args.student and not args.problems:
-            raise ValueError("--student needs --problems FILE")
-        if args.student:
-            targv = ["--problems", args.problems, "--student", args.student]
-        else:  # the toy preset's limits; its --out is never written here
-            targv = train_args(toy_root(args.cache), os.devnull) + (
-                ["--problems", args.problems] if args.problems else []
-            )
-        targs = config.get_args(targv + rest)
         if not args.student:
             start_toy(args.cache, targs.threads)
         problem, role = choose(load_problems(targs.problems), targs.problems, args)

@@ -29,7 +29,32 @@ to --out as it is printed, so a run cut short still leaves its lines. No checkpo
 token ids are random ids below 256, valid for the real 151,936-entry vocabulary.
 """
 
-import argparse
+from config import parser
+from infra.cli import flags_first
+
+
+def check_args(argv=None):
+    """python -m tools.device_check's command line."""
+    ap = parser(description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "--tiny",
+        action="store_true",
+        help="tiny shapes on the CPU (a smoke test of this script)",
+    )
+    ap.add_argument("--out", help="also write the printed lines to this file")
+    ap.add_argument("--device", default=None, help="default: cuda, or cpu with --tiny")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=420,
+        help="skip the remaining checks after this many seconds",
+    )
+    return ap.parse_args(argv)
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(check_args)
+
 import gc
 import os
 import time
@@ -141,21 +166,7 @@ def build(shape, dtype, device):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument(
-        "--tiny",
-        action="store_true",
-        help="tiny shapes on the CPU (a smoke test of this script)",
-    )
-    ap.add_argument("--out", help="also write the printed lines to this file")
-    ap.add_argument("--device", default=None, help="default: cuda, or cpu with --tiny")
-    ap.add_argument(
-        "--budget-s",
-        type=float,
-        default=420,
-        help="skip the remaining checks after this many seconds",
-    )
-    args = ap.parse_args(argv)
+    args = check_args(argv)
     hf_logging.set_verbosity_error()
     dev = args.device or ("cpu" if args.tiny else "cuda")
     cuda = dev.startswith("cuda")

@@ -6,7 +6,60 @@ and dispatches; `python -m tools.loaders SOURCE --out FILE.jsonl` is its command
 outputs are computed by running the reference solution in the sandbox.
 """
 
-import argparse
+from config import CODE_TIMEOUT, COUNT, bounded, negative_values, parser
+from infra.cli import flags_first
+
+# Hub sources: short name -> (hub id, config, default split); each one's converter: CONVERTERS. Online only, with
+# `datasets`.
+HUB = {
+    "code_contests": ("deepmind/code_contests", None, "test"),
+    "apps": ("codeparrot/apps", None, "test"),
+    "livecodebench": ("livecodebench/code_generation_lite", None, "release_v6"),
+    "polaris": ("POLARIS-Project/Polaris-Dataset-53K", None, "train"),
+    "aime24": ("HuggingFaceH4/aime_2024", None, "train"),
+    "aime25": ("MathArena/aime_2025", None, "train"),
+    "olympiadbench": ("Hothan/OlympiadBench", "OE_TO_maths_en_COMP", "train"),
+}
+
+
+def loaders_args(argv=None):
+    """python -m tools.loaders' command line."""
+    ap = parser(
+        description="Convert a benchmark file (.jsonl, .jsonl.gz, .json) or a hub source "
+        f"({', '.join(HUB)}) into a problem file."
+    )
+    # --timeout -1e-3 refused as a number, not as a flag without its value
+    negative_values(ap)
+    ap.add_argument("source")
+    ap.add_argument("--out", required=True, help="problem file to write (JSONL)")
+    ap.add_argument(
+        "--split", help="hub split (default per source; LiveCodeBench: release_v6)"
+    )
+    ap.add_argument("--limit", type=COUNT, help="convert the first N records only")
+    ap.add_argument(
+        "--max-tests",
+        type=COUNT,
+        default=100,
+        help="golden tests kept per code problem (default 100)",
+    )
+    ap.add_argument(
+        "--workers",
+        type=COUNT,
+        help="parallel reference runs (default: twice the CPU count)",
+    )
+    ap.add_argument(
+        "--timeout",
+        type=bounded(float, 0, low_open=True),
+        default=CODE_TIMEOUT,
+        help="seconds per reference run (default %(default)s, the verifier's: a slower reference is no "
+        "use)",
+    )
+    return ap.parse_args(argv)
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer at once
+    flags_first(loaders_args)
+
 import ast
 import gzip
 import itertools
@@ -20,7 +73,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tqdm import tqdm
 
-from config import CODE_TIMEOUT, COUNT, bounded, negative_values
 from infra.data import ProblemError, check_all, check_writable, over_cap, write_atomic
 from sandbox.cases import run_case
 from tools.converters import (
@@ -106,25 +158,15 @@ def _as_set_literal(text):
 
 # ----------------------------------------------------------------------------- sources and dispatch
 
-# Hub sources: short name -> (hub id, config, default split, converter). Online only, with `datasets`.
-HUB = {
-    "code_contests": ("deepmind/code_contests", None, "test", from_code_contests),
-    "apps": ("codeparrot/apps", None, "test", from_apps),
-    "livecodebench": (
-        "livecodebench/code_generation_lite",
-        None,
-        "release_v6",
-        from_livecodebench,
-    ),
-    "polaris": ("POLARIS-Project/Polaris-Dataset-53K", None, "train", from_math),
-    "aime24": ("HuggingFaceH4/aime_2024", None, "train", from_math),
-    "aime25": ("MathArena/aime_2025", None, "train", from_math),
-    "olympiadbench": (
-        "Hothan/OlympiadBench",
-        "OE_TO_maths_en_COMP",
-        "train",
-        from_olympiadbench,
-    ),
+# each hub source's converter (HUB above)
+CONVERTERS = {
+    "code_contests": from_code_contests,
+    "apps": from_apps,
+    "livecodebench": from_livecodebench,
+    "polaris": from_math,
+    "aime24": from_math,
+    "aime25": from_math,
+    "olympiadbench": from_olympiadbench,
 }
 # a local file's converter, by the fields of its first record (checked in this order)
 LAYOUTS = [
@@ -189,7 +231,7 @@ def read_records(path):
 def hub_records(name, split=None, limit=None):
     """[(where, n, record)] of a hub source, streamed. Needs `datasets` (imported here only) and network. APPS and
     LiveCodeBench ship loading scripts, which current `datasets` no longer runs: their JSONL files are read."""
-    hub, config, default, _ = HUB[name]
+    hub, config, default = HUB[name]
     split = split or default
     try:
         import datasets
@@ -249,7 +291,7 @@ def load_dataset_as_problems(
     stats = Counter() if stats is None else stats
     name = {v[0]: k for k, v in HUB.items()}.get(source, source)
     if name in HUB and not os.path.exists(source):
-        records, conv, stem = hub_records(name, split, limit), HUB[name][3], name
+        records, conv, stem = hub_records(name, split, limit), CONVERTERS[name], name
     else:
         if split is not None:
             raise ProblemError(
@@ -310,37 +352,7 @@ def load_dataset_as_problems(
 
 def main(argv=None):
     """python -m tools.loaders SOURCE --out FILE.jsonl [--limit N]: convert and write a problem file atomically."""
-    ap = argparse.ArgumentParser(
-        description="Convert a benchmark file (.jsonl, .jsonl.gz, .json) or a hub source "
-        f"({', '.join(HUB)}) into a problem file."
-    )
-    # --timeout -1e-3 refused as a number, not as a flag without its value
-    negative_values(ap)
-    ap.add_argument("source")
-    ap.add_argument("--out", required=True, help="problem file to write (JSONL)")
-    ap.add_argument(
-        "--split", help="hub split (default per source; LiveCodeBench: release_v6)"
-    )
-    ap.add_argument("--limit", type=COUNT, help="convert the first N records only")
-    ap.add_argument(
-        "--max-tests",
-        type=COUNT,
-        default=100,
-        help="golden tests kept per code problem (default 100)",
-    )
-    ap.add_argument(
-        "--workers",
-        type=COUNT,
-        help="parallel reference runs (default: twice the CPU count)",
-    )
-    ap.add_argument(
-        "--timeout",
-        type=bounded(float, 0, low_open=True),
-        default=CODE_TIMEOUT,
-        help="seconds per reference run (default %(default)s, the verifier's: a slower reference is no "
-        "use)",
-    )
-    args = ap.parse_args(argv)
+    args = loaders_args(argv)
     stats = Counter()
     try:
         # before the conversion, which can take minutes

@@ -8,11 +8,41 @@ the run train.py's flags would start.
 It reads train.py's own flags (and `--gib`, `--rollout-attention`); it reads model configs only, never weights.
 """
 
-import argparse
 import os
 import sys
 
-from config import COUNT, get_args
+from config import COUNT, get_args, parser
+from infra.cli import flags_first
+
+
+def memory_args(argv=None):
+    """python -m tools.memory's command line: its own flags, then train.py's. -> (its args, train.py's args)"""
+    ap = parser(
+        description="Estimate the GPU memory of one MAS-OPD training step for train.py's "
+        "flags (given after these)."
+    )
+    ap.add_argument("--gib", type=float, default=80.0, help="GPU memory in GiB")
+    ap.add_argument(
+        "--rollout-attention",
+        choices=("fused", "math"),
+        default="fused",
+        help="the SDPA backend of the rollout's prefill (device_check prints which one runs)",
+    )
+    ap.add_argument(
+        "--world-size",
+        type=COUNT,
+        default=int(os.environ.get("WORLD_SIZE", "1")),
+        help="GPUs under torchrun (train.py's ranks); each rolls out its share of --batch",
+    )
+    args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
+    # plan for a GPU
+    targs = get_args(rest + ([] if "--precision" in rest else ["--precision", "bf16"]))
+    return args, targs
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(memory_args)
+
 from infra.data import ProblemError, load_problems
 from infra.models import config_of
 from prompts import ROLES
@@ -34,26 +64,7 @@ def dry_run(args, gib=80.0, rollout_attention="fused", world=1):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(
-        description="Estimate the GPU memory of one MAS-OPD training step for train.py's "
-        "flags (given after these)."
-    )
-    ap.add_argument("--gib", type=float, default=80.0, help="GPU memory in GiB")
-    ap.add_argument(
-        "--rollout-attention",
-        choices=("fused", "math"),
-        default="fused",
-        help="the SDPA backend of the rollout's prefill (device_check prints which one runs)",
-    )
-    ap.add_argument(
-        "--world-size",
-        type=COUNT,
-        default=int(os.environ.get("WORLD_SIZE", "1")),
-        help="GPUs under torchrun (train.py's ranks); each rolls out its share of --batch",
-    )
-    args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
-    # plan for a GPU
-    targs = get_args(rest + ([] if "--precision" in rest else ["--precision", "bf16"]))
+    args, targs = memory_args(argv)
     print(
         "config:",
         vars(targs),

@@ -13,14 +13,62 @@ Writes OUT/lam<λ>/ (each run, with its report), OUT/sweep.json (every figure, m
 OUT/sweep.md (the table), OUT/sweep.png (three panels against λ) and OUT/report.html (table and figure).
 """
 
-import argparse
-import base64
 import os
 import sys
 
+from config import bounded, get_args, negative_values, parser
+from infra.cli import flags_first
+
+# Fig. 6's six values; the sixth not legible, 0.4 (DECISIONS.md D14)
+LAMBDAS = [0.0, 0.05, 0.1, 0.2, 0.4, 0.5]
+
+
+def sweep_args(argv=None):
+    """python -m tools.sweep's command line: its own flags, then train.py's, those it does not know passed on.
+    -> (its args, train.py's flags, lambda -> its run's directory, the first run's train.py args)"""
+    ap = parser(
+        description="The λ sweep (Fig. 3b-c, Fig. 6): one run per λ, evaluated. Any "
+        "other flag goes to train.py (python train.py --help)."
+    )
+    negative_values(ap)
+    ap.add_argument(
+        "--lam",
+        type=bounded(float, 0),
+        nargs="+",
+        default=LAMBDAS,
+        help="[%(default)s]",
+    )
+    ap.add_argument(
+        "--eval-problems",
+        nargs="+",
+        required=True,
+        help="held-out problem files, one per benchmark",
+    )
+    ap.add_argument("--out", default="runs/sweep", help="[%(default)s]")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="evaluate the runs already trained in OUT (and finish "
+        "those that stopped early)",
+    )
+    args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
+    runs = {v: os.path.join(args.out, f"lam{v:g}") for v in args.lam}
+    # train.py's flags checked once, before any run: a bad one is its one-line refusal (exit 2)
+    targs = get_args(
+        rest
+        + ["--lam", str(args.lam[0]), "--out", runs[args.lam[0]], "--eval-exchange"]
+    )
+    return args, rest, runs, targs
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(sweep_args)
+
+import base64
+
 import train
 from baselines.single import single_agent_metrics
-from config import EVAL_DECODING, bounded, get_args, negative_values
+from config import EVAL_DECODING
 from eval import evaluate_policies, markdown
 from infra.checkpoint import load_policies
 from infra.data import (
@@ -37,8 +85,6 @@ from infra.runs import study_run
 from infra.seats import team_seats
 from rollout import rollout_config
 
-# Fig. 6's six values; the sixth not legible, 0.4 (DECISIONS.md D14)
-LAMBDAS = [0.0, 0.05, 0.1, 0.2, 0.4, 0.5]
 PALETTE = [
     "#e69f00",
     "#cc79a7",
@@ -107,38 +153,7 @@ def figure(results, lams):
 
 def main(argv=None, teacher=None):
     """teacher: a teacher module handed to every train.main (as python -m toy does), instead of --teacher."""
-    ap = argparse.ArgumentParser(
-        description="The λ sweep (Fig. 3b-c, Fig. 6): one run per λ, evaluated. Any "
-        "other flag goes to train.py (python train.py --help)."
-    )
-    negative_values(ap)
-    ap.add_argument(
-        "--lam",
-        type=bounded(float, 0),
-        nargs="+",
-        default=LAMBDAS,
-        help="[%(default)s]",
-    )
-    ap.add_argument(
-        "--eval-problems",
-        nargs="+",
-        required=True,
-        help="held-out problem files, one per benchmark",
-    )
-    ap.add_argument("--out", default="runs/sweep", help="[%(default)s]")
-    ap.add_argument(
-        "--reuse",
-        action="store_true",
-        help="evaluate the runs already trained in OUT (and finish "
-        "those that stopped early)",
-    )
-    args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
-    runs = {v: os.path.join(args.out, f"lam{v:g}") for v in args.lam}
-    # train.py's flags checked once, before any run: a bad one is its one-line refusal (exit 2)
-    targs = get_args(
-        rest
-        + ["--lam", str(args.lam[0]), "--out", runs[args.lam[0]], "--eval-exchange"]
-    )
+    args, rest, runs, targs = sweep_args(argv)
     try:
         check_writable(args.out, "--out", directory=True)
         names = [os.path.splitext(os.path.basename(p))[0] for p in args.eval_problems]

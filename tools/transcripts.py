@@ -11,8 +11,87 @@ was built for. Without the toy build, one line names the command that builds it 
 is 2, as for any missing file.
 """
 
-import argparse
 import os
+
+from config import (
+    COUNT,
+    MATH_FINAL,
+    MAX_TURNS,
+    SEED,
+    TEMPERATURE,
+    TOP_K,
+    TOP_P,
+    bounded,
+    parser,
+)
+from infra.cli import flags_first
+from toy.cli import toy_root
+
+# where `python -m toy` builds the toy student and its problem files
+TOY = toy_root(".cache")
+
+
+def transcripts_args(argv=None):
+    """python -m tools.transcripts' command line."""
+    ap = parser(
+        description="Run two-agent episodes with the student models and "
+        "print them. Defaults in brackets."
+    )
+    # the defaults below are the rollout's (config.py), except this demo's short responses
+    ap.add_argument(
+        "--problems",
+        default=os.path.join(TOY, "test.jsonl"),
+        help="JSONL problem file (schema: infra/data.py) [%(default)s, the toy world's "
+        "held-out problems]",
+    )
+    ap.add_argument(
+        "--model",
+        default=os.path.join(TOY, "student"),
+        help="local dir | .gguf | hub id | tiny-qwen3 | tiny-llama (random weights), "
+        "in every seat [%(default)s, the toy student: python -m toy --build-only]",
+    )
+    ap.add_argument(
+        "--per-domain",
+        type=bounded(int, 0),
+        default=2,
+        help="the first N problems of each domain in the file, 0 = all: a "
+        "walk-through, not an evaluation [%(default)s]",
+    )
+    ap.add_argument(
+        "--max-turns", type=COUNT, default=MAX_TURNS, help="T [%(default)s]"
+    )
+    ap.add_argument(
+        "--max-new-tokens", type=COUNT, default=96, help="response limit [%(default)s]"
+    )
+    ap.add_argument(
+        "--temperature",
+        type=bounded(float, 0),
+        default=TEMPERATURE,
+        help="0 = greedy [%(default)s]",
+    )
+    ap.add_argument(
+        "--top-p",
+        type=bounded(float, 0, 1, low_open=True),
+        default=TOP_P,
+        help="[%(default)s]",
+    )
+    ap.add_argument(
+        "--top-k", type=bounded(int, 0), default=TOP_K, help="0 = off [%(default)s]"
+    )
+    ap.add_argument(
+        "--math-final",
+        choices=("reasoner", "tool_user"),
+        default=MATH_FINAL,
+        help="[%(default)s]",
+    )
+    ap.add_argument("--seed", type=SEED, default=0, help="[%(default)s]")
+    ap.add_argument("--out", help="also write the episodes as JSONL here")
+    return ap.parse_args(argv)
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(transcripts_args)
+
 import sys
 from dataclasses import asdict
 
@@ -20,17 +99,12 @@ import torch
 from tqdm import tqdm
 
 from attribution import attribute_turn
-from config import COUNT, SEED, bounded
 from infra.data import ProblemError, append_episodes, check_writable, load_problems
 from infra.models import load_model
 from infra.seats import role_of
 from prompts import ROLE_NAMES, ROLES, check_prompt_limit
-from rollout import RolloutConfig, rollout_config, run_episodes
+from rollout import rollout_config, run_episodes
 from sandbox.jail import stop_on_sigterm
-from toy.build import toy_root
-
-# where `python -m toy` builds the toy student and its problem files
-TOY = toy_root(".cache")
 
 
 def toy_built(path):
@@ -67,61 +141,7 @@ def print_transcript(e, attributions, width=400):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(
-        description="Run two-agent episodes with the student models and "
-        "print them. Defaults in brackets."
-    )
-    # the defaults below are RolloutConfig's, except this demo's short responses
-    d = RolloutConfig()
-    ap.add_argument(
-        "--problems",
-        default=os.path.join(TOY, "test.jsonl"),
-        help="JSONL problem file (schema: infra/data.py) [%(default)s, the toy world's "
-        "held-out problems]",
-    )
-    ap.add_argument(
-        "--model",
-        default=os.path.join(TOY, "student"),
-        help="local dir | .gguf | hub id | tiny-qwen3 | tiny-llama (random weights), "
-        "in every seat [%(default)s, the toy student: python -m toy --build-only]",
-    )
-    ap.add_argument(
-        "--per-domain",
-        type=bounded(int, 0),
-        default=2,
-        help="the first N problems of each domain in the file, 0 = all: a "
-        "walk-through, not an evaluation [%(default)s]",
-    )
-    ap.add_argument(
-        "--max-turns", type=COUNT, default=d.max_turns, help="T [%(default)s]"
-    )
-    ap.add_argument(
-        "--max-new-tokens", type=COUNT, default=96, help="response limit [%(default)s]"
-    )
-    ap.add_argument(
-        "--temperature",
-        type=bounded(float, 0),
-        default=d.temperature,
-        help="0 = greedy [%(default)s]",
-    )
-    ap.add_argument(
-        "--top-p",
-        type=bounded(float, 0, 1, low_open=True),
-        default=d.top_p,
-        help="[%(default)s]",
-    )
-    ap.add_argument(
-        "--top-k", type=bounded(int, 0), default=d.top_k, help="0 = off [%(default)s]"
-    )
-    ap.add_argument(
-        "--math-final",
-        choices=("reasoner", "tool_user"),
-        default=d.math_final,
-        help="[%(default)s]",
-    )
-    ap.add_argument("--seed", type=SEED, default=0, help="[%(default)s]")
-    ap.add_argument("--out", help="also write the episodes as JSONL here")
-    args = ap.parse_args(argv)
+    args = transcripts_args(argv)
     print("config:", vars(args))
     stop_on_sigterm()
     cfg = rollout_config(args, progress=True)

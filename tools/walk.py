@@ -9,6 +9,22 @@ Measured as the code runs (sys.setprofile in every thread), so it counts what a 
 only a variant or a larger run calls (teams/, baselines/, FSDP2) is not on the pair's path.
 """
 
+from config import get_args, parser
+from infra.cli import flags_first
+
+
+def walk_args(argv=None):
+    """python -m tools.walk's command line: no flags, only --help."""
+    ap = parser(
+        description="Every function of the paper's files, and of the supports they call, "
+        "that one train_step of the pair runs (tiny random models, the example problems)."
+    )
+    return ap.parse_args(argv)
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(walk_args)
+
 import collections
 import os
 import sys
@@ -18,7 +34,6 @@ import torch
 
 import train
 from attribution import attribute_episodes
-from config import get_args
 from infra.data import load_problems
 from infra.launch import Start
 from infra.models import make_tokenizer, tiny_model
@@ -114,6 +129,7 @@ def walk(steps_args):
 
 
 def main():
+    walk_args()
     examples = os.path.join(ROOT, "examples", "problems.jsonl")
     paper, support = walk(
         [

@@ -7,5 +7,5 @@ them as the real path. It imports the method and its supports; nothing in the me
 
 world.py holds the problems, the role-blind simulated agents and the cached build of the students; expert.py the
 teacher, a language model written by hand that is competent on every prefix; learned.py a teacher that was
-trained instead.
+trained instead; cli.py what the commands' flags share, read before torch loads.
 """

@@ -16,21 +16,66 @@ penalty, revise-iff-wrong with its failure modes, turns) and writes everything t
 train.py flag is passed on, e.g. `--lr 1e-4`.
 """
 
-import argparse
+import sys
+
+from config import SEED, get_args, parser
+from infra.cli import flags_first
+from toy.cli import PASSED_ON, toy_root, train_args
+
+
+def ablation_args(argv=None):
+    """python -m toy.ablation's command line: its own flags, then train.py's for the toy world, those it does not
+    know passed on. -> (its args, train.py's argv, train.py's args)"""
+    ap = parser(description="Table 2 of the paper, in the toy world.", epilog=PASSED_ON)
+    ap.add_argument("--out", default="runs/ablation")
+    ap.add_argument(
+        "--train-seeds",
+        type=SEED,
+        nargs="+",
+        default=[0, 1, 2],
+        help="one training run per seed",
+    )
+    ap.add_argument("--cache", default=".cache")
+    ap.add_argument(
+        "--eval-problems",
+        help="held-out problem file (default: the toy world's test split)",
+    )
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="evaluate the runs already trained in OUT (each run's "
+        "checkpoint) instead of training them again, e.g. after a change to the evaluation; a run that "
+        "stopped early is finished first",
+    )
+    ap.add_argument(
+        "--train-only",
+        action="store_true",
+        help="train the runs and stop: on a machine with several "
+        "cores, start one process per share of the seeds (with --threads 1), then evaluate all of them "
+        "in one --reuse run",
+    )
+    args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
+    # e.g. --eval-seeds, over the toy preset's
+    common = train_args(toy_root(args.cache), args.out) + rest
+    # the shared settings, also those of the evaluation
+    return args, common, get_args(common)
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(ablation_args)
+
 import json
 import os
 import statistics
-import sys
 
 import train
-from config import SEED, get_args
 from eval import evaluate_policies, markdown
 from infra.checkpoint import load_policies
 from infra.data import load_problems, write_atomic
 from infra.models import load_model
 from infra.runs import study_run
 from infra.seats import team_seats
-from toy.build import PASSED_ON, start_toy, toy_root, train_args
+from toy.build import start_toy
 from toy.expert import HandTeacher
 
 VARIANTS = {
@@ -68,41 +113,8 @@ def over_runs(runs):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(
-        description="Table 2 of the paper, in the toy world.", epilog=PASSED_ON
-    )
-    ap.add_argument("--out", default="runs/ablation")
-    ap.add_argument(
-        "--train-seeds",
-        type=SEED,
-        nargs="+",
-        default=[0, 1, 2],
-        help="one training run per seed",
-    )
-    ap.add_argument("--cache", default=".cache")
-    ap.add_argument(
-        "--eval-problems",
-        help="held-out problem file (default: the toy world's test split)",
-    )
-    ap.add_argument(
-        "--reuse",
-        action="store_true",
-        help="evaluate the runs already trained in OUT (each run's "
-        "checkpoint) instead of training them again, e.g. after a change to the evaluation; a run that "
-        "stopped early is finished first",
-    )
-    ap.add_argument(
-        "--train-only",
-        action="store_true",
-        help="train the runs and stop: on a machine with several "
-        "cores, start one process per share of the seeds (with --threads 1), then evaluate all of them "
-        "in one --reuse run",
-    )
-    args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
-    # e.g. --eval-seeds, over the toy preset's
-    common = train_args(toy_root(args.cache), args.out) + rest
+    args, common, targs = ablation_args(argv)
     print("config:", json.dumps({**vars(args), "train_args": common}))
-    targs = get_args(common)  # the shared settings, also those of the evaluation below
     plans = plan_runs(VARIANTS, args.train_seeds, args.out, args.reuse, targs.overwrite)
     root = start_toy(args.cache, targs.threads)
     base, tok = load_model(targs.student, device=targs.device)

@@ -14,45 +14,17 @@ seats exchanged too (Fig. 3a). A figure is mean +- std over training runs, each 
 Table 1. Prints two Markdown tables and writes OUT/baselines.json. Any other train.py flag is passed on.
 """
 
-import argparse
-import json
-import os
 import sys
-import time
 
-import train
-from baselines import grpo
-from baselines.single import single_agent_metrics
-from config import EVAL_DECODING, GROUP_SIZE, SEED, TOY, get_args
-from eval import evaluate_policies, markdown
-from infra.checkpoint import load_policies
-from infra.data import load_problems, write_atomic
-from infra.metrics import mean_std
-from infra.models import load_model
-from prompts import ROLES
-from rollout import rollout_config
-from toy.ablation import over_runs, plan_runs, train_runs, with_means
-from toy.build import PASSED_ON, minutes, start_toy, toy_root, train_args
-from toy.expert import HandTeacher
-
-# GRPO on the MAS-OPD rows' budget: batch x G = the toy preset's batch of episodes, and two updates per step
-GRPO = [
-    "--batch",
-    str(TOY["batch"] // GROUP_SIZE),
-    "--mini-batch",
-    str(TOY["batch"] // GROUP_SIZE // (TOY["batch"] // TOY["mini_batch"])),
-]
-ROWS = {
-    "MAS-OPD": [],
-    "MAS+GRPO": GRPO + ["--grpo-variant", "mas"],
-    "MAGRPO": GRPO + ["--grpo-variant", "magrpo"],
-    "SA+ST+GRPO": GRPO + ["--grpo-variant", "sa-st"],
-}
+from config import SEED, get_args, parser
+from infra.cli import flags_first
+from toy.cli import PASSED_ON, toy_root, train_args
 
 
-def main(argv=None):
-    start = time.monotonic()
-    ap = argparse.ArgumentParser(
+def baselines_args(argv=None):
+    """python -m toy.baselines' command line: its own flags, then train.py's for the toy world, those it does not
+    know passed on. -> (its args, train.py's argv)"""
+    ap = parser(
         description="MAS-OPD against the GRPO baselines of Table 1, in the toy world.",
         epilog=PASSED_ON,
     )
@@ -77,6 +49,51 @@ def main(argv=None):
     )
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     common = train_args(toy_root(args.cache), args.out) + rest
+    get_args(common)  # train.py's flags: a bad one stops here (the GRPO rows' in main)
+    return args, common
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(baselines_args)
+
+import json
+import os
+import time
+
+import train
+from baselines import grpo
+from baselines.single import single_agent_metrics
+from config import EVAL_DECODING, GROUP_SIZE, TOY
+from eval import evaluate_policies, markdown
+from infra.checkpoint import load_policies
+from infra.data import load_problems, write_atomic
+from infra.metrics import mean_std
+from infra.models import load_model
+from infra.report import wall_time
+from prompts import ROLES
+from rollout import rollout_config
+from toy.ablation import over_runs, plan_runs, train_runs, with_means
+from toy.build import start_toy
+from toy.expert import HandTeacher
+
+# GRPO on the MAS-OPD rows' budget: batch x G = the toy preset's batch of episodes, and two updates per step
+GRPO = [
+    "--batch",
+    str(TOY["batch"] // GROUP_SIZE),
+    "--mini-batch",
+    str(TOY["batch"] // GROUP_SIZE // (TOY["batch"] // TOY["mini_batch"])),
+]
+ROWS = {
+    "MAS-OPD": [],
+    "MAS+GRPO": GRPO + ["--grpo-variant", "mas"],
+    "MAGRPO": GRPO + ["--grpo-variant", "magrpo"],
+    "SA+ST+GRPO": GRPO + ["--grpo-variant", "sa-st"],
+}
+
+
+def main(argv=None):
+    start = time.monotonic()
+    args, common = baselines_args(argv)
     print("config:", json.dumps({**vars(args), "train_args": common, "rows": ROWS}))
     # a bad flag stops here, before training
     targs = {
@@ -160,7 +177,7 @@ def main(argv=None):
         os.path.join(args.out, "baselines.json"), json.dumps(results, indent=1)
     )
     print(
-        f"\nwrote {os.path.join(args.out, 'baselines.json')}; wall time {minutes(time.monotonic() - start)}"
+        f"\nwrote {os.path.join(args.out, 'baselines.json')}; wall time {wall_time(time.monotonic() - start)}"
     )
 
 

@@ -14,13 +14,29 @@ beside other weights could name their hash) and this code would train the studen
 (the fingerprint matches); else it trains. `--rebuild` trains it again and compares the bytes.
 """
 
-import argparse
+from config import parser
+from infra.cli import flags_first
+
+
+def pins_args(argv=None):
+    """python -m toy.build's command line: the model directory whose pins it prints."""
+    ap = parser(
+        description="Print the sha256 lines of a model directory's files, as STUDENT_FILES "
+        "(toy/build.py) and TEACHER_FILES (toy/learned.py) pin the shipped toy/student/ and "
+        "toy/teacher/: paste them there after copying a rebuilt model over either."
+    )
+    ap.add_argument("dir", help="toy/student or toy/teacher")
+    return ap.parse_args(argv)
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(pins_args)
+
 import functools
 import hashlib
 import json
 import math
 import os
-import platform
 import random
 import shutil
 import time
@@ -34,11 +50,15 @@ from infra.models import (
     SPECIAL_TOKENS,
     cpu_threads,
     hf_tokenizer,
+    machine,
     make_tokenizer,
     tiny_model,
 )
+from infra.report import wall_time
 from prompts import ROLES, build_context, stop_ids_of
 from sampler import sequence_logprobs
+from toy.cli import TOY_VERSION, toy_root
+from toy.cli import train_args as train_args  # importable from here too (the tests)
 from toy.world import ROLE_BLIND, SPLITS, simulate, toy_problems
 
 
@@ -135,8 +155,6 @@ def sft(model, examples, steps, batch=32, lr=3e-3, seed=0, desc="sft"):
     return model.eval()
 
 
-# bump when the world, the prompts, parsing or teacher contexts change what gets built
-TOY_VERSION = "toy-v10"
 # Untied input and output embeddings: with tied ones, every push down on a sampled token (a guessed digit, say)
 # would also move how that token is read in the question, and the toy students drifted into garbage.
 SHAPE = dict(hidden=64, layers=2, heads=4, kv_heads=2, tie_word_embeddings=False)
@@ -162,11 +180,6 @@ STUDENT_FILES = {
 }
 # the SFT examples hashed into a build's fingerprint (with the tokenizer and every setting)
 FINGERPRINT = 256
-
-
-def toy_root(cache):
-    """The directory build_toy(cache) builds and returns (`python -m tools.transcripts` reads its default one)."""
-    return os.path.join(cache, TOY_VERSION)
 
 
 def built(root):
@@ -313,7 +326,7 @@ def build_line(cache, rebuild=False):
     if record:
         return (
             f"toy world: the toy student is the one shipped in toy/student/ ({STUDENT_STEPS:,} SFT steps, "
-            f"built in {minutes(record['seconds'])} on {record['machine']} at load average {record['load']:.1f}; "
+            f"built in {wall_time(record['seconds'])} on {record['machine']} at load average {record['load']:.1f}; "
             f"python -m toy --rebuild trains it here), copied with the toy problems to {root}/"
         )
     why = "" if rebuild else f" ({why_trained(SHIPPED, STUDENT_FILES)})"
@@ -322,11 +335,6 @@ def build_line(cache, rebuild=False):
         f"0.25M-parameter model) and the toy problems, once (the bar below shows the time left), cached in "
         f"{root}/"
     )
-
-
-def minutes(seconds):
-    """A wall time as the toy commands print it: '3 min 41 s'."""
-    return f"{int(seconds // 60)} min {int(seconds % 60)} s"
 
 
 def start_toy(cache, threads=0, rebuild=False):
@@ -348,7 +356,7 @@ def start_toy(cache, threads=0, rebuild=False):
             else ""
         )
         print(
-            f"toy world: built in {minutes(time.monotonic() - start)} here (load average "
+            f"toy world: built in {wall_time(time.monotonic() - start)} here (load average "
             f"{os.getloadavg()[0]:.1f}), cached in {root}/{same}",
             flush=True,
         )
@@ -422,55 +430,8 @@ def build_toy(
     return root
 
 
-def machine():
-    """The CPU, as build.json records where a student was built (its float kernels decide its bytes)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [
-                line.split(":", 1)[1].strip()
-                for line in f
-                if line.startswith("model name")
-            ]
-    except OSError:
-        names = []
-    return (
-        f"{names[0] if names else platform.machine()}, {os.cpu_count()} cores, "
-        f"{torch.backends.cpu.get_cpu_capability()} kernels"
-    )
-
-
-def train_args(root, out):
-    """train.py's arguments for the toy world built at `root` (build_toy), writing to `out`, with the toy preset
-    (config.py, TOY); the caller hands train.main the hand-written teacher (toy/expert.py), so there is no
-    --teacher."""
-    return [
-        "--problems",
-        os.path.join(root, "train.jsonl"),
-        "--student",
-        os.path.join(root, "student"),
-        "--out",
-        out,
-        "--preset",
-        "toy",
-    ]
-
-
-# The close of every toy command's --help: each passes the flags it does not know on to train.py
-PASSED_ON = (
-    "Every other flag is passed on to train.py, and described by python train.py --help: --steps, "
-    "--batch, --lr, --eval-seeds, --threads, --overwrite and the rest; the toy preset (config.py, TOY) "
-    "gives the defaults."
-)
-
-
 def main(argv=None):
-    ap = argparse.ArgumentParser(
-        description="Print the sha256 lines of a model directory's files, as STUDENT_FILES "
-        "(toy/build.py) and TEACHER_FILES (toy/learned.py) pin the shipped toy/student/ and "
-        "toy/teacher/: paste them there after copying a rebuilt model over either."
-    )
-    ap.add_argument("dir", help="toy/student or toy/teacher")
-    for name, digest in pins(ap.parse_args(argv).dir).items():
+    for name, digest in pins(pins_args(argv).dir).items():
         print(f'    "{name}": "{digest}",')
 
 

@@ -29,7 +29,52 @@ among its lines, to tell the conditions apart, and to price the students' tokens
 prefix logic of toy/expert.py is in its data.
 """
 
-import argparse
+from config import parser
+from infra.cli import flags_first
+
+
+def learned_args(argv=None):
+    """python -m toy.learned's command line."""
+    ap = parser(
+        description="Build the learned toy teacher (cached) and print its check beside "
+        "the hand-written teacher's, on held-out toy responses."
+    )
+    ap.add_argument(
+        "--cache",
+        default=".cache",
+        help="where the toy world is built (as python -m toy)",
+    )
+    ap.add_argument(
+        "--split",
+        default="test",
+        choices=("valid", "test"),
+        help="the held-out problems",
+    )
+    ap.add_argument(
+        "--episodes",
+        type=int,
+        default=60,
+        help="simulated base-student episodes to check on",
+    )
+    ap.add_argument("--seed", type=int, default=901, help="the episodes' seed")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch CPU threads (0: the cores other work leaves)",
+    )
+    ap.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="train the teacher here (minutes) instead of copying "
+        "the shipped toy/teacher/, and say if it is the same",
+    )
+    return ap.parse_args(argv)
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(learned_args)
+
 import copy
 import hashlib
 import json
@@ -458,41 +503,7 @@ def check_table(rows):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(
-        description="Build the learned toy teacher (cached) and print its check beside "
-        "the hand-written teacher's, on held-out toy responses."
-    )
-    ap.add_argument(
-        "--cache",
-        default=".cache",
-        help="where the toy world is built (as python -m toy)",
-    )
-    ap.add_argument(
-        "--split",
-        default="test",
-        choices=("valid", "test"),
-        help="the held-out problems",
-    )
-    ap.add_argument(
-        "--episodes",
-        type=int,
-        default=60,
-        help="simulated base-student episodes to check on",
-    )
-    ap.add_argument("--seed", type=int, default=901, help="the episodes' seed")
-    ap.add_argument(
-        "--threads",
-        type=int,
-        default=0,
-        help="torch CPU threads (0: the cores other work leaves)",
-    )
-    ap.add_argument(
-        "--rebuild",
-        action="store_true",
-        help="train the teacher here (minutes) instead of copying "
-        "the shipped toy/teacher/, and say if it is the same",
-    )
-    args = ap.parse_args(argv)
+    args = learned_args(argv)
     root = start_toy(args.cache, args.threads)
     path = build_learned(root, rebuild=args.rebuild)
     if args.rebuild:

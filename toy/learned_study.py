@@ -15,20 +15,11 @@ OUT/learned_study.json, the check to OUT/teacher_check.json. Any other train.py 
 `--eval-seeds 8000 8001 8002`.
 """
 
-import argparse
-import json
-import os
-import subprocess
 import sys
 
-from config import SEED, get_args
-from infra.data import load_problems, write_atomic
-from infra.models import load_model
-from toy.ablation import evaluate_runs, plan_runs, print_tables, train_runs
-from toy.build import PASSED_ON, start_toy, toy_root, train_args
-from toy.expert import HandTeacher
-from toy.learned import build_learned, check_rows, check_table
-from toy.world import toy_problems
+from config import SEED, get_args, parser
+from infra.cli import flags_first
+from toy.cli import PASSED_ON, toy_root, train_args
 
 ROWS = {
     "MAS-OPD": [],
@@ -44,8 +35,10 @@ STUDY = ["--steps", "50"]
 QUICK = ["--steps", "10", "--eval-seeds", "4000"]
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(
+def study_args(argv=None):
+    """python -m toy.learned_study's command line: its own flags, then train.py's for the toy world, those it does
+    not know passed on. -> (its args, train.py's argv, train.py's args)"""
+    ap = parser(
         description="The toy ablation with a learned teacher beside the hand-written one.",
         epilog=PASSED_ON,
     )
@@ -98,17 +91,38 @@ def main(argv=None):
         action="store_true",
         help="train the runs and stop (what each --jobs process runs)",
     )
-    argv = sys.argv[1:] if argv is None else argv
-    args, rest = ap.parse_known_args(argv)
-    seeds = args.train_seeds[:1] if args.quick else args.train_seeds
+    args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     common = (
         train_args(toy_root(args.cache), args.out)
         + STUDY
         + (QUICK if args.quick else [])
         + rest
     )
+    return args, common, get_args(common)
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(study_args)
+
+import json
+import os
+import signal
+import subprocess
+
+from infra.data import load_problems, write_atomic
+from infra.models import load_model
+from toy.ablation import evaluate_runs, plan_runs, print_tables, train_runs
+from toy.build import start_toy
+from toy.expert import HandTeacher
+from toy.learned import build_learned, check_rows, check_table
+from toy.world import toy_problems
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args, common, targs = study_args(argv)
+    seeds = args.train_seeds[:1] if args.quick else args.train_seeds
     print("config:", json.dumps({**vars(args), "train_args": common}))
-    targs = get_args(common)
     rows = {
         SHORT[r]: ROWS[SHORT[r]]
         for r in args.rows or (["mas-opd", "opd"] if args.quick else SHORT)
@@ -176,6 +190,8 @@ def train_in_processes(argv, rows, jobs):
         f"== training in {len(parts)} processes of one thread: rows {' | '.join(' '.join(p) for p in parts)}",
         flush=True,
     )
+    # Ctrl-C a KeyboardInterrupt again (not flags_first's exit): this process waits below
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     procs = [
         subprocess.Popen(
             [

@@ -15,54 +15,21 @@ the mean over the evaluation seeds. Prints the per-domain accuracy table and wri
 passed on; the defaults make it a shorter schedule than the demo's (STUDY), so that the study fits a 2-core CPU.
 """
 
-import argparse
-import base64
-import json
-import os
 import sys
-import time
 
-from config import COUNT, SEED, get_args
-from eval import evaluate_policies, markdown
-from infra.checkpoint import load_policies
-from infra.data import load_problems, write_atomic
-from infra.models import load_model
-from infra.png import chart_pixels, write_png
-from infra.report import page, results_html
-from infra.seats import team_seats
-from toy.ablation import over_runs, plan_runs, train_runs
-from toy.build import PASSED_ON, minutes, start_toy, toy_root, train_args
-from toy.expert import HandTeacher
+from config import COUNT, SEED, get_args, parser
+from infra.cli import flags_first
+from toy.cli import PASSED_ON, toy_root, train_args
 
 # ours: the demo's 100 steps of 16 episodes, a twentieth of them per run here (20 steps of 4 episodes), so that
 # the runs (n = 1..4, two or three seeds) train in minutes on two cores: an 8-agent team costs four pairs per episode
 STUDY = ["--steps", "20", "--batch", "4", "--mini-batch", "2"]
-COLOURS = {"acc_code": "#e69f00", "acc_math": "#cc79a7"}
 
 
-def figure(results, agents):
-    """Accuracy against the number of agents 2n, trained and untrained, one line per domain. -> pixels."""
-    xs = [2 * n for n in agents]
-    panels = [
-        (
-            f"{title} ACCURACY VS AGENTS (FIG. 5)",
-            xs,
-            {
-                f"{k[4:]}": (
-                    [results[f"{kind} n={n}"].get(k, {}).get("mean") for n in agents],
-                    c,
-                )
-                for k, c in COLOURS.items()
-            },
-        )
-        for kind, title in (("trained", "TRAINED"), ("untrained", "UNTRAINED"))
-    ]
-    return chart_pixels(panels)
-
-
-def main(argv=None):
-    start = time.monotonic()
-    ap = argparse.ArgumentParser(
+def scaling_args(argv=None):
+    """python -m toy.scaling's command line: its own flags, then train.py's for the toy world, those it does not know
+    passed on. -> (its args, train.py's argv, the rows' flags, each row's train.py args)"""
+    ap = parser(
         description="The agent-scaling study (App. E.1, Fig. 5) in the toy world.",
         epilog=PASSED_ON,
     )
@@ -100,9 +67,57 @@ def main(argv=None):
     args, rest = ap.parse_known_args(sys.argv[1:] if argv is None else argv)
     common = train_args(toy_root(args.cache), args.out) + STUDY + rest
     rows = {f"n={n}": ["--agents-per-role", str(n)] for n in args.agents}
-    print("config:", json.dumps({**vars(args), "train_args": common}))
     # a bad flag stops here
     targs = {name: get_args(common + flags) for name, flags in rows.items()}
+    return args, common, rows, targs
+
+
+if __name__ == "__main__":  # flags first: --help and a refused flag answer before torch
+    flags_first(scaling_args)
+
+import base64
+import json
+import os
+import time
+
+from eval import evaluate_policies, markdown
+from infra.checkpoint import load_policies
+from infra.data import load_problems, write_atomic
+from infra.models import load_model
+from infra.png import chart_pixels, write_png
+from infra.report import page, results_html, wall_time
+from infra.seats import team_seats
+from toy.ablation import over_runs, plan_runs, train_runs
+from toy.build import start_toy
+from toy.expert import HandTeacher
+
+COLOURS = {"acc_code": "#e69f00", "acc_math": "#cc79a7"}
+
+
+def figure(results, agents):
+    """Accuracy against the number of agents 2n, trained and untrained, one line per domain. -> pixels."""
+    xs = [2 * n for n in agents]
+    panels = [
+        (
+            f"{title} ACCURACY VS AGENTS (FIG. 5)",
+            xs,
+            {
+                f"{k[4:]}": (
+                    [results[f"{kind} n={n}"].get(k, {}).get("mean") for n in agents],
+                    c,
+                )
+                for k, c in COLOURS.items()
+            },
+        )
+        for kind, title in (("trained", "TRAINED"), ("untrained", "UNTRAINED"))
+    ]
+    return chart_pixels(panels)
+
+
+def main(argv=None):
+    start = time.monotonic()
+    args, common, rows, targs = scaling_args(argv)
+    print("config:", json.dumps({**vars(args), "train_args": common}))
     first = targs[f"n={args.agents[0]}"]
     # and a run in the way
     plans = plan_runs(rows, args.train_seeds, args.out, args.reuse, first.overwrite)
@@ -169,7 +184,7 @@ def main(argv=None):
     write_atomic(os.path.join(args.out, "report.html"), page("Agent scaling", body))
     print(
         f"\nwrote {os.path.join(args.out, 'scaling.json')}, {png} and {os.path.join(args.out, 'report.html')}; "
-        f"wall time {minutes(seconds)}"
+        f"wall time {wall_time(seconds)}"
     )
 
 
