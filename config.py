@@ -102,8 +102,8 @@ CPU = dict(
 # The cpu preset's values but these:
 SMOL = dict(
     CPU,
-    steps=1,  # ours: every phase once, then eval.py --run reads the checkpoint
-    micro_batch=4,  # ours: half the step's 8 responses per forward/backward
+    steps=1,  # ours: every phase once
+    micro_batch=4,  # ours: half the step's 8 responses at once
     max_new_tokens=48,  # ours: 64 took 10 min here (docs/cpu.md)
     math_max_new_tokens=0,  # App. D.6.3: one limit for both domains
 )
@@ -329,9 +329,9 @@ def command():
 
 
 def parser(**kw):
-    """argparse.ArgumentParser(**kw) whose refusal is one line, exit 2: "PROG: error:
-    WHAT (see COMMAND --help)"; the usage only with --help."""
-    ap = argparse.ArgumentParser(**kw)
+    """argparse.ArgumentParser(**kw) named as typed, whose refusal is one line, exit 2:
+    "COMMAND: error: WHAT (see COMMAND --help)"; the usage only with --help."""
+    ap = argparse.ArgumentParser(**{"prog": command(), **kw})
     ap.error = lambda what: ap.exit(
         2, f"{ap.prog}: error: {what} (see {command()} --help)\n"
     )
