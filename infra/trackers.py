@@ -13,11 +13,13 @@ from dataclasses import dataclass
 
 # the file in OUT/wandb that keeps the W&B run's id, so that a --resume continues the same W&B run
 RUN_ID = "run-id"
+# the values of WANDB_MODE that wandb.init takes
+WANDB_MODES = ("online", "offline", "disabled", "dryrun", "run", "shared")
 
 
 def check_trackers(args):
     """Before anything loads: a one-line ValueError naming the pip command for a requested tracker whose package
-    is not installed. find_spec looks for the package without importing it."""
+    is not installed (find_spec looks for the package without importing it), or a WANDB_MODE W&B does not take."""
     for flag, asked, package in (
         ("--wandb", args.wandb, "wandb"),
         ("--tensorboard", args.tensorboard, "tensorboard"),
@@ -26,6 +28,12 @@ def check_trackers(args):
             raise ValueError(
                 f"{flag}: the {package} package is not installed (pip install {package}), or leave {flag} out"
             )
+    # what wandb.init would refuse once the models had loaded, refused now
+    mode = os.environ.get("WANDB_MODE")
+    if args.wandb and mode is not None and mode not in WANDB_MODES:
+        raise ValueError(
+            f"--wandb: WANDB_MODE={mode!r} is not one of W&B's modes ({', '.join(WANDB_MODES)})"
+        )
 
 
 def scalars(record, prefix=""):

@@ -174,6 +174,20 @@ def test_a_tracker_whose_package_is_missing_is_refused_in_one_line_before_anythi
     assert not os.path.exists(out)
 
 
+def test_a_wandb_mode_wandb_would_refuse_is_refused_in_one_line_before_anything_loads(
+    tmp_path, problems, monkeypatch, error_line
+):
+    monkeypatch.setenv("WANDB_MODE", "ofline")
+    _no_model(monkeypatch)
+    out = str(tmp_path / "run")
+    with pytest.raises(SystemExit) as e:
+        train.main(FAST + ["--problems", problems, "--out", out, "--wandb", "p"])
+    assert e.value.code == 2 and not os.path.exists(out)
+    error_line(
+        "--wandb: WANDB_MODE='ofline' is not one of W&B's modes (online, offline"
+    )
+
+
 def test_the_trackers_module_imports_no_tracker_nor_torch():
     """The command line reads without the optional packages: only open_trackers imports them."""
     code = "import sys, infra.trackers; print(*sys.modules)"
