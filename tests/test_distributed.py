@@ -210,6 +210,7 @@ def test_a_failing_rank_stops_the_job_and_leaves_the_last_checkpoint_whole(tmp_p
         "checkpoint",
         "metrics.jsonl",
         "run.json",
+        "run.lock",
         "samples.jsonl",
     ]  # no .tmp left
     state = torch.load(os.path.join(out, "checkpoint", "state.pt"), weights_only=False)
