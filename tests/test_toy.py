@@ -23,7 +23,7 @@ import train
 from attribution import HEADER, attribute_turn
 from config import get_args
 from infra.data import check_problem, load_problems
-from infra.models import load_model, make_tokenizer, tiny_model
+from infra.models import load_model, machine, make_tokenizer, tiny_model
 from prompts import build_context
 from rollout import RolloutConfig, code_env, math_env
 from sampler import sequence_logprobs
@@ -335,10 +335,17 @@ def test_the_summary_shows_the_rows_that_matter_in_order_and_what_a_problem_is_w
         "| revise_iff_wrong_tester",
     ]
     assert "| acc_code | 47.0 ± 1.5 | 90.0 ± 1.5 |" in text
-    assert text.endswith(
+    assert (
         "report: runs/toy/report.html (learning curves, every metric, heat maps)\n"
-        "wall time: 7 min 1 s"
+        "wall time: 7 min 1 s\n"
+    ) in text
+    # the last line: the CPU kernels that made the figures, and where another CPU's are
+    assert text.endswith(
+        f"made with {machine()}; the README shows this summary from AVX-512 and from AVX2 "
+        "kernels side by side: another CPU's 'after' figures may differ by several points "
+        "(README: what the figures depend on)"
     )
+    assert "kernels" in machine()
 
 
 def test_a_build_another_process_finished_first_is_kept(tmp_path, monkeypatch):
